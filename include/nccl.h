@@ -1,0 +1,258 @@
+/*
+ * ringcc: the NCCL C API.
+ *
+ * Written for ringcc; ABI-identical to NCCL 2.27's nccl.h: the same enum values, the same
+ * struct layouts and sizes, the same function names and signatures. A binary built against
+ * NVIDIA's header loads libnccl.so.2 from ringcc unchanged. tests/unit/test_abi.cc checks
+ * this header against the real one whenever the real one is installed.
+ *
+ * Unlike NVIDIA's header this one does not need the CUDA toolkit: cudaStream_t is declared
+ * here with the very typedef CUDA uses, so both headers can be included in either order.
+ */
+#ifndef NCCL_H_
+#define NCCL_H_
+
+#include <limits.h>
+#include <stddef.h>
+
+#define NCCL_MAJOR 2
+#define NCCL_MINOR 27
+#define NCCL_PATCH 7
+#define NCCL_SUFFIX ""
+
+#define NCCL_VERSION_CODE 22707
+#define NCCL_VERSION(X, Y, Z) \
+  (((X) <= 2 && (Y) <= 8) ? (X) * 1000 + (Y) * 100 + (Z) : (X) * 10000 + (Y) * 100 + (Z))
+
+/* Same typedef as cuda_runtime_api.h, so a redeclaration there is harmless. */
+typedef struct CUstream_st* cudaStream_t;
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Opaque handles. */
+typedef struct ncclComm* ncclComm_t;
+typedef struct ncclWindow_vidmem* ncclWindow_t;
+#define NCCL_COMM_NULL NULL
+
+#define NCCL_UNIQUE_ID_BYTES 128
+typedef struct {
+  char internal[NCCL_UNIQUE_ID_BYTES];
+} ncclUniqueId;
+
+/* Result codes. */
+typedef enum {
+  ncclSuccess = 0,
+  ncclUnhandledCudaError = 1,
+  ncclSystemError = 2,
+  ncclInternalError = 3,
+  ncclInvalidArgument = 4,
+  ncclInvalidUsage = 5,
+  ncclRemoteError = 6,
+  ncclInProgress = 7,
+  ncclNumResults = 8
+} ncclResult_t;
+
+#define NCCL_CONFIG_UNDEF_INT INT_MIN
+#define NCCL_CONFIG_UNDEF_PTR NULL
+#define NCCL_SPLIT_NOCOLOR -1
+#define NCCL_UNDEF_FLOAT -1.0f
+
+/* Window registration flags. */
+#define NCCL_WIN_DEFAULT 0x00
+#define NCCL_WIN_COLL_SYMMETRIC 0x01
+#define NCCL_WIN_REQUIRED_ALIGNMENT 4096
+
+/* Performance policy (config.CTAPolicy). */
+#define NCCL_CTA_POLICY_DEFAULT 0x00
+#define NCCL_CTA_POLICY_EFFICIENCY 0x01
+#define NCCL_CTA_POLICY_ZERO 0x02
+
+/* ncclCommShrink flags. */
+#define NCCL_SHRINK_DEFAULT 0x00
+#define NCCL_SHRINK_ABORT 0x01
+
+/* ncclCommRevoke flags: must be NCCL_REVOKE_DEFAULT. */
+#define NCCL_REVOKE_DEFAULT 0x00
+
+/* Communicator configuration. The library reads a caller's config by its `size` field, so
+ * configs from newer headers (which append fields) are accepted too. */
+typedef struct ncclConfig_v22700 {
+  size_t size;
+  unsigned int magic;
+  unsigned int version;
+  int blocking;
+  int cgaClusterSize;
+  int minCTAs;
+  int maxCTAs;
+  const char* netName;
+  int splitShare;
+  int trafficClass;
+  const char* commName;
+  int collnetEnable;
+  int CTAPolicy;
+  int shrinkShare;
+  int nvlsCTAs;
+} ncclConfig_t;
+
+#define NCCL_CONFIG_INITIALIZER                                                       \
+  {                                                                                   \
+    sizeof(ncclConfig_t),                          /* size */                         \
+        0xcafebeef,                                /* magic */                        \
+        NCCL_VERSION(NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH), /* version */               \
+        NCCL_CONFIG_UNDEF_INT,                     /* blocking */                     \
+        NCCL_CONFIG_UNDEF_INT,                     /* cgaClusterSize */               \
+        NCCL_CONFIG_UNDEF_INT,                     /* minCTAs */                      \
+        NCCL_CONFIG_UNDEF_INT,                     /* maxCTAs */                      \
+        NCCL_CONFIG_UNDEF_PTR,                     /* netName */                      \
+        NCCL_CONFIG_UNDEF_INT,                     /* splitShare */                   \
+        NCCL_CONFIG_UNDEF_INT,                     /* trafficClass */                 \
+        NCCL_CONFIG_UNDEF_PTR,                     /* commName */                     \
+        NCCL_CONFIG_UNDEF_INT,                     /* collnetEnable */                \
+        NCCL_CONFIG_UNDEF_INT,                     /* CTAPolicy */                    \
+        NCCL_CONFIG_UNDEF_INT,                     /* shrinkShare */                  \
+        NCCL_CONFIG_UNDEF_INT,                     /* nvlsCTAs */                     \
+  }
+
+/* Filled by ncclGroupSimulateEnd. */
+typedef struct ncclSimInfo_v22200 {
+  size_t size;
+  unsigned int magic;
+  unsigned int version;
+  float estimatedTime;
+} ncclSimInfo_t;
+
+#define NCCL_SIM_INFO_INITIALIZER                                                     \
+  {                                                                                   \
+    sizeof(ncclSimInfo_t), 0x74685283, NCCL_VERSION(NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH), \
+        NCCL_UNDEF_FLOAT                                                              \
+  }
+
+/* Reduction operators. Values >= ncclNumOps are handles from ncclRedOpCreatePreMulSum. */
+typedef enum { ncclNumOps_dummy = 5 } ncclRedOp_dummy_t;
+typedef enum {
+  ncclSum = 0,
+  ncclProd = 1,
+  ncclMax = 2,
+  ncclMin = 3,
+  ncclAvg = 4,
+  ncclNumOps = 5,
+  ncclMaxRedOp = 0x7fffffff >> (32 - 8 * sizeof(ncclRedOp_dummy_t))
+} ncclRedOp_t;
+
+/* Element types. */
+typedef enum {
+  ncclInt8 = 0, ncclChar = 0,
+  ncclUint8 = 1,
+  ncclInt32 = 2, ncclInt = 2,
+  ncclUint32 = 3,
+  ncclInt64 = 4,
+  ncclUint64 = 5,
+  ncclFloat16 = 6, ncclHalf = 6,
+  ncclFloat32 = 7, ncclFloat = 7,
+  ncclFloat64 = 8, ncclDouble = 8,
+  ncclBfloat16 = 9,
+  ncclFloat8e4m3 = 10,
+  ncclFloat8e5m2 = 11,
+  ncclNumTypes = 12
+} ncclDataType_t;
+
+/* Where the scalar of ncclRedOpCreatePreMulSum lives. */
+typedef enum {
+  ncclScalarDevice = 0,        /* read while the collective runs */
+  ncclScalarHostImmediate = 1  /* read before ncclRedOpCreatePreMulSum returns */
+} ncclScalarResidence_t;
+
+/* Each function exists twice: nccl* and the profiling alias pnccl*. */
+#define NCCL_API_PAIR(ret, name, args) \
+  ret name args;                       \
+  ret p##name args;
+
+NCCL_API_PAIR(ncclResult_t, ncclMemAlloc, (void** ptr, size_t size))
+NCCL_API_PAIR(ncclResult_t, ncclMemFree, (void* ptr))
+NCCL_API_PAIR(ncclResult_t, ncclGetVersion, (int* version))
+NCCL_API_PAIR(ncclResult_t, ncclGetUniqueId, (ncclUniqueId * uniqueId))
+NCCL_API_PAIR(ncclResult_t, ncclCommInitRankConfig,
+              (ncclComm_t * comm, int nranks, ncclUniqueId commId, int rank, ncclConfig_t* config))
+NCCL_API_PAIR(ncclResult_t, ncclCommInitRank,
+              (ncclComm_t * comm, int nranks, ncclUniqueId commId, int rank))
+NCCL_API_PAIR(ncclResult_t, ncclCommInitAll, (ncclComm_t * comm, int ndev, const int* devlist))
+NCCL_API_PAIR(ncclResult_t, ncclCommInitRankScalable,
+              (ncclComm_t * newcomm, int nranks, int myrank, int nId, ncclUniqueId* commIds,
+               ncclConfig_t* config))
+NCCL_API_PAIR(ncclResult_t, ncclCommFinalize, (ncclComm_t comm))
+NCCL_API_PAIR(ncclResult_t, ncclCommDestroy, (ncclComm_t comm))
+NCCL_API_PAIR(ncclResult_t, ncclCommAbort, (ncclComm_t comm))
+NCCL_API_PAIR(ncclResult_t, ncclCommRevoke, (ncclComm_t comm, int revokeFlags))
+NCCL_API_PAIR(ncclResult_t, ncclCommSplit,
+              (ncclComm_t comm, int color, int key, ncclComm_t* newcomm, ncclConfig_t* config))
+NCCL_API_PAIR(ncclResult_t, ncclCommShrink,
+              (ncclComm_t comm, int* excludeRanksList, int excludeRanksCount, ncclComm_t* newcomm,
+               ncclConfig_t* config, int shrinkFlags))
+NCCL_API_PAIR(const char*, ncclGetErrorString, (ncclResult_t result))
+NCCL_API_PAIR(const char*, ncclGetLastError, (ncclComm_t comm))
+NCCL_API_PAIR(void, ncclResetDebugInit, (void))
+NCCL_API_PAIR(ncclResult_t, ncclCommGetAsyncError, (ncclComm_t comm, ncclResult_t* asyncError))
+NCCL_API_PAIR(ncclResult_t, ncclCommCount, (const ncclComm_t comm, int* count))
+NCCL_API_PAIR(ncclResult_t, ncclCommCuDevice, (const ncclComm_t comm, int* device))
+NCCL_API_PAIR(ncclResult_t, ncclCommUserRank, (const ncclComm_t comm, int* rank))
+NCCL_API_PAIR(ncclResult_t, ncclCommRegister,
+              (const ncclComm_t comm, void* buff, size_t size, void** handle))
+NCCL_API_PAIR(ncclResult_t, ncclCommDeregister, (const ncclComm_t comm, void* handle))
+NCCL_API_PAIR(ncclResult_t, ncclCommWindowRegister,
+              (ncclComm_t comm, void* buff, size_t size, ncclWindow_t* win, int winFlags))
+NCCL_API_PAIR(ncclResult_t, ncclCommWindowDeregister, (ncclComm_t comm, ncclWindow_t win))
+NCCL_API_PAIR(ncclResult_t, ncclRedOpCreatePreMulSum,
+              (ncclRedOp_t * op, void* scalar, ncclDataType_t datatype,
+               ncclScalarResidence_t residence, ncclComm_t comm))
+NCCL_API_PAIR(ncclResult_t, ncclRedOpDestroy, (ncclRedOp_t op, ncclComm_t comm))
+
+/* Collectives. sendbuff == recvbuff (or the rank's own block of it) means in place. */
+NCCL_API_PAIR(ncclResult_t, ncclReduce,
+              (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+               ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream))
+NCCL_API_PAIR(ncclResult_t, ncclBcast,
+              (void* buff, size_t count, ncclDataType_t datatype, int root, ncclComm_t comm,
+               cudaStream_t stream))
+NCCL_API_PAIR(ncclResult_t, ncclBroadcast,
+              (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+               int root, ncclComm_t comm, cudaStream_t stream))
+NCCL_API_PAIR(ncclResult_t, ncclAllReduce,
+              (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+               ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream))
+NCCL_API_PAIR(ncclResult_t, ncclReduceScatter,
+              (const void* sendbuff, void* recvbuff, size_t recvcount, ncclDataType_t datatype,
+               ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream))
+NCCL_API_PAIR(ncclResult_t, ncclAllGather,
+              (const void* sendbuff, void* recvbuff, size_t sendcount, ncclDataType_t datatype,
+               ncclComm_t comm, cudaStream_t stream))
+NCCL_API_PAIR(ncclResult_t, ncclAlltoAll,
+              (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+               ncclComm_t comm, cudaStream_t stream))
+NCCL_API_PAIR(ncclResult_t, ncclGather,
+              (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+               int root, ncclComm_t comm, cudaStream_t stream))
+NCCL_API_PAIR(ncclResult_t, ncclScatter,
+              (const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
+               int root, ncclComm_t comm, cudaStream_t stream))
+NCCL_API_PAIR(ncclResult_t, ncclSend,
+              (const void* sendbuff, size_t count, ncclDataType_t datatype, int peer,
+               ncclComm_t comm, cudaStream_t stream))
+NCCL_API_PAIR(ncclResult_t, ncclRecv,
+              (void* recvbuff, size_t count, ncclDataType_t datatype, int peer, ncclComm_t comm,
+               cudaStream_t stream))
+
+/* Groups: calls between start and end are batched; end launches (and, on host
+ * communicators, completes) them all. */
+NCCL_API_PAIR(ncclResult_t, ncclGroupStart, (void))
+NCCL_API_PAIR(ncclResult_t, ncclGroupEnd, (void))
+NCCL_API_PAIR(ncclResult_t, ncclGroupSimulateEnd, (ncclSimInfo_t * simInfo))
+
+#undef NCCL_API_PAIR
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* NCCL_H_ */

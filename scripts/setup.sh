@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs what ringcc needs (Debian packages, when missing), configures and builds.
+# Usage: scripts/setup.sh [build-dir]   (default: build)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUILD=${1:-build}
+
+PACKAGES=(meson ninja-build pkg-config g++ python3 catch2 libucx-dev libhwloc-dev libnuma-dev
+          openmpi-bin libopenmpi-dev python3-matplotlib)
+missing=()
+for p in "${PACKAGES[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]})); then
+  echo "setup: installing ${missing[*]}"
+  SUDO=""
+  [ "$(id -u)" -eq 0 ] || SUDO=sudo
+  $SUDO apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+WERROR=()
+[ "${CI:-}" = "true" ] && WERROR=(--werror)
+if [ ! -f "$BUILD/build.ninja" ]; then
+  meson setup "$BUILD" "${WERROR[@]}"
+fi
+ninja -C "$BUILD"

@@ -1,0 +1,94 @@
+#include "src/core/param.h"
+
+#include <cerrno>
+#include <cstdlib>
+#include <cstring>
+
+#include "src/core/log.h"
+
+namespace ringcc {
+namespace {
+
+// Keep sorted by name; docs/env.md mirrors this table.
+constexpr ParamDef kParams[] = {
+    {"ALGO", "", "Algorithms allowed: Ring, Tree (comma list, ^ to exclude)."},
+    {"BOOTSTRAP_TIMEOUT", "30000", "Milliseconds a bootstrap connect or read may take."},
+    {"BUFFSIZE", "4194304", "Bytes of slot memory per connection and channel (Simple protocol)."},
+    {"CHUNKSIZE", "0", "Bytes per pipeline chunk; 0 picks a size from BUFFSIZE."},
+    {"COMM_ID", "", "host:port of the bootstrap root, instead of the address in the unique id."},
+    {"DEBUG", "", "Log level: VERSION, WARN, INFO or TRACE."},
+    {"DEBUG_FILE", "", "Log file instead of stderr; %h is the host name, %p the pid."},
+    {"DEBUG_SUBSYS", "INIT,ENV", "Subsystems logged at INFO (comma list, ^ to exclude, ALL)."},
+    {"DEVICE", "", "Memory kind of new communicators: host or cuda (default: cuda if usable)."},
+    {"MAX_NCHANNELS", "4", "Most channels a collective may use."},
+    {"MIN_NCHANNELS", "1", "Fewest channels a collective may use."},
+    {"NTHREADS", "0", "Reserved: threads per CUDA block (0: ringcc picks)."},
+    {"P2P_DISABLE", "0", "1: never use the p2p transport (ranks in one process use shm)."},
+    {"PROTO", "", "Protocols allowed: Simple, LL (comma list, ^ to exclude)."},
+    {"SHM_DISABLE", "0", "1: never use the shm transport (processes on one host use the network)."},
+    {"SOCKET_FAMILY", "", "AF_INET or AF_INET6: address family of bootstrap sockets."},
+    {"SOCKET_IFNAME", "", "Interfaces for bootstrap: prefix list, =exact, ^exclude."},
+    {"SPIN_COUNT", "2000", "Polls of a connector before a waiting thread starts to sleep."},
+    {"TIMEOUT", "300000", "Milliseconds a collective may wait on a peer before it fails."},
+};
+
+}  // namespace
+
+std::span<const ParamDef> paramTable() { return kParams; }
+
+const ParamDef* findParam(const char* name) {
+  for (const ParamDef& p : kParams)
+    if (std::strcmp(p.name, name) == 0) return &p;
+  return nullptr;
+}
+
+std::optional<std::string> paramEnv(const char* name) {
+  for (const char* prefix : {"RINGCC_", "NCCL_"}) {
+    std::string var = std::string(prefix) + name;
+    if (const char* v = std::getenv(var.c_str())) return std::string(v);
+  }
+  return std::nullopt;
+}
+
+std::string paramString(const char* name) {
+  if (auto v = paramEnv(name)) return *v;
+  const ParamDef* def = findParam(name);
+  return def ? def->defaultValue : "";
+}
+
+bool parseSize(const std::string& text, int64_t* out) {
+  if (text.empty()) return false;
+  char* end = nullptr;
+  errno = 0;
+  long long v = std::strtoll(text.c_str(), &end, 0);
+  if (errno != 0 || end == text.c_str()) return false;
+  int64_t scale = 1;
+  if (*end != '\0') {
+    switch (*end) {
+      case 'k': case 'K': scale = int64_t{1} << 10; break;
+      case 'm': case 'M': scale = int64_t{1} << 20; break;
+      case 'g': case 'G': scale = int64_t{1} << 30; break;
+      default: return false;
+    }
+    if (end[1] != '\0') return false;
+  }
+  *out = static_cast<int64_t>(v) * scale;
+  return true;
+}
+
+int64_t paramInt(const char* name) {
+  const ParamDef* def = findParam(name);
+  int64_t fallback = 0;
+  if (def && def->defaultValue[0]) parseSize(def->defaultValue, &fallback);
+  auto v = paramEnv(name);
+  if (!v) return fallback;
+  int64_t parsed;
+  if (!parseSize(*v, &parsed)) {
+    LOG_WARN("environment: %s=%s is not a number; using %lld", name, v->c_str(),
+         static_cast<long long>(fallback));
+    return fallback;
+  }
+  return parsed;
+}
+
+}  // namespace ringcc

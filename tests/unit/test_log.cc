@@ -1,0 +1,71 @@
+#include <catch2/catch.hpp>
+
+#include <unistd.h>
+
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include "src/core/error.h"
+#include "src/core/log.h"
+#include "support/test_env.h"
+
+using namespace ringcc;
+using ringcc::test::CapturedLog;
+using ringcc::test::ScopedEnv;
+
+TEST_CASE("NCCL_DEBUG_SUBSYS parses lists, ALL and ^ exclusion", "[log]") {
+  CHECK(parseSubsysMask("INIT") == kLogInit);
+  CHECK(parseSubsysMask("INIT,coll") == (kLogInit | kLogColl));
+  CHECK(parseSubsysMask("ALL") == kLogAll);
+  CHECK(parseSubsysMask("^INIT") == ~uint64_t{kLogInit});
+  CHECK(parseSubsysMask("") == 0);
+}
+
+TEST_CASE("NCCL_DEBUG_FILE expands %h and %p", "[log]") {
+  char host[64] = "";
+  gethostname(host, sizeof(host) - 1);
+  CHECK(expandLogFileName("/tmp/x.%h.%p") ==
+        std::string("/tmp/x.") + host + "." + std::to_string(getpid()));
+  CHECK(expandLogFileName("plain") == "plain");
+}
+
+TEST_CASE("levels filter messages and the prefix names host, pid and rank", "[log]") {
+  CapturedLog log;
+  {
+    LogRankScope scope(5);
+    LOG_WARN("first %d", 1);
+    LOG_INFO(kLogInit, "info is below WARN");
+  }
+  std::string text = log.text();
+  CHECK(text.find("first 1") != std::string::npos);
+  CHECK(text.find("info is below WARN") == std::string::npos);
+  CHECK(text.find(":" + std::to_string(getpid()) + ":") != std::string::npos);
+  CHECK(text.find("[5] ringcc WARN") != std::string::npos);
+}
+
+TEST_CASE("INFO follows NCCL_DEBUG_SUBSYS", "[log]") {
+  CapturedLog log;
+  ScopedEnv level("NCCL_DEBUG", "INFO");
+  ScopedEnv subsys("NCCL_DEBUG_SUBSYS", "^INIT");
+  resetLogging();
+  LOG_INFO(kLogInit, "init message");
+  LOG_INFO(kLogColl, "coll message");
+  CHECK_FALSE(log.contains("init message"));
+  CHECK(log.contains("coll message"));
+}
+
+TEST_CASE("fail() logs the root cause and keeps it as the last error", "[errors]") {
+  CapturedLog log;
+  ncclResult_t r = failPeer(ncclRemoteError, 3, "bootstrap", "connection closed");
+  CHECK(r == ncclRemoteError);
+  CHECK(lastErrorMessage() == "bootstrap: connection closed (peer rank 3)");
+  CHECK(log.contains("bootstrap: connection closed (peer rank 3)"));
+}
+
+TEST_CASE("every result code has its own string", "[errors]") {
+  std::set<std::string> seen;
+  for (int c = 0; c < ncclNumResults; ++c)
+    CHECK(seen.insert(errorString(static_cast<ncclResult_t>(c))).second);
+  CHECK(std::string(errorString(static_cast<ncclResult_t>(99))) == "unknown result code");
+}
