@@ -1,0 +1,50 @@
+// The view of one connection direction that primitives and kernels see (device-clean).
+//
+// A connection is a FIFO of `nSlots` slots of `slotBytes` each, in memory the receiver can
+// read and the sender can write (heap for p2p, a shared segment for shm, pinned host or
+// device memory later). Two counters, both counting slots since the connection was made:
+//
+//   sender                                 receiver
+//   wait until tail - head < nSlots        wait until tail > step
+//   write slot[tail % nSlots], sizes[..]   read slot[step % nSlots]
+//   release-store tail = tail + 1          release-store head = step + 1
+//   wake receiver if tailWaiters           wake sender if headWaiters
+//
+// Counters are 32-bit so that they can be futex words; they wrap, and all comparisons use
+// unsigned differences. A sleeping waiter increments the matching *Waiters word before it
+// re-checks and sleeps, so a writer makes the futex system call only when someone sleeps.
+// The owning host object (transports/transport.h: Connector) allocates and frees the memory;
+// this struct only points into it and is trivially copyable.
+#pragma once
+
+#include <stdint.h>
+
+#include "kernels/device_clean.h"
+
+namespace ringcc {
+
+struct alignas(64) FifoCounter {
+  uint32_t value;    // tail (filled by the sender) or head (freed by the receiver)
+  uint32_t waiters;  // threads asleep on `value`
+  char pad[56];
+};
+
+struct FifoControl {
+  FifoCounter tail;  // written by the sender
+  FifoCounter head;  // written by the receiver
+  uint32_t sizes[1]; // really [nSlots]: bytes written into each slot (set before tail moves)
+};
+
+struct ConnectorView {
+  char* slots;           // nSlots * slotBytes, receiver-visible
+  FifoControl* control;  // counters and per-slot sizes, visible to both sides
+  uint32_t nSlots;
+  uint32_t slotBytes;
+};
+
+// Bytes needed for a FifoControl with `nSlots` sizes.
+RINGCC_INLINE uint64_t fifoControlBytes(uint32_t nSlots) {
+  return sizeof(FifoControl) + sizeof(uint32_t) * (nSlots > 0 ? nSlots - 1 : 0);
+}
+
+}  // namespace ringcc
