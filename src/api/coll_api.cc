@@ -1,0 +1,236 @@
+// Collective, point-to-point and group entry points: check the arguments, pack a CollArgs,
+// hand it to the group layer. A refused call leaves the communicator usable.
+#include <cstring>
+
+#include "src/api/api.h"
+#include "src/exec/coll_args.h"
+#include "src/exec/group.h"
+
+using namespace ringcc;
+
+namespace {
+
+// Which buffers a rank must supply, given its role.
+struct BufferNeeds {
+  bool send;
+  bool recv;
+};
+
+BufferNeeds buffersNeeded(CollKind kind, bool isRoot) {
+  switch (kind) {
+    case CollKind::Broadcast: return {isRoot, true};
+    case CollKind::Reduce: return {true, isRoot};
+    case CollKind::Gather: return {true, isRoot};
+    case CollKind::Scatter: return {isRoot, true};
+    case CollKind::Send: return {true, false};
+    case CollKind::Recv: return {false, true};
+    default: return {true, true};
+  }
+}
+
+bool hasRootOrPeer(CollKind kind) {
+  switch (kind) {
+    case CollKind::Broadcast:
+    case CollKind::Reduce:
+    case CollKind::Gather:
+    case CollKind::Scatter:
+    case CollKind::Send:
+    case CollKind::Recv: return true;
+    default: return false;
+  }
+}
+
+bool hasReduction(CollKind kind) {
+  return kind == CollKind::AllReduce || kind == CollKind::Reduce ||
+         kind == CollKind::ReduceScatter;
+}
+
+size_t typeBytes(ncclDataType_t t) {
+  switch (t) {
+    case ncclInt8: case ncclUint8: case ncclFloat8e4m3: case ncclFloat8e5m2: return 1;
+    case ncclFloat16: case ncclBfloat16: return 2;
+    case ncclInt32: case ncclUint32: case ncclFloat32: return 4;
+    default: return 8;
+  }
+}
+
+ncclResult_t checkAndEnqueue(const CollArgs& a, const char* where) {
+  RINGCC_CHECK(checkCommReady(a.comm, where));
+  const ncclComm* comm = a.comm;
+  if (static_cast<int>(a.datatype) < 0 || a.datatype >= ncclNumTypes)
+    return fail(ncclInvalidArgument, where, "datatype %d is not a valid ncclDataType_t",
+                static_cast<int>(a.datatype));
+  if (hasReduction(a.kind)) {
+    UserOp userOp;
+    if (static_cast<int>(a.op) < 0)
+      return fail(ncclInvalidArgument, where, "op %d is not a valid ncclRedOp_t",
+                  static_cast<int>(a.op));
+    if (a.op >= ncclNumOps) {
+      if (!comm->userOps.find(a.op, &userOp))
+        return fail(ncclInvalidArgument, where,
+                    "op %d is neither a built-in operator nor a live operator of this "
+                    "communicator",
+                    static_cast<int>(a.op));
+      if (userOp.datatype != a.datatype)
+        return fail(ncclInvalidArgument, where,
+                    "op %d was created for datatype %d, not %d", static_cast<int>(a.op),
+                    static_cast<int>(userOp.datatype), static_cast<int>(a.datatype));
+    }
+  }
+  if (hasRootOrPeer(a.kind) && (a.root < 0 || a.root >= comm->nranks)) {
+    const char* what = (a.kind == CollKind::Send || a.kind == CollKind::Recv) ? "peer" : "root";
+    return fail(ncclInvalidArgument, where, "%s %d is out of range [0, %d)", what, a.root,
+                comm->nranks);
+  }
+  // Overflow: the largest buffer any rank touches is count * nranks elements.
+  size_t bytes;
+  if (__builtin_mul_overflow(a.count, typeBytes(a.datatype), &bytes) ||
+      __builtin_mul_overflow(bytes, static_cast<size_t>(comm->nranks), &bytes) ||
+      bytes > (SIZE_MAX >> 2))
+    return fail(ncclInvalidArgument, where, "count %zu overflows the addressable size",
+                a.count);
+  if (a.count > 0) {
+    BufferNeeds needs = buffersNeeded(a.kind, comm->rank == a.root);
+    if (needs.send && a.sendbuff == nullptr)
+      return fail(ncclInvalidArgument, where, "sendbuff is NULL with count %zu", a.count);
+    if (needs.recv && a.recvbuff == nullptr)
+      return fail(ncclInvalidArgument, where, "recvbuff is NULL with count %zu", a.count);
+  }
+  return enqueueOp(a);
+}
+
+CollArgs makeArgs(CollKind kind, const void* sendbuff, void* recvbuff, size_t count,
+                  ncclDataType_t datatype, ncclRedOp_t op, int root, ncclComm_t comm,
+                  cudaStream_t stream) {
+  CollArgs a;
+  a.kind = kind;
+  a.sendbuff = sendbuff;
+  a.recvbuff = recvbuff;
+  a.count = count;
+  a.datatype = datatype;
+  a.op = op;
+  a.root = root;
+  a.comm = comm;
+  a.stream = stream;
+  return a;
+}
+
+}  // namespace
+
+NCCL_API(ncclResult_t, ncclAllReduce, const void* sendbuff, void* recvbuff, size_t count,
+         ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
+  return checkAndEnqueue(makeArgs(CollKind::AllReduce, sendbuff, recvbuff, count, datatype, op,
+                                  0, comm, stream),
+                         "ncclAllReduce");
+}
+
+NCCL_API(ncclResult_t, ncclBroadcast, const void* sendbuff, void* recvbuff, size_t count,
+         ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream) {
+  return checkAndEnqueue(makeArgs(CollKind::Broadcast, sendbuff, recvbuff, count, datatype,
+                                  ncclSum, root, comm, stream),
+                         "ncclBroadcast");
+}
+
+NCCL_API(ncclResult_t, ncclBcast, void* buff, size_t count, ncclDataType_t datatype, int root,
+         ncclComm_t comm, cudaStream_t stream) {
+  return checkAndEnqueue(makeArgs(CollKind::Broadcast, buff, buff, count, datatype, ncclSum,
+                                  root, comm, stream),
+                         "ncclBcast");
+}
+
+NCCL_API(ncclResult_t, ncclReduce, const void* sendbuff, void* recvbuff, size_t count,
+         ncclDataType_t datatype, ncclRedOp_t op, int root, ncclComm_t comm,
+         cudaStream_t stream) {
+  return checkAndEnqueue(makeArgs(CollKind::Reduce, sendbuff, recvbuff, count, datatype, op,
+                                  root, comm, stream),
+                         "ncclReduce");
+}
+
+NCCL_API(ncclResult_t, ncclAllGather, const void* sendbuff, void* recvbuff, size_t sendcount,
+         ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
+  return checkAndEnqueue(makeArgs(CollKind::AllGather, sendbuff, recvbuff, sendcount, datatype,
+                                  ncclSum, 0, comm, stream),
+                         "ncclAllGather");
+}
+
+NCCL_API(ncclResult_t, ncclReduceScatter, const void* sendbuff, void* recvbuff,
+         size_t recvcount, ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
+         cudaStream_t stream) {
+  return checkAndEnqueue(makeArgs(CollKind::ReduceScatter, sendbuff, recvbuff, recvcount,
+                                  datatype, op, 0, comm, stream),
+                         "ncclReduceScatter");
+}
+
+NCCL_API(ncclResult_t, ncclAlltoAll, const void* sendbuff, void* recvbuff, size_t count,
+         ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
+  return checkAndEnqueue(makeArgs(CollKind::AlltoAll, sendbuff, recvbuff, count, datatype,
+                                  ncclSum, 0, comm, stream),
+                         "ncclAlltoAll");
+}
+
+NCCL_API(ncclResult_t, ncclGather, const void* sendbuff, void* recvbuff, size_t count,
+         ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream) {
+  return checkAndEnqueue(makeArgs(CollKind::Gather, sendbuff, recvbuff, count, datatype,
+                                  ncclSum, root, comm, stream),
+                         "ncclGather");
+}
+
+NCCL_API(ncclResult_t, ncclScatter, const void* sendbuff, void* recvbuff, size_t count,
+         ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream) {
+  return checkAndEnqueue(makeArgs(CollKind::Scatter, sendbuff, recvbuff, count, datatype,
+                                  ncclSum, root, comm, stream),
+                         "ncclScatter");
+}
+
+NCCL_API(ncclResult_t, ncclSend, const void* sendbuff, size_t count, ncclDataType_t datatype,
+         int peer, ncclComm_t comm, cudaStream_t stream) {
+  return checkAndEnqueue(makeArgs(CollKind::Send, sendbuff, nullptr, count, datatype, ncclSum,
+                                  peer, comm, stream),
+                         "ncclSend");
+}
+
+NCCL_API(ncclResult_t, ncclRecv, void* recvbuff, size_t count, ncclDataType_t datatype,
+         int peer, ncclComm_t comm, cudaStream_t stream) {
+  return checkAndEnqueue(makeArgs(CollKind::Recv, nullptr, recvbuff, count, datatype, ncclSum,
+                                  peer, comm, stream),
+                         "ncclRecv");
+}
+
+NCCL_API(ncclResult_t, ncclGroupStart, void) { return groupStart(); }
+
+NCCL_API(ncclResult_t, ncclGroupEnd, void) { return groupEnd(); }
+
+NCCL_API(ncclResult_t, ncclRedOpCreatePreMulSum, ncclRedOp_t* op, void* scalar,
+         ncclDataType_t datatype, ncclScalarResidence_t residence, ncclComm_t comm) {
+  const char* where = "ncclRedOpCreatePreMulSum";
+  RINGCC_CHECK(checkComm(comm, where));
+  RINGCC_CHECK(checkNotNull(op, "op (output pointer)", where));
+  RINGCC_CHECK(checkNotNull(scalar, "scalar", where));
+  if (static_cast<int>(datatype) < 0 || datatype >= ncclNumTypes)
+    return fail(ncclInvalidArgument, where, "datatype %d is not a valid ncclDataType_t",
+                static_cast<int>(datatype));
+  if (residence != ncclScalarHostImmediate && residence != ncclScalarDevice)
+    return fail(ncclInvalidArgument, where, "residence %d is not a ncclScalarResidence_t",
+                static_cast<int>(residence));
+  UserOp u;
+  u.datatype = datatype;
+  u.residence = residence;
+  if (residence == ncclScalarHostImmediate)
+    std::memcpy(u.scalar, scalar, typeBytes(datatype));
+  else
+    u.scalarPtr = scalar;
+  *op = comm->userOps.add(u);
+  return ncclSuccess;
+}
+
+NCCL_API(ncclResult_t, ncclRedOpDestroy, ncclRedOp_t op, ncclComm_t comm) {
+  const char* where = "ncclRedOpDestroy";
+  RINGCC_CHECK(checkComm(comm, where));
+  if (op < ncclNumOps)
+    return fail(ncclInvalidArgument, where, "op %d is a built-in operator",
+                static_cast<int>(op));
+  if (!comm->userOps.remove(op))
+    return fail(ncclInvalidArgument, where, "op %d is not a live operator of this communicator",
+                static_cast<int>(op));
+  return ncclSuccess;
+}

@@ -1,0 +1,207 @@
+// Entry points that create, query and end communicators.
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "src/api/api.h"
+#include "src/bootstrap/unique_id.h"
+#include "src/core/comm_init.h"
+#include "src/core/log.h"
+#include "src/exec/group.h"
+
+using namespace ringcc;
+
+namespace {
+
+// Registers what an init call produced (also while it is still in progress).
+ncclResult_t finishInit(ncclResult_t r, ncclComm_t* out) {
+  if ((r == ncclSuccess || r == ncclInProgress) && *out) registerComm(*out);
+  return r;
+}
+
+ncclResult_t checkRankArgs(int nranks, int rank, const char* where) {
+  if (nranks < 1) return fail(ncclInvalidArgument, where, "nranks %d must be at least 1", nranks);
+  if (rank < 0 || rank >= nranks)
+    return fail(ncclInvalidArgument, where, "rank %d is out of range [0, %d)", rank, nranks);
+  return ncclSuccess;
+}
+
+}  // namespace
+
+NCCL_API(ncclResult_t, ncclGetVersion, int* version) {
+  RINGCC_CHECK(checkNotNull(version, "version", "ncclGetVersion"));
+  *version = NCCL_VERSION_CODE;
+  return ncclSuccess;
+}
+
+NCCL_API(ncclResult_t, ncclGetUniqueId, ncclUniqueId* uniqueId) {
+  RINGCC_CHECK(checkNotNull(uniqueId, "uniqueId", "ncclGetUniqueId"));
+  return bootstrapGetUniqueId(uniqueId);
+}
+
+NCCL_API(ncclResult_t, ncclCommInitRankConfig, ncclComm_t* comm, int nranks,
+         ncclUniqueId commId, int rank, ncclConfig_t* config) {
+  const char* where = "ncclCommInitRankConfig";
+  RINGCC_CHECK(checkNotNull(comm, "comm (output pointer)", where));
+  *comm = nullptr;
+  RINGCC_CHECK(checkRankArgs(nranks, rank, where));
+  CommConfig cfg;
+  RINGCC_CHECK(readConfig(config, where, &cfg));
+  // Inside a group, init runs at ncclGroupEnd, concurrently with the group's other inits.
+  return enqueueDeferred(
+      [=] { return finishInit(commInitRank(comm, nranks, commId, rank, cfg), comm); });
+}
+
+NCCL_API(ncclResult_t, ncclCommInitRank, ncclComm_t* comm, int nranks, ncclUniqueId commId,
+         int rank) {
+  const char* where = "ncclCommInitRank";
+  RINGCC_CHECK(checkNotNull(comm, "comm (output pointer)", where));
+  *comm = nullptr;
+  RINGCC_CHECK(checkRankArgs(nranks, rank, where));
+  return enqueueDeferred(
+      [=] { return finishInit(commInitRank(comm, nranks, commId, rank, CommConfig{}), comm); });
+}
+
+NCCL_API(ncclResult_t, ncclCommInitRankScalable, ncclComm_t* newcomm, int nranks, int myrank,
+         int nId, ncclUniqueId* commIds, ncclConfig_t* config) {
+  const char* where = "ncclCommInitRankScalable";
+  RINGCC_CHECK(checkNotNull(newcomm, "newcomm (output pointer)", where));
+  *newcomm = nullptr;
+  RINGCC_CHECK(checkRankArgs(nranks, myrank, where));
+  if (nId < 1 || nId > nranks)
+    return fail(ncclInvalidArgument, where, "nId %d must be in [1, nranks=%d]", nId, nranks);
+  RINGCC_CHECK(checkNotNull(commIds, "commIds", where));
+  CommConfig cfg;
+  RINGCC_CHECK(readConfig(config, where, &cfg));
+  // Every rank holds the same ids in the same order; one root serves the rendezvous, the
+  // others stay idle. (NCCL spreads ranks over the roots to speed up very large inits.)
+  return finishInit(commInitRank(newcomm, nranks, commIds[0], myrank, cfg), newcomm);
+}
+
+NCCL_API(ncclResult_t, ncclCommInitAll, ncclComm_t* comms, int ndev, const int* devlist) {
+  const char* where = "ncclCommInitAll";
+  RINGCC_CHECK(checkNotNull(comms, "comms", where));
+  if (ndev < 1) return fail(ncclInvalidArgument, where, "ndev %d must be at least 1", ndev);
+  std::fill(comms, comms + ndev, nullptr);
+  RINGCC_CHECK(commInitAll(comms, ndev, devlist));
+  for (int i = 0; i < ndev; ++i) registerComm(comms[i]);
+  return ncclSuccess;
+}
+
+NCCL_API(ncclResult_t, ncclCommSplit, ncclComm_t comm, int color, int key, ncclComm_t* newcomm,
+         ncclConfig_t* config) {
+  const char* where = "ncclCommSplit";
+  RINGCC_CHECK(checkCommReady(comm, where));
+  RINGCC_CHECK(checkNotNull(newcomm, "newcomm (output pointer)", where));
+  *newcomm = nullptr;
+  if (color < 0 && color != NCCL_SPLIT_NOCOLOR)
+    return fail(ncclInvalidArgument, where, "color %d must be >= 0 or NCCL_SPLIT_NOCOLOR",
+                color);
+  CommConfig cfg = comm->config;
+  if (config) RINGCC_CHECK(readConfig(config, where, &cfg));
+  CallGuard guard(comm);
+  return finishInit(commSplit(comm, color, key, newcomm, cfg), newcomm);
+}
+
+NCCL_API(ncclResult_t, ncclCommShrink, ncclComm_t comm, int* excludeRanksList,
+         int excludeRanksCount, ncclComm_t* newcomm, ncclConfig_t* config, int shrinkFlags) {
+  const char* where = "ncclCommShrink";
+  RINGCC_CHECK(checkComm(comm, where));
+  RINGCC_CHECK(checkNotNull(newcomm, "newcomm (output pointer)", where));
+  *newcomm = nullptr;
+  if (excludeRanksCount < 0 || excludeRanksCount >= comm->nranks)
+    return fail(ncclInvalidArgument, where,
+                "excludeRanksCount %d must be in [0, nranks=%d)", excludeRanksCount,
+                comm->nranks);
+  if (excludeRanksCount > 0)
+    RINGCC_CHECK(checkNotNull(excludeRanksList, "excludeRanksList", where));
+  if (shrinkFlags != NCCL_SHRINK_DEFAULT && shrinkFlags != NCCL_SHRINK_ABORT)
+    return fail(ncclInvalidArgument, where, "shrinkFlags 0x%x is not a known flag",
+                shrinkFlags);
+  std::vector<int> exclude(excludeRanksList, excludeRanksList + excludeRanksCount);
+  for (int r : exclude) {
+    if (r < 0 || r >= comm->nranks)
+      return fail(ncclInvalidArgument, where, "excluded rank %d is out of range [0, %d)", r,
+                  comm->nranks);
+    if (r == comm->rank)
+      return fail(ncclInvalidArgument, where,
+                  "rank %d excludes itself; excluded ranks must not call ncclCommShrink", r);
+  }
+  CommConfig cfg = comm->config;
+  if (config) RINGCC_CHECK(readConfig(config, where, &cfg));
+  CallGuard guard(comm);
+  return finishInit(commShrink(comm, exclude, newcomm, cfg, shrinkFlags), newcomm);
+}
+
+NCCL_API(ncclResult_t, ncclCommFinalize, ncclComm_t comm) {
+  RINGCC_CHECK(checkComm(comm, "ncclCommFinalize"));
+  if (comm->revoked.load())
+    return fail(ncclInvalidUsage, "ncclCommFinalize", "communicator was revoked");
+  return commFinalize(comm);
+}
+
+NCCL_API(ncclResult_t, ncclCommRevoke, ncclComm_t comm, int revokeFlags) {
+  RINGCC_CHECK(checkComm(comm, "ncclCommRevoke"));
+  if (revokeFlags != NCCL_REVOKE_DEFAULT)
+    return fail(ncclInvalidArgument, "ncclCommRevoke", "revokeFlags must be 0, not %d",
+                revokeFlags);
+  return commRevoke(comm);
+}
+
+NCCL_API(ncclResult_t, ncclCommDestroy, ncclComm_t comm) {
+  if (comm == nullptr) return ncclSuccess;  // as NCCL: destroying NULL is a no-op
+  RINGCC_CHECK(checkComm(comm, "ncclCommDestroy"));
+  unregisterComm(comm);
+  return commDestroy(comm);
+}
+
+NCCL_API(ncclResult_t, ncclCommAbort, ncclComm_t comm) {
+  if (comm == nullptr) return ncclSuccess;
+  RINGCC_CHECK(checkComm(comm, "ncclCommAbort"));
+  unregisterComm(comm);
+  return commAbort(comm);
+}
+
+NCCL_API(ncclResult_t, ncclCommGetAsyncError, ncclComm_t comm, ncclResult_t* asyncError) {
+  RINGCC_CHECK(checkComm(comm, "ncclCommGetAsyncError"));
+  RINGCC_CHECK(checkNotNull(asyncError, "asyncError", "ncclCommGetAsyncError"));
+  *asyncError = static_cast<ncclResult_t>(comm->asyncError.load());
+  return ncclSuccess;
+}
+
+NCCL_API(ncclResult_t, ncclCommCount, const ncclComm_t comm, int* count) {
+  RINGCC_CHECK(checkComm(comm, "ncclCommCount"));
+  RINGCC_CHECK(checkNotNull(count, "count", "ncclCommCount"));
+  *count = comm->nranks;
+  return ncclSuccess;
+}
+
+NCCL_API(ncclResult_t, ncclCommCuDevice, const ncclComm_t comm, int* device) {
+  RINGCC_CHECK(checkComm(comm, "ncclCommCuDevice"));
+  RINGCC_CHECK(checkNotNull(device, "device", "ncclCommCuDevice"));
+  *device = comm->cudaDev;
+  return ncclSuccess;
+}
+
+NCCL_API(ncclResult_t, ncclCommUserRank, const ncclComm_t comm, int* rank) {
+  RINGCC_CHECK(checkComm(comm, "ncclCommUserRank"));
+  RINGCC_CHECK(checkNotNull(rank, "rank", "ncclCommUserRank"));
+  *rank = comm->rank;
+  return ncclSuccess;
+}
+
+NCCL_API(const char*, ncclGetErrorString, ncclResult_t result) { return errorString(result); }
+
+NCCL_API(const char*, ncclGetLastError, ncclComm_t comm) {
+  // The returned text lives until the next error of this thread.
+  thread_local std::string text;
+  text.clear();
+  if (comm && isLiveComm(comm)) text = comm->lastError();
+  if (text.empty()) text = lastErrorMessage();
+  return text.c_str();
+}
+
+NCCL_API(void, ncclResetDebugInit, void) { resetLogging(); }
+
+// Exported by NVIDIA's library too; same job as ncclResetDebugInit.
+NCCL_API(void, ncclResetDebugInitInternal, void) { resetLogging(); }

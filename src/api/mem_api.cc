@@ -1,0 +1,90 @@
+// ncclMemAlloc/ncclMemFree and buffer registration.
+//
+// On host communicators memory is ordinary page-aligned host memory and registration has
+// nothing to pin, so a registration handle only records the range (and is checked on
+// deregistration). Window registration belongs to NCCL's device API, which ringcc does not
+// provide.
+#include <cstdlib>
+#include <mutex>
+#include <unordered_map>
+
+#include "src/api/api.h"
+
+using namespace ringcc;
+
+namespace {
+
+struct Registration {
+  const ncclComm* comm;
+  void* buff;
+  size_t size;
+};
+
+std::mutex gMu;
+std::unordered_map<void*, size_t>& allocations() {
+  static std::unordered_map<void*, size_t> map;
+  return map;
+}
+
+constexpr size_t kPageBytes = 4096;
+
+}  // namespace
+
+NCCL_API(ncclResult_t, ncclMemAlloc, void** ptr, size_t size) {
+  RINGCC_CHECK(checkNotNull(ptr, "ptr", "ncclMemAlloc"));
+  *ptr = nullptr;
+  if (size == 0) return fail(ncclInvalidArgument, "ncclMemAlloc", "size is 0");
+  void* p = nullptr;
+  if (posix_memalign(&p, kPageBytes, size) != 0)
+    return fail(ncclSystemError, "ncclMemAlloc", "cannot allocate %zu bytes", size);
+  std::lock_guard<std::mutex> lock(gMu);
+  allocations()[p] = size;
+  *ptr = p;
+  return ncclSuccess;
+}
+
+NCCL_API(ncclResult_t, ncclMemFree, void* ptr) {
+  if (ptr == nullptr) return ncclSuccess;
+  std::lock_guard<std::mutex> lock(gMu);
+  if (allocations().erase(ptr) == 0)
+    return fail(ncclInvalidArgument, "ncclMemFree", "ptr %p was not allocated by ncclMemAlloc",
+                ptr);
+  free(ptr);
+  return ncclSuccess;
+}
+
+NCCL_API(ncclResult_t, ncclCommRegister, const ncclComm_t comm, void* buff, size_t size,
+         void** handle) {
+  const char* where = "ncclCommRegister";
+  RINGCC_CHECK(checkComm(comm, where));
+  RINGCC_CHECK(checkNotNull(buff, "buff", where));
+  RINGCC_CHECK(checkNotNull(handle, "handle", where));
+  if (size == 0) return fail(ncclInvalidArgument, where, "size is 0");
+  *handle = new Registration{comm, buff, size};
+  return ncclSuccess;
+}
+
+NCCL_API(ncclResult_t, ncclCommDeregister, const ncclComm_t comm, void* handle) {
+  const char* where = "ncclCommDeregister";
+  RINGCC_CHECK(checkComm(comm, where));
+  RINGCC_CHECK(checkNotNull(handle, "handle", where));
+  auto* reg = static_cast<Registration*>(handle);
+  if (reg->comm != comm)
+    return fail(ncclInvalidArgument, where, "handle was registered with another communicator");
+  delete reg;
+  return ncclSuccess;
+}
+
+NCCL_API(ncclResult_t, ncclCommWindowRegister, ncclComm_t comm, void* buff, size_t size,
+         ncclWindow_t* win, int winFlags) {
+  (void)comm, (void)buff, (void)size, (void)winFlags;
+  if (win) *win = nullptr;
+  return fail(ncclInvalidUsage, "ncclCommWindowRegister",
+              "symmetric memory windows (NCCL's device API) are not provided by ringcc");
+}
+
+NCCL_API(ncclResult_t, ncclCommWindowDeregister, ncclComm_t comm, ncclWindow_t win) {
+  (void)comm, (void)win;
+  return fail(ncclInvalidUsage, "ncclCommWindowDeregister",
+              "symmetric memory windows (NCCL's device API) are not provided by ringcc");
+}

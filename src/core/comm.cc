@@ -1,0 +1,44 @@
+#include "src/core/comm.h"
+
+#include "src/bootstrap/bootstrap.h"
+#include "src/core/error.h"
+#include "src/exec/engine.h"
+
+ncclComm::ncclComm() = default;
+
+ncclComm::~ncclComm() {
+  if (initThread.joinable()) initThread.join();
+  engine.reset();  // connectors before the bootstrap they were set up with
+  bootstrap.reset();
+}
+
+void ncclComm::recordError(ncclResult_t code) {
+  if (code == ncclSuccess || code == ncclInProgress) return;
+  std::string cause = ringcc::lastErrorMessage();
+  std::lock_guard<std::mutex> lock(mu_);
+  if (lastError_.empty()) lastError_ = cause;
+  int expected = ncclSuccess;
+  asyncError.compare_exchange_strong(expected, code);
+  expected = ncclInProgress;
+  asyncError.compare_exchange_strong(expected, code);
+}
+
+std::string ncclComm::lastError() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return lastError_;
+}
+
+void ncclComm::enterCall() {
+  std::lock_guard<std::mutex> lock(mu_);
+  ++activeCalls_;
+}
+
+void ncclComm::leaveCall() {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (--activeCalls_ == 0) idle_.notify_all();
+}
+
+void ncclComm::waitForCalls() {
+  std::unique_lock<std::mutex> lock(mu_);
+  idle_.wait(lock, [this] { return activeCalls_ == 0; });
+}

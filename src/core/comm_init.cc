@@ -1,0 +1,227 @@
+#include "src/core/comm_init.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <functional>
+#include <random>
+#include <thread>
+
+#include "src/bootstrap/bootstrap.h"
+#include "src/bootstrap/sub_group.h"
+#include "src/bootstrap/unique_id.h"
+#include "src/core/error.h"
+#include "src/core/log.h"
+#include "src/core/param.h"
+#include "src/exec/engine.h"
+
+namespace ringcc {
+namespace {
+
+// What each rank sends the others at init.
+struct InitInfo {
+  PeerInfo peer;
+  uint64_t nonce;  // rank 0's becomes the communicator's hash
+};
+
+using BootstrapMaker = std::function<ncclResult_t(Communicator*)>;
+
+uint64_t randomNonce() {
+  std::random_device rd;
+  return (uint64_t{rd()} << 32) ^ rd() ^ static_cast<uint64_t>(getpid());
+}
+
+// The part of init that talks to peers; runs on the caller's thread or the init thread.
+ncclResult_t initBody(Communicator* comm, const BootstrapMaker& makeBootstrap) {
+  LogRankScope scope(comm->rank);
+  RINGCC_CHECK(makeBootstrap(comm));
+  RINGCC_CHECK(chooseMemKind(&comm->memKind));
+
+  std::vector<InitInfo> infos(comm->nranks);
+  infos[comm->rank].peer = localPeerInfo(comm->rank, comm->memKind, comm->cudaDev);
+  infos[comm->rank].nonce = randomNonce();
+  RINGCC_CHECK(comm->bootstrap->allGather(infos.data(), sizeof(InitInfo)));
+  comm->peers.resize(comm->nranks);
+  for (int r = 0; r < comm->nranks; ++r) {
+    if (infos[r].peer.rank != r)
+      return failPeer(ncclRemoteError, r, "init", "peer info names rank %d", infos[r].peer.rank);
+    if (infos[r].peer.memory != comm->memKind)
+      return failPeer(ncclInvalidUsage, r, "init",
+                      "peer uses another memory kind (host vs cuda); set RINGCC_DEVICE alike "
+                      "on every rank");
+    comm->peers[r] = infos[r].peer;
+  }
+  comm->commHash = infos[0].nonce;
+
+  RINGCC_CHECK(CommEngine::create(comm, &comm->engine));
+  RINGCC_CHECK(comm->bootstrap->barrier());
+  LOG_INFO(kLogInit, "comm %p rank %d nranks %d commHash %016llx - Init COMPLETE",
+           static_cast<void*>(comm), comm->rank, comm->nranks,
+           static_cast<unsigned long long>(comm->commHash));
+  return ncclSuccess;
+}
+
+// Runs initBody now (blocking) or on comm->initThread (non-blocking). On a blocking
+// failure the communicator is freed and *out cleared.
+ncclResult_t startInit(Communicator* comm, BootstrapMaker makeBootstrap, Communicator** out) {
+  *out = comm;
+  if (!comm->config.blocking) {
+    comm->asyncError.store(ncclInProgress);
+    comm->initThread = std::thread([comm, makeBootstrap] {
+      CallGuard guard(comm);
+      ncclResult_t r = initBody(comm, makeBootstrap);
+      if (r == ncclSuccess)
+        comm->asyncError.store(ncclSuccess);
+      else
+        comm->recordError(r);
+    });
+    return ncclInProgress;
+  }
+  ncclResult_t r = initBody(comm, makeBootstrap);
+  if (r != ncclSuccess) {
+    delete comm;
+    *out = nullptr;
+  }
+  return r;
+}
+
+Communicator* newComm(int rank, int nranks, const CommConfig& config) {
+  auto* comm = new Communicator;
+  comm->rank = rank;
+  comm->nranks = nranks;
+  comm->config = config;
+  return comm;
+}
+
+}  // namespace
+
+ncclResult_t chooseMemKind(MemoryKind* out) {
+  std::string device = paramString("DEVICE");
+  if (device.empty() || device == "host") {
+    *out = MemoryKind::Host;
+    return ncclSuccess;
+  }
+  if (device == "cuda")
+    return fail(ncclInvalidUsage, "init",
+                "RINGCC_DEVICE=cuda: CUDA communicators are not implemented yet in ringcc; "
+                "use host communicators (RINGCC_DEVICE=host)");
+  return fail(ncclInvalidArgument, "init", "RINGCC_DEVICE=%s: expected host or cuda",
+              device.c_str());
+}
+
+ncclResult_t commInitRank(Communicator** out, int nranks, const ncclUniqueId& id, int rank,
+                          const CommConfig& config) {
+  Communicator* comm = newComm(rank, nranks, config);
+  return startInit(
+      comm,
+      [id](Communicator* c) {
+        return Bootstrap::create(id, c->rank, c->nranks, &c->abortFlag, &c->bootstrap);
+      },
+      out);
+}
+
+ncclResult_t commInitAll(Communicator** comms, int nranks, const int* devlist) {
+  ncclUniqueId id;
+  RINGCC_CHECK(bootstrapGetUniqueId(&id));
+  std::vector<ncclResult_t> results(nranks, ncclSuccess);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < nranks; ++r) {
+    threads.emplace_back([&, r] {
+      CommConfig config;
+      results[r] = commInitRank(&comms[r], nranks, id, r, config);
+      if (results[r] == ncclSuccess) comms[r]->cudaDev = devlist ? devlist[r] : r;
+    });
+  }
+  for (auto& t : threads) t.join();
+  for (int r = 0; r < nranks; ++r) {
+    if (results[r] == ncclSuccess) continue;
+    for (int q = 0; q < nranks; ++q) {
+      if (comms[q]) commDestroy(comms[q]);
+      comms[q] = nullptr;
+    }
+    return results[r];
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t commSplit(Communicator* parent, int color, int key, Communicator** out,
+                       const CommConfig& config) {
+  struct ColorKey {
+    int color, key;
+  };
+  std::vector<ColorKey> all(parent->nranks);
+  all[parent->rank] = {color, key};
+  RINGCC_CHECK(parent->bootstrap->allGather(all.data(), sizeof(ColorKey)));
+  *out = nullptr;
+  if (color == NCCL_SPLIT_NOCOLOR) return ncclSuccess;
+
+  std::vector<int> members;
+  for (int r = 0; r < parent->nranks; ++r)
+    if (all[r].color == color) members.push_back(r);
+  std::stable_sort(members.begin(), members.end(),
+                   [&](int a, int b) { return all[a].key < all[b].key; });
+  int newRank = static_cast<int>(std::find(members.begin(), members.end(), parent->rank) -
+                                 members.begin());
+  Communicator* comm = newComm(newRank, static_cast<int>(members.size()), config);
+  comm->cudaDev = parent->cudaDev;
+  return startInit(
+      comm,
+      [parent, members](Communicator* c) {
+        return bootstrapSubGroup(*parent->bootstrap, members, &c->abortFlag, &c->bootstrap);
+      },
+      out);
+}
+
+ncclResult_t commShrink(Communicator* parent, const std::vector<int>& exclude,
+                        Communicator** out, const CommConfig& config, int flags) {
+  if (flags & NCCL_SHRINK_ABORT) {
+    if (parent->engine) parent->engine->abortOps();
+  }
+  std::vector<int> members;
+  for (int r = 0; r < parent->nranks; ++r)
+    if (std::find(exclude.begin(), exclude.end(), r) == exclude.end()) members.push_back(r);
+  int newRank = static_cast<int>(std::find(members.begin(), members.end(), parent->rank) -
+                                 members.begin());
+  Communicator* comm = newComm(newRank, static_cast<int>(members.size()), config);
+  comm->cudaDev = parent->cudaDev;
+  return startInit(
+      comm,
+      [parent, members](Communicator* c) {
+        return bootstrapSubGroup(*parent->bootstrap, members, &c->abortFlag, &c->bootstrap);
+      },
+      out);
+}
+
+ncclResult_t commFinalize(Communicator* comm) {
+  // Host communicators complete every operation before its call returns, so nothing is
+  // left to flush; finalizing only forbids further operations.
+  comm->finalized.store(true);
+  return ncclSuccess;
+}
+
+ncclResult_t commRevoke(Communicator* comm) {
+  comm->revoked.store(true);
+  if (comm->engine) comm->engine->abortOps();
+  return ncclSuccess;
+}
+
+ncclResult_t commDestroy(Communicator* comm) {
+  if (comm->initThread.joinable()) comm->initThread.join();
+  comm->waitForCalls();
+  delete comm;
+  return ncclSuccess;
+}
+
+ncclResult_t commAbort(Communicator* comm) {
+  // Everything that waits (bootstrap reads, executor waits, a non-blocking init) polls the
+  // abort flag, so the joins below end in bounded time.
+  comm->abortFlag.store(true);
+  if (comm->initThread.joinable()) comm->initThread.join();
+  if (comm->engine) comm->engine->abortOps();
+  if (comm->bootstrap) comm->bootstrap->abort();
+  comm->waitForCalls();
+  delete comm;
+  return ncclSuccess;
+}
+
+}  // namespace ringcc

@@ -1,0 +1,112 @@
+#include "src/exec/group.h"
+
+#include <memory>
+#include <thread>
+#include <vector>
+
+#include "src/core/comm.h"
+#include "src/core/error.h"
+#include "src/exec/engine.h"
+
+namespace ringcc {
+namespace {
+
+struct GroupState {
+  int depth = 0;
+  std::vector<CollArgs> ops;
+  std::vector<std::function<ncclResult_t()>> deferred;
+};
+
+// NCCL defines groups per calling thread.
+thread_local GroupState tGroup;
+
+// Runs deferred work (communicator inits) concurrently: inits of several ranks in one group
+// wait for each other in the bootstrap.
+ncclResult_t runDeferred(std::vector<std::function<ncclResult_t()>>& work) {
+  if (work.empty()) return ncclSuccess;
+  std::vector<ncclResult_t> results(work.size(), ncclSuccess);
+  std::vector<std::thread> threads;
+  for (size_t i = 0; i < work.size(); ++i)
+    threads.emplace_back([&, i] { results[i] = work[i](); });
+  for (auto& t : threads) t.join();
+  for (ncclResult_t r : results)
+    if (r != ncclSuccess && r != ncclInProgress) return r;
+  return ncclSuccess;
+}
+
+// Submits every communicator's operations, then waits for all of them, so operations on
+// different communicators progress together.
+ncclResult_t launchOps(const std::vector<CollArgs>& ops) {
+  std::vector<ncclComm*> comms;
+  std::vector<std::vector<CollArgs>> perComm;
+  for (const CollArgs& op : ops) {
+    size_t i = 0;
+    while (i < comms.size() && comms[i] != op.comm) ++i;
+    if (i == comms.size()) {
+      comms.push_back(op.comm);
+      perComm.emplace_back();
+    }
+    perComm[i].push_back(op);
+  }
+  // Abort and destroy wait for these guards, so the engines outlive the launch.
+  std::vector<std::unique_ptr<CallGuard>> guards;
+  for (ncclComm* comm : comms) guards.push_back(std::make_unique<CallGuard>(comm));
+  ncclResult_t first = ncclSuccess;
+  std::vector<bool> submitted(comms.size(), false);
+  for (size_t i = 0; i < comms.size(); ++i) {
+    ncclResult_t r = comms[i]->engine->submit(perComm[i]);
+    submitted[i] = r == ncclSuccess;
+    if (r != ncclSuccess) {
+      comms[i]->recordError(r);
+      if (first == ncclSuccess) first = r;
+    }
+  }
+  for (size_t i = 0; i < comms.size(); ++i) {
+    if (!submitted[i]) continue;
+    ncclResult_t r = comms[i]->engine->wait();
+    if (r != ncclSuccess) {
+      comms[i]->recordError(r);
+      if (first == ncclSuccess) first = r;
+    }
+  }
+  return first;
+}
+
+}  // namespace
+
+bool groupActive() { return tGroup.depth > 0; }
+
+ncclResult_t groupStart() {
+  ++tGroup.depth;
+  return ncclSuccess;
+}
+
+ncclResult_t groupEnd() {
+  if (tGroup.depth == 0)
+    return fail(ncclInvalidUsage, "ncclGroupEnd", "no group is open (ncclGroupStart missing)");
+  if (--tGroup.depth > 0) return ncclSuccess;
+  std::vector<CollArgs> ops;
+  std::vector<std::function<ncclResult_t()>> deferred;
+  ops.swap(tGroup.ops);
+  deferred.swap(tGroup.deferred);
+  RINGCC_CHECK(runDeferred(deferred));
+  return launchOps(ops);
+}
+
+ncclResult_t enqueueOp(const CollArgs& args) {
+  if (groupActive()) {
+    tGroup.ops.push_back(args);
+    return ncclSuccess;
+  }
+  return launchOps({args});
+}
+
+ncclResult_t enqueueDeferred(std::function<ncclResult_t()> work) {
+  if (groupActive()) {
+    tGroup.deferred.push_back(std::move(work));
+    return ncclSuccess;
+  }
+  return work();
+}
+
+}  // namespace ringcc

@@ -1,0 +1,31 @@
+// Group semantics: ncclGroupStart/ncclGroupEnd batch operations (and communicator inits) of
+// the calling thread, on one communicator or many, and launch them together at the
+// outermost ncclGroupEnd. Outside a group every operation is a group of one.
+//
+// On host communicators a launched batch is complete when launch returns: ncclGroupEnd
+// returns when every grouped operation is done. Operations on different communicators of
+// one batch progress concurrently (a single thread may drive every rank made by
+// ncclCommInitAll).
+//
+// The group state is per thread, as NCCL's API defines it.
+#pragma once
+
+#include <functional>
+
+#include "nccl.h"
+#include "src/exec/coll_args.h"
+
+namespace ringcc {
+
+ncclResult_t groupStart();
+ncclResult_t groupEnd();
+bool groupActive();
+
+// Queues the operation in the current group, or runs it now if no group is open.
+ncclResult_t enqueueOp(const CollArgs& args);
+
+// Queues work that must run at the outermost ncclGroupEnd concurrently with the other
+// deferred work of the group (communicator init inside a group), or runs it now.
+ncclResult_t enqueueDeferred(std::function<ncclResult_t()> work);
+
+}  // namespace ringcc

@@ -1,0 +1,367 @@
+#include "src/exec/host_engine.h"
+
+#include <algorithm>
+#include <chrono>
+
+#include "kernels/dtypes.h"
+#include "kernels/prims.h"
+#include "kernels/red_op.h"
+#include "src/core/comm.h"
+#include "src/core/error.h"
+#include "src/core/log.h"
+#include "src/core/param.h"
+#include "src/sched/builders.h"
+#include "src/tune/tune.h"
+#include "transports/fifo_host.h"
+
+namespace ringcc {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+Coll toColl(CollKind kind) {
+  switch (kind) {
+    case CollKind::AllReduce: return Coll::AllReduce;
+    case CollKind::Broadcast: return Coll::Broadcast;
+    case CollKind::Reduce: return Coll::Reduce;
+    case CollKind::AllGather: return Coll::AllGather;
+    case CollKind::ReduceScatter: return Coll::ReduceScatter;
+    case CollKind::AlltoAll: return Coll::AllToAll;
+    case CollKind::Gather: return Coll::Gather;
+    case CollKind::Scatter: return Coll::Scatter;
+    case CollKind::Send: return Coll::Send;
+    case CollKind::Recv: return Coll::Recv;
+  }
+  return Coll::AllReduce;
+}
+
+// Bytes of the largest buffer a rank touches, for the tuner.
+size_t opBytes(const CollArgs& a, int nranks) {
+  size_t bytes = a.count * dataTypeSize(a.datatype);
+  switch (a.kind) {
+    case CollKind::AllGather:
+    case CollKind::ReduceScatter:
+    case CollKind::AlltoAll:
+    case CollKind::Gather:
+    case CollKind::Scatter: return bytes * nranks;
+    default: return bytes;
+  }
+}
+
+void wakeWord(void*, uint32_t* word) {
+  // `value` is FifoCounter's first member, so the word's address is the counter's.
+  wakeCounter(reinterpret_cast<FifoCounter*>(word));
+}
+
+}  // namespace
+
+// One Program bound to its buffers and connections.
+struct HostEngine::Job {
+  int channel = 0;
+  const char* name = "";
+  Program program{};
+  std::vector<const void*> inputs;
+  std::vector<void*> outputs;
+  ncclDataType_t type = ncclInt8;
+  RedOp op{};
+  std::vector<ConnectorView> views;
+  std::vector<const Connector*> connectors;
+  ProgramRunner runner;
+};
+
+HostEngine::HostEngine(ncclComm* comm) : comm_(comm), conns_(comm) {
+  thread_ = std::thread([this] { threadMain(); });
+}
+
+HostEngine::~HostEngine() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    exit_ = true;
+  }
+  abortOps_.store(true);
+  cv_.notify_all();
+  thread_.join();
+}
+
+ncclResult_t HostEngine::connectRing() {
+  if (comm_->nranks == 1) return ncclSuccess;
+  int next = (comm_->rank + 1) % comm_->nranks;
+  int prev = (comm_->rank + comm_->nranks - 1) % comm_->nranks;
+  return conns_.ensure({PortKey{0, kPortRing, prev, kPortRecv}, PortKey{0, kPortRing, next, kPortSend}});
+}
+
+ncclResult_t HostEngine::submit(const std::vector<CollArgs>& ops) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (hasBatch_) return fail(ncclInternalError, "submit", "a batch is already running");
+  batch_ = ops;
+  hasBatch_ = true;
+  batchDone_ = false;
+  cv_.notify_all();
+  return ncclSuccess;
+}
+
+ncclResult_t HostEngine::wait() {
+  std::unique_lock<std::mutex> lock(mu_);
+  cv_.wait(lock, [this] { return batchDone_; });
+  hasBatch_ = false;
+  batchDone_ = false;
+  return result_;
+}
+
+void HostEngine::abortOps() { abortOps_.store(true); }
+
+bool HostEngine::stopRequested() const {
+  return abortOps_.load(std::memory_order_relaxed) ||
+         comm_->abortFlag.load(std::memory_order_relaxed);
+}
+
+void HostEngine::threadMain() {
+  LogRankScope scope(comm_->rank);
+  std::unique_lock<std::mutex> lock(mu_);
+  while (true) {
+    cv_.wait(lock, [this] { return exit_ || (hasBatch_ && !batchDone_); });
+    if (exit_) return;
+    std::vector<CollArgs> ops = batch_;
+    lock.unlock();
+    ncclResult_t r = runBatch(ops);
+    lock.lock();
+    result_ = r;
+    batchDone_ = true;
+    cv_.notify_all();
+  }
+}
+
+ncclResult_t HostEngine::runBatch(const std::vector<CollArgs>& ops) {
+  if (stopRequested()) return fail(ncclInvalidUsage, "collective", "communicator was aborted");
+  std::vector<std::unique_ptr<Job>> jobs;
+  RINGCC_CHECK(planBatch(ops, &jobs));
+  if (jobs.empty()) return ncclSuccess;
+  RINGCC_CHECK(bindJobs(jobs));
+  return runJobs(jobs);
+}
+
+ncclResult_t HostEngine::planBatch(const std::vector<CollArgs>& ops,
+                                   std::vector<std::unique_ptr<Job>>* jobs) {
+  const int nranks = comm_->nranks;
+  const int maxChannels = std::max<int>(1, static_cast<int>(paramInt("MAX_NCHANNELS")));
+  const int minChannels = static_cast<int>(paramInt("MIN_NCHANNELS"));
+  const ConnSpec spec = defaultConnSpec();
+
+  // Every send and receive of the batch becomes one grouped Program per datatype size.
+  P2pDesc p2p;
+  std::unique_ptr<Job> p2pJob;
+
+  for (const CollArgs& a : ops) {
+    if (a.count == 0) continue;  // nothing moves, on every rank alike
+    const size_t elemSize = dataTypeSize(a.datatype);
+    RedOp op;
+    if (a.op >= ncclNumOps) {
+      UserOp u;
+      if (!comm_->userOps.find(a.op, &u))
+        return fail(ncclInvalidArgument, collName(a.kind), "op %d was destroyed", a.op);
+      op = makePreMulSum(a.datatype, u.residence == ncclScalarDevice ? u.scalarPtr : u.scalar,
+                         u.residence == ncclScalarDevice);
+    } else {
+      op = makeRedOp(a.op, a.datatype, nranks);
+    }
+
+    if (a.kind == CollKind::Send || a.kind == CollKind::Recv) {
+      if (!p2pJob) {
+        p2pJob = std::make_unique<Job>();
+        p2pJob->type = a.datatype;
+        p2pJob->op = op;
+        p2pJob->name = "send/recv";
+        p2p.elemSize = elemSize;
+      } else if (elemSize != p2p.elemSize) {
+        // Programs count in elements of one size; mixed sizes move as bytes.
+        return fail(ncclInvalidUsage, "ncclGroupEnd",
+                    "send/recv of different element sizes in one group are not supported yet");
+      }
+      P2pOp p;
+      p.send = a.kind == CollKind::Send;
+      p.peer = a.root;
+      p.count = a.count;
+      if (p.send) {
+        p.buffer = static_cast<int>(p2pJob->inputs.size());
+        p2pJob->inputs.push_back(a.sendbuff);
+      } else {
+        p.buffer = static_cast<int>(p2pJob->outputs.size());
+        p2pJob->outputs.push_back(a.recvbuff);
+      }
+      p2p.ops.push_back(p);
+      continue;
+    }
+
+    TuneInput tune{opBytes(a, nranks), nranks, maxChannels, minChannels};
+    int nch = chooseChannels(tune);
+    for (int c = 0; c < nch; ++c) {
+      auto job = std::make_unique<Job>();
+      CollDesc d;
+      d.coll = toColl(a.kind);
+      d.count = a.count;
+      d.elemSize = elemSize;
+      d.nranks = nranks;
+      d.rank = comm_->rank;
+      d.root = a.root;
+      d.nChannels = nch;
+      d.channel = c;
+      d.sliceElems = spec.slotBytes / elemSize;
+      RINGCC_CHECK(buildProgram(d, &job->program));
+      job->channel = c;
+      job->name = collName(a.kind);
+      job->type = a.datatype;
+      job->op = op;
+      job->inputs.assign(std::max<int>(1, job->program.nBuffers), a.sendbuff);
+      job->outputs.assign(std::max<int>(1, job->program.nBuffers), a.recvbuff);
+      jobs->push_back(std::move(job));
+    }
+  }
+
+  if (p2pJob) {
+    p2p.nranks = nranks;
+    p2p.rank = comm_->rank;
+    p2p.nChannels = 1;
+    p2p.channel = 0;
+    p2p.sliceElems = (spec.slotBytes / 4) / p2p.elemSize;
+    RINGCC_CHECK(buildP2p(p2p, &p2pJob->program));
+    // The runner indexes inputs and outputs by the same buffer number.
+    size_t n = std::max<size_t>({p2pJob->inputs.size(), p2pJob->outputs.size(),
+                                 static_cast<size_t>(p2pJob->program.nBuffers), 1});
+    p2pJob->inputs.resize(n, nullptr);
+    p2pJob->outputs.resize(n, nullptr);
+    jobs->push_back(std::move(p2pJob));
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t HostEngine::bindJobs(std::vector<std::unique_ptr<Job>>& jobs) {
+  std::vector<PortKey> keys;
+  for (const auto& job : jobs)
+    for (int i = 0; i < job->program.nPorts; ++i) {
+      const Port& p = job->program.ports[i];
+      keys.push_back(PortKey{job->channel, p.kind, p.peer, p.dir});
+    }
+  RINGCC_CHECK(conns_.ensure(keys));
+  for (auto& job : jobs) {
+    const Program& g = job->program;
+    job->views.resize(g.nPorts);
+    job->connectors.resize(g.nPorts);
+    for (int i = 0; i < g.nPorts; ++i) {
+      const Port& p = g.ports[i];
+      const Connector* conn = conns_.find(PortKey{job->channel, p.kind, p.peer, p.dir});
+      if (conn == nullptr)
+        return fail(ncclInternalError, job->name, "no connection for port %d (peer %d)", i,
+                    p.peer);
+      job->views[i] = conn->view();
+      job->connectors[i] = conn;
+    }
+    ProgramRunner::Params params{};
+    params.program = &job->program;
+    params.ports = job->views.data();
+    params.inputs = job->inputs.data();
+    params.outputs = job->outputs.data();
+    params.type = job->type;
+    params.op = job->op;
+    params.wake = wakeWord;
+    params.wakeCtx = nullptr;
+    if (const char* why = job->runner.init(params))
+      return fail(ncclInternalError, job->name, "cannot run the program: %s", why);
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t HostEngine::runJobs(std::vector<std::unique_ptr<Job>>& jobs) {
+  // Per channel, jobs run in call order; channels run side by side.
+  int nChannels = 0;
+  for (const auto& job : jobs) nChannels = std::max(nChannels, job->channel + 1);
+  std::vector<std::vector<Job*>> queues(nChannels);
+  for (auto& job : jobs) queues[job->channel].push_back(job.get());
+  std::vector<size_t> head(nChannels, 0);
+
+  const int spinCount = static_cast<int>(std::max<int64_t>(1, paramInt("SPIN_COUNT")));
+  const auto timeout = std::chrono::milliseconds(paramInt("TIMEOUT"));
+  auto lastProgress = Clock::now();
+  auto lastPeerCheck = lastProgress;
+  int idleRounds = 0;
+
+  while (true) {
+    bool allDone = true, progressed = false;
+    FifoCounter* waitOn = nullptr;
+    uint32_t waitValue = 0;
+    int blocked = 0;
+    for (int c = 0; c < nChannels; ++c) {
+      while (head[c] < queues[c].size()) {
+        Job* job = queues[c][head[c]];
+        AdvanceResult r = job->runner.advance();
+        if (r.error)
+          return fail(ncclInternalError, job->name, "channel %d: %s", c, r.error);
+        progressed |= r.progressed;
+        if (!r.done) {
+          if (r.waitOn && blocked++ == 0) {
+            waitOn = r.waitOn;
+            waitValue = r.waitValue;
+          }
+          break;
+        }
+        ++head[c];
+        progressed = true;
+      }
+      allDone &= head[c] == queues[c].size();
+    }
+    if (allDone) return ncclSuccess;
+
+    if (stopRequested())
+      return fail(ncclInvalidUsage, "collective", "aborted while running (communicator aborted)");
+    auto now = Clock::now();
+    if (progressed) {
+      lastProgress = now;
+      idleRounds = 0;
+      continue;
+    }
+    if (++idleRounds < spinCount) continue;
+
+    // Nobody moved for a while: look for dead peers, the deadline, then sleep briefly.
+    if (now - lastPeerCheck > std::chrono::milliseconds(20)) {
+      lastPeerCheck = now;
+      for (int c = 0; c < nChannels; ++c) {
+        if (head[c] == queues[c].size()) continue;
+        for (const Connector* conn : queues[c][head[c]]->connectors) {
+          PeerState s = conn->peerState();
+          if (s != PeerState::Open)
+            return failPeer(ncclRemoteError, conn->peerRank(), queues[c][head[c]]->name,
+                            "channel %d: peer %s its connection mid-operation", c,
+                            s == PeerState::Dead ? "died and left" : "closed");
+        }
+      }
+    }
+    if (now - lastProgress > timeout) {
+      reportStuck(jobs);
+      return fail(ncclRemoteError, "collective",
+                  "no progress for %lld ms (NCCL_TIMEOUT); see the WARN lines above for where "
+                  "each channel waits",
+                  static_cast<long long>(timeout.count()));
+    }
+    // Sleep on one counter we wait for; with several blocked lanes the nap is shorter,
+    // since the one that moves first may be another.
+    if (waitOn) napOnCounter(waitOn, waitValue, blocked > 1 ? 200 : 1000);
+  }
+}
+
+void HostEngine::reportStuck(const std::vector<std::unique_ptr<Job>>& jobs) const {
+  for (const auto& job : jobs) {
+    if (job->runner.done()) continue;
+    for (int l = 0; l < job->program.nLanes; ++l) {
+      LaneStatus s = job->runner.laneStatus(l);
+      if (s.wait == kLaneDone) continue;
+      int peer = s.port != kNoPort ? job->program.ports[s.port].peer : -1;
+      LOG_WARN("%s channel %d lane %d: waiting to %s peer %d at step %u loop %u (%llu/%llu "
+               "elements of the step done, slot %u)",
+               job->name, job->channel, l,
+               s.wait == kLaneWaitRecv ? "receive from" : s.wait == kLaneWaitSend ? "send to" : "start after lane",
+               peer, s.step, s.loop, static_cast<unsigned long long>(s.stepDone),
+               static_cast<unsigned long long>(s.stepCount), s.counter);
+    }
+  }
+}
+
+}  // namespace ringcc

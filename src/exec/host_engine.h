@@ -1,0 +1,65 @@
+// The host engine: runs a communicator's operations on host memory with one engine thread.
+//
+// submit() hands a batch to the engine thread and returns; wait() blocks until it is done.
+// The engine thread, per batch:
+//   1. builds one Program per operation and channel (src/sched), all send/recv of the batch
+//      merged into one grouped point-to-point Program;
+//   2. makes the connections their ports need (ConnectionTable);
+//   3. runs them: per channel the Programs run in call order, the channels side by side, all
+//      driven by non-blocking ProgramRunner::advance() calls from this one thread. When no
+//      runner can move, it spins NCCL_SPIN_COUNT rounds, then sleeps on a counter it waits for
+//      (futex), waking at least every millisecond to notice aborts, dead peers and the
+//      NCCL_TIMEOUT deadline.
+// The thread exists for the communicator's life and sleeps between batches.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "src/exec/connections.h"
+#include "src/exec/engine.h"
+
+namespace ringcc {
+
+class HostEngine final : public CommEngine {
+ public:
+  explicit HostEngine(ncclComm* comm);
+  ~HostEngine() override;
+
+  // Connects channel 0's ring, so that unreachable peers show up at init. Collective.
+  ncclResult_t connectRing();
+
+  ncclResult_t submit(const std::vector<CollArgs>& ops) override;
+  ncclResult_t wait() override;
+  void abortOps() override;
+
+ private:
+  struct Job;
+
+  void threadMain();
+  ncclResult_t runBatch(const std::vector<CollArgs>& ops);
+  ncclResult_t planBatch(const std::vector<CollArgs>& ops, std::vector<std::unique_ptr<Job>>* jobs);
+  ncclResult_t bindJobs(std::vector<std::unique_ptr<Job>>& jobs);
+  ncclResult_t runJobs(std::vector<std::unique_ptr<Job>>& jobs);
+  void reportStuck(const std::vector<std::unique_ptr<Job>>& jobs) const;
+  bool stopRequested() const;
+
+  ncclComm* comm_;
+  ConnectionTable conns_;
+
+  std::mutex mu_;
+  std::condition_variable cv_;
+  std::vector<CollArgs> batch_;
+  bool hasBatch_ = false;
+  bool batchDone_ = false;
+  bool exit_ = false;
+  ncclResult_t result_ = ncclSuccess;
+  std::atomic<bool> abortOps_{false};
+  std::thread thread_;
+};
+
+}  // namespace ringcc

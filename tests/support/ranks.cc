@@ -1,0 +1,80 @@
+#include "support/ranks.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <thread>
+#include <vector>
+
+namespace ringcc::test {
+
+void runThreads(int nranks, const std::function<void(int rank)>& body) {
+  std::vector<std::thread> threads;
+  for (int r = 0; r < nranks; ++r) threads.emplace_back(body, r);
+  for (auto& t : threads) t.join();
+}
+
+int runProcesses(int nranks, const std::function<int(int rank)>& body, int timeoutSec) {
+  fflush(stdout);
+  fflush(stderr);
+  std::vector<pid_t> pids;
+  for (int r = 0; r < nranks; ++r) {
+    pid_t pid = fork();
+    if (pid == 0) {
+      int status = 1;
+      try {
+        status = body(r);
+      } catch (...) {
+        status = 2;
+      }
+      fflush(stdout);
+      fflush(stderr);
+      _exit(status);
+    }
+    pids.push_back(pid);
+  }
+  int failed = 0;
+  auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeoutSec);
+  size_t remaining = pids.size();
+  std::vector<bool> done(pids.size(), false);
+  while (remaining > 0) {
+    for (size_t i = 0; i < pids.size(); ++i) {
+      if (done[i]) continue;
+      int status = 0;
+      pid_t r = waitpid(pids[i], &status, WNOHANG);
+      if (r == pids[i]) {
+        done[i] = true;
+        --remaining;
+        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+          fprintf(stderr, "rank %zu: %s %d\n", i, WIFEXITED(status) ? "exit" : "signal",
+                  WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+          ++failed;
+        }
+      }
+    }
+    if (remaining == 0) break;
+    if (std::chrono::steady_clock::now() > deadline) {
+      for (size_t i = 0; i < pids.size(); ++i) {
+        if (done[i]) continue;
+        fprintf(stderr, "rank %zu: timed out, killed\n", i);
+        kill(pids[i], SIGKILL);
+        waitpid(pids[i], nullptr, 0);
+        ++failed;
+      }
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return failed;
+}
+
+ncclUniqueId newUniqueId() {
+  ncclUniqueId id{};
+  if (ncclGetUniqueId(&id) != ncclSuccess) fprintf(stderr, "ncclGetUniqueId failed\n");
+  return id;
+}
+
+}  // namespace ringcc::test

@@ -1,0 +1,22 @@
+// Running one function per rank: as threads of this process, or as forked processes.
+#pragma once
+
+#include <functional>
+
+#include "nccl.h"
+
+namespace ringcc::test {
+
+// Runs body(rank) on nranks threads and joins them. Catch2 assertions are not thread-safe:
+// bodies return a failure count or use CHECK only after joining.
+void runThreads(int nranks, const std::function<void(int rank)>& body);
+
+// Forks nranks children, runs body(rank) in each and _exits with its return value. Returns
+// the number of children that failed (non-zero status, signal, or not done within
+// timeoutSec, in which case the stragglers are killed).
+int runProcesses(int nranks, const std::function<int(int rank)>& body, int timeoutSec = 60);
+
+// A fresh unique id (starts a bootstrap root in this process).
+ncclUniqueId newUniqueId();
+
+}  // namespace ringcc::test

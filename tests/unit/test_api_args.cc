@@ -1,0 +1,198 @@
+// Bad arguments to every entry point: ncclInvalidArgument with a WARN that names the
+// argument, never a crash, and the communicator stays usable.
+#include <catch2/catch.hpp>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "nccl.h"
+#include "support/test_env.h"
+
+using ringcc::test::CapturedLog;
+
+namespace {
+
+ncclUniqueId someId() {
+  ncclUniqueId id{};
+  ncclGetUniqueId(&id);
+  return id;
+}
+
+// Runs `call`, expects `code`, and expects the WARN log to mention `needle`.
+#define EXPECT_REFUSED(call, code, needle)          \
+  do {                                              \
+    CapturedLog log_;                               \
+    CHECK((call) == (code));                        \
+    INFO("log: " << log_.text());                   \
+    CHECK(log_.contains(needle));                   \
+  } while (0)
+
+}  // namespace
+
+TEST_CASE("NULL communicators are refused everywhere", "[api_args]") {
+  int i;
+  ncclResult_t r;
+  ncclComm_t out;
+  float buf[4];
+  EXPECT_REFUSED(ncclCommCount(nullptr, &i), ncclInvalidArgument, "comm is NULL");
+  EXPECT_REFUSED(ncclCommUserRank(nullptr, &i), ncclInvalidArgument, "comm is NULL");
+  EXPECT_REFUSED(ncclCommCuDevice(nullptr, &i), ncclInvalidArgument, "comm is NULL");
+  EXPECT_REFUSED(ncclCommGetAsyncError(nullptr, &r), ncclInvalidArgument, "comm is NULL");
+  EXPECT_REFUSED(ncclCommFinalize(nullptr), ncclInvalidArgument, "comm is NULL");
+  EXPECT_REFUSED(ncclCommRevoke(nullptr, 0), ncclInvalidArgument, "comm is NULL");
+  EXPECT_REFUSED(ncclCommSplit(nullptr, 0, 0, &out, nullptr), ncclInvalidArgument,
+                 "comm is NULL");
+  EXPECT_REFUSED(ncclCommShrink(nullptr, nullptr, 0, &out, nullptr, 0), ncclInvalidArgument,
+                 "comm is NULL");
+  EXPECT_REFUSED(ncclAllReduce(buf, buf, 4, ncclFloat, ncclSum, nullptr, nullptr),
+                 ncclInvalidArgument, "comm is NULL");
+  EXPECT_REFUSED(ncclBroadcast(buf, buf, 4, ncclFloat, 0, nullptr, nullptr),
+                 ncclInvalidArgument, "comm is NULL");
+  EXPECT_REFUSED(ncclSend(buf, 4, ncclFloat, 0, nullptr, nullptr), ncclInvalidArgument,
+                 "comm is NULL");
+  EXPECT_REFUSED(ncclCommRegister(nullptr, buf, 16, nullptr), ncclInvalidArgument,
+                 "comm is NULL");
+  ncclRedOp_t op;
+  float scalar = 2;
+  EXPECT_REFUSED(
+      ncclRedOpCreatePreMulSum(&op, &scalar, ncclFloat, ncclScalarHostImmediate, nullptr),
+      ncclInvalidArgument, "comm is NULL");
+  EXPECT_REFUSED(ncclRedOpDestroy(ncclNumOps, nullptr), ncclInvalidArgument, "comm is NULL");
+}
+
+TEST_CASE("NULL out-pointers are refused", "[api_args]") {
+  EXPECT_REFUSED(ncclGetVersion(nullptr), ncclInvalidArgument, "version is NULL");
+  EXPECT_REFUSED(ncclGetUniqueId(nullptr), ncclInvalidArgument, "uniqueId is NULL");
+  EXPECT_REFUSED(ncclCommInitRank(nullptr, 1, someId(), 0), ncclInvalidArgument,
+                 "comm (output pointer) is NULL");
+  EXPECT_REFUSED(ncclCommInitAll(nullptr, 1, nullptr), ncclInvalidArgument, "comms is NULL");
+  EXPECT_REFUSED(ncclMemAlloc(nullptr, 16), ncclInvalidArgument, "ptr is NULL");
+
+  ncclComm_t comm;
+  REQUIRE(ncclCommInitAll(&comm, 1, nullptr) == ncclSuccess);
+  EXPECT_REFUSED(ncclCommCount(comm, nullptr), ncclInvalidArgument, "count is NULL");
+  EXPECT_REFUSED(ncclCommUserRank(comm, nullptr), ncclInvalidArgument, "rank is NULL");
+  EXPECT_REFUSED(ncclCommCuDevice(comm, nullptr), ncclInvalidArgument, "device is NULL");
+  EXPECT_REFUSED(ncclCommGetAsyncError(comm, nullptr), ncclInvalidArgument,
+                 "asyncError is NULL");
+  EXPECT_REFUSED(ncclCommSplit(comm, 0, 0, nullptr, nullptr), ncclInvalidArgument,
+                 "newcomm (output pointer) is NULL");
+  EXPECT_REFUSED(ncclCommShrink(comm, nullptr, 0, nullptr, nullptr, 0), ncclInvalidArgument,
+                 "newcomm (output pointer) is NULL");
+  float scalar = 1;
+  EXPECT_REFUSED(
+      ncclRedOpCreatePreMulSum(nullptr, &scalar, ncclFloat, ncclScalarHostImmediate, comm),
+      ncclInvalidArgument, "op (output pointer) is NULL");
+  CHECK(ncclCommDestroy(comm) == ncclSuccess);
+}
+
+TEST_CASE("ranks, counts and configs out of range are refused", "[api_args]") {
+  ncclComm_t comm = nullptr;
+  ncclUniqueId id = someId();
+  EXPECT_REFUSED(ncclCommInitRank(&comm, 0, id, 0), ncclInvalidArgument, "nranks 0");
+  EXPECT_REFUSED(ncclCommInitRank(&comm, -3, id, 0), ncclInvalidArgument, "nranks -3");
+  EXPECT_REFUSED(ncclCommInitRank(&comm, 2, id, 2), ncclInvalidArgument, "rank 2 is out of range");
+  EXPECT_REFUSED(ncclCommInitRank(&comm, 2, id, -1), ncclInvalidArgument, "rank -1 is out of range");
+  EXPECT_REFUSED(ncclCommInitAll(&comm, 0, nullptr), ncclInvalidArgument, "ndev 0");
+  EXPECT_REFUSED(ncclCommInitRankScalable(&comm, 2, 0, 0, &id, nullptr), ncclInvalidArgument,
+                 "nId 0");
+  CHECK(comm == nullptr);
+
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.magic = 0;  // not made with NCCL_CONFIG_INITIALIZER
+  EXPECT_REFUSED(ncclCommInitRankConfig(&comm, 1, id, 0, &config), ncclInvalidArgument,
+                 "NCCL_CONFIG_INITIALIZER");
+  ncclConfig_t garbage;
+  std::memset(&garbage, 0x5a, sizeof(garbage));
+  EXPECT_REFUSED(ncclCommInitRankConfig(&comm, 1, id, 0, &garbage), ncclInvalidArgument,
+                 "magic");
+  config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 7;
+  EXPECT_REFUSED(ncclCommInitRankConfig(&comm, 1, id, 0, &config), ncclInvalidArgument,
+                 "blocking must be 0 or 1");
+
+  REQUIRE(ncclCommInitAll(&comm, 1, nullptr) == ncclSuccess);
+  ncclComm_t out;
+  EXPECT_REFUSED(ncclCommSplit(comm, -5, 0, &out, nullptr), ncclInvalidArgument, "color -5");
+  int self = 0;
+  EXPECT_REFUSED(ncclCommShrink(comm, &self, 1, &out, nullptr, 0), ncclInvalidArgument,
+                 "excludeRanksCount 1");
+  EXPECT_REFUSED(ncclCommShrink(comm, nullptr, 0, &out, nullptr, 0x40), ncclInvalidArgument,
+                 "shrinkFlags");
+  EXPECT_REFUSED(ncclCommRevoke(comm, 3), ncclInvalidArgument, "revokeFlags");
+  // The communicator is still fine after all of that.
+  int count = 0;
+  CHECK(ncclCommCount(comm, &count) == ncclSuccess);
+  CHECK(count == 1);
+  CHECK(ncclCommDestroy(comm) == ncclSuccess);
+}
+
+TEST_CASE("collective arguments are checked and refusals leave the comm usable",
+          "[api_args]") {
+  ncclComm_t comm;
+  REQUIRE(ncclCommInitAll(&comm, 1, nullptr) == ncclSuccess);
+  float buf[8] = {};
+  EXPECT_REFUSED(ncclAllReduce(buf, buf, 8, static_cast<ncclDataType_t>(12), ncclSum, comm,
+                               nullptr),
+                 ncclInvalidArgument, "datatype 12");
+  EXPECT_REFUSED(ncclAllReduce(buf, buf, 8, ncclFloat, static_cast<ncclRedOp_t>(9), comm,
+                               nullptr),
+                 ncclInvalidArgument, "op 9");
+  EXPECT_REFUSED(ncclAllReduce(buf, buf, 8, ncclFloat, static_cast<ncclRedOp_t>(-1), comm,
+                               nullptr),
+                 ncclInvalidArgument, "op -1");
+  EXPECT_REFUSED(ncclBroadcast(buf, buf, 8, ncclFloat, 1, comm, nullptr), ncclInvalidArgument,
+                 "root 1 is out of range");
+  EXPECT_REFUSED(ncclReduce(buf, buf, 8, ncclFloat, ncclSum, -1, comm, nullptr),
+                 ncclInvalidArgument, "root -1 is out of range");
+  EXPECT_REFUSED(ncclSend(buf, 8, ncclFloat, 3, comm, nullptr), ncclInvalidArgument,
+                 "peer 3 is out of range");
+  EXPECT_REFUSED(ncclRecv(buf, 8, ncclFloat, -2, comm, nullptr), ncclInvalidArgument,
+                 "peer -2 is out of range");
+  EXPECT_REFUSED(ncclAllReduce(nullptr, buf, 8, ncclFloat, ncclSum, comm, nullptr),
+                 ncclInvalidArgument, "sendbuff is NULL");
+  EXPECT_REFUSED(ncclAllGather(buf, nullptr, 8, ncclFloat, comm, nullptr), ncclInvalidArgument,
+                 "recvbuff is NULL");
+  EXPECT_REFUSED(ncclAllReduce(buf, buf, SIZE_MAX / 2, ncclFloat, ncclSum, comm, nullptr),
+                 ncclInvalidArgument, "overflows");
+  ncclRedOp_t premul;
+  double scalar = 2;
+  REQUIRE(ncclRedOpCreatePreMulSum(&premul, &scalar, ncclFloat64, ncclScalarHostImmediate,
+                                   comm) == ncclSuccess);
+  EXPECT_REFUSED(ncclAllReduce(buf, buf, 8, ncclFloat, premul, comm, nullptr),
+                 ncclInvalidArgument, "created for datatype");
+  CHECK(ncclRedOpDestroy(premul, comm) == ncclSuccess);
+  EXPECT_REFUSED(ncclRedOpDestroy(premul, comm), ncclInvalidArgument, "not a live operator");
+  EXPECT_REFUSED(ncclRedOpDestroy(ncclSum, comm), ncclInvalidArgument, "built-in");
+  // Count 0 with NULL buffers is fine and does nothing.
+  CHECK(ncclAllReduce(nullptr, nullptr, 0, ncclFloat, ncclSum, comm, nullptr) == ncclSuccess);
+  ncclResult_t async;
+  CHECK(ncclCommGetAsyncError(comm, &async) == ncclSuccess);
+  CHECK(async == ncclSuccess);
+  CHECK(ncclCommDestroy(comm) == ncclSuccess);
+}
+
+TEST_CASE("group misuse and device API calls answer clearly", "[api_args]") {
+  EXPECT_REFUSED(ncclGroupEnd(), ncclInvalidUsage, "no group is open");
+  ncclWindow_t win;
+  char buf[64];
+  ncclComm_t comm;
+  REQUIRE(ncclCommInitAll(&comm, 1, nullptr) == ncclSuccess);
+  EXPECT_REFUSED(ncclCommWindowRegister(comm, buf, 64, &win, 0), ncclInvalidUsage,
+                 "not provided by ringcc");
+  void* handle = nullptr;
+  CHECK(ncclCommRegister(comm, buf, sizeof(buf), &handle) == ncclSuccess);
+  CHECK(ncclCommDeregister(comm, handle) == ncclSuccess);
+  void* mem = nullptr;
+  CHECK(ncclMemAlloc(&mem, 1000) == ncclSuccess);
+  CHECK(mem != nullptr);
+  CHECK(ncclMemFree(mem) == ncclSuccess);
+  EXPECT_REFUSED(ncclMemFree(buf), ncclInvalidArgument, "not allocated by ncclMemAlloc");
+  CHECK(ncclCommDestroy(comm) == ncclSuccess);
+}
+
+TEST_CASE("ncclGetLastError repeats the root cause", "[api_args]") {
+  CHECK(ncclCommCount(nullptr, nullptr) == ncclInvalidArgument);
+  CHECK(std::string(ncclGetLastError(nullptr)).find("comm is NULL") != std::string::npos);
+}
