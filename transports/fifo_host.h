@@ -48,7 +48,7 @@ struct WaitOptions {
 };
 
 // SPIN_COUNT and TIMEOUT (from now) from the parameter table, plus the given abort flag and
-// connector.
+// connector. The deadline is absolute: make the options once per operation, not per wait.
 WaitOptions defaultWaitOptions(const std::atomic<bool>* abort, const Connector* conn);
 
 // Waits until counter->value has reached `target` (counterReached: wrap-aware), with acquire
