@@ -11,7 +11,8 @@
 //   wake receiver if tailWaiters           wake sender if headWaiters
 //
 // Counters are 32-bit so that they can be futex words; they wrap, and all comparisons use
-// unsigned differences. A sleeping waiter increments the matching *Waiters word before it
+// unsigned differences. nSlots is a power of two, so that the slot of a counter value
+// (value % nSlots) stays the same sequence across the wrap from 2^32-1 to 0. A sleeping waiter increments the matching *Waiters word before it
 // re-checks and sleeps, so a writer makes the futex system call only when someone sleeps.
 // The owning host object (transports/transport.h: Connector) allocates and frees the memory;
 // this struct only points into it and is trivially copyable.
@@ -45,6 +46,21 @@ struct ConnectorView {
 // Bytes needed for a FifoControl with `nSlots` sizes.
 RINGCC_INLINE uint64_t fifoControlBytes(uint32_t nSlots) {
   return sizeof(FifoControl) + sizeof(uint32_t) * (nSlots > 0 ? nSlots - 1 : 0);
+}
+
+// The slot that counter value `step` (a tail or head value) refers to.
+RINGCC_INLINE uint32_t fifoSlot(const ConnectorView& v, uint32_t step) {
+  return step & (v.nSlots - 1);
+}
+
+RINGCC_INLINE char* fifoSlotData(const ConnectorView& v, uint32_t step) {
+  return v.slots + static_cast<uint64_t>(fifoSlot(v, step)) * v.slotBytes;
+}
+
+// True once a counter that moved to `value` has reached `target` (wrap-aware: the counters
+// of one connection never drift more than 2^31 apart).
+RINGCC_INLINE bool counterReached(uint32_t value, uint32_t target) {
+  return static_cast<int32_t>(value - target) >= 0;
 }
 
 }  // namespace ringcc

@@ -1,0 +1,50 @@
+// The list of transports, in order of preference. Adding a transport is one line here.
+#include <string>
+
+#include "src/core/error.h"
+#include "src/core/log.h"
+#include "src/core/param.h"
+#include "transports/p2p/p2p_transport.h"
+#include "transports/shm/shm_transport.h"
+#include "transports/transport.h"
+
+namespace ringcc {
+
+std::span<const TransportEntry> transportRegistry() {
+  static const TransportEntry kEntries[] = {
+      {&p2pTransport(), "P2P_DISABLE"},
+      {&shmTransport(), "SHM_DISABLE"},
+  };
+  return kEntries;
+}
+
+Transport* findTransport(const char* name) {
+  for (const TransportEntry& e : transportRegistry())
+    if (std::string(e.transport->name()) == name) return e.transport;
+  return nullptr;
+}
+
+ncclResult_t selectTransport(const PeerInfo& self, const PeerInfo& peer, Transport** out) {
+  if (out == nullptr) return fail(ncclInvalidArgument, "selectTransport", "out is NULL");
+  *out = nullptr;
+  std::string reasons;
+  for (const TransportEntry& e : transportRegistry()) {
+    std::string why;
+    if (e.disableParam && paramInt(e.disableParam) != 0) {
+      why = std::string("disabled by NCCL_") + e.disableParam;
+    } else if (e.transport->canConnect(self, peer, &why)) {
+      LOG_INFO(kLogInit, "rank %d -> rank %d: transport %s", self.rank, peer.rank,
+               e.transport->name());
+      *out = e.transport;
+      return ncclSuccess;
+    }
+    reasons += std::string(e.transport->name()) + ": " + why + "; ";
+  }
+  return failPeer(ncclSystemError, peer.rank, "selectTransport",
+                  "no transport connects rank %d (pid %d, host %016llx) with rank %d (pid %d, "
+                  "host %016llx): %sthe network transport (UCX) is not available yet",
+                  self.rank, self.pid, static_cast<unsigned long long>(self.hostHash), peer.rank,
+                  peer.pid, static_cast<unsigned long long>(peer.hostHash), reasons.c_str());
+}
+
+}  // namespace ringcc
