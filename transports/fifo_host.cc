@@ -128,3 +128,15 @@ ncclResult_t waitForCounter(FifoCounter* counter, uint32_t target, const WaitOpt
 }
 
 }  // namespace ringcc
+
+namespace ringcc {
+
+void napOnCounter(FifoCounter* counter, uint32_t unchanged, int micros) {
+  // Same handshake as waitForCounter: announce, re-check, sleep, withdraw.
+  waitersRef(counter).fetch_add(1, std::memory_order_seq_cst);
+  if (valueRef(counter).load(std::memory_order_seq_cst) == unchanged)
+    futexWait(&counter->value, unchanged, micros);
+  waitersRef(counter).fetch_sub(1, std::memory_order_seq_cst);
+}
+
+}  // namespace ringcc

@@ -71,6 +71,11 @@ void wakeCounter(FifoCounter* counter);
 // Release-stores `value` into the counter, then wakeCounter.
 void publishCounter(FifoCounter* counter, uint32_t value);
 
+// Sleeps at most `micros` while counter->value == unchanged (returns at once if it differs,
+// early when woken). No error, no logging: for an executor that polls many counters and naps
+// on one of them between rounds.
+void napOnCounter(FifoCounter* counter, uint32_t unchanged, int micros);
+
 // Acquire load of the counter's value.
 uint32_t loadCounter(const FifoCounter* counter);
 

@@ -200,6 +200,15 @@ NCCL_API(ncclResult_t, ncclGroupStart, void) { return groupStart(); }
 
 NCCL_API(ncclResult_t, ncclGroupEnd, void) { return groupEnd(); }
 
+NCCL_API(ncclResult_t, ncclGroupSimulateEnd, ncclSimInfo_t* simInfo) {
+  RINGCC_CHECK(checkNotNull(simInfo, "simInfo", "ncclGroupSimulateEnd"));
+  if (simInfo->magic != 0x74685283)
+    return fail(ncclInvalidArgument, "ncclGroupSimulateEnd",
+                "simInfo: magic is 0x%x; initialize it with NCCL_SIM_INFO_INITIALIZER",
+                simInfo->magic);
+  return groupSimulateEnd(&simInfo->estimatedTime);
+}
+
 NCCL_API(ncclResult_t, ncclRedOpCreatePreMulSum, ncclRedOp_t* op, void* scalar,
          ncclDataType_t datatype, ncclScalarResidence_t residence, ncclComm_t comm) {
   const char* where = "ncclRedOpCreatePreMulSum";

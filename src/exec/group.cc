@@ -7,6 +7,7 @@
 #include "src/core/comm.h"
 #include "src/core/error.h"
 #include "src/exec/engine.h"
+#include "src/tune/tune.h"
 
 namespace ringcc {
 namespace {
@@ -72,6 +73,22 @@ ncclResult_t launchOps(const std::vector<CollArgs>& ops) {
   return first;
 }
 
+// The ring schedule's hops and bytes per hop for one operation.
+double estimateOpMicros(const CostModel& model, const CollArgs& op) {
+  const int n = op.comm->nranks;
+  const double bytes = static_cast<double>(op.count) * (op.datatype == ncclFloat64 || op.datatype == ncclInt64 || op.datatype == ncclUint64 ? 8 : op.datatype == ncclFloat16 || op.datatype == ncclBfloat16 ? 2 : op.datatype <= ncclUint8 || op.datatype >= ncclFloat8e4m3 ? 1 : 4);
+  if (n == 1) return estimateMicros(model, 1, bytes);
+  switch (op.kind) {
+    case CollKind::AllReduce: return estimateMicros(model, 2 * (n - 1), bytes / n);
+    case CollKind::AllGather:
+    case CollKind::ReduceScatter:
+    case CollKind::AlltoAll: return estimateMicros(model, n - 1, bytes);
+    case CollKind::Gather:
+    case CollKind::Scatter: return estimateMicros(model, 1, bytes * (n - 1));
+    default: return estimateMicros(model, op.kind == CollKind::Send || op.kind == CollKind::Recv ? 1 : n - 1, bytes);
+  }
+}
+
 }  // namespace
 
 bool groupActive() { return tGroup.depth > 0; }
@@ -91,6 +108,24 @@ ncclResult_t groupEnd() {
   deferred.swap(tGroup.deferred);
   RINGCC_CHECK(runDeferred(deferred));
   return launchOps(ops);
+}
+
+ncclResult_t groupSimulateEnd(float* estimatedMicros) {
+  if (tGroup.depth == 0)
+    return fail(ncclInvalidUsage, "ncclGroupSimulateEnd",
+                "no group is open (ncclGroupStart missing)");
+  if (--tGroup.depth > 0) {
+    *estimatedMicros = 0;
+    return ncclSuccess;
+  }
+  std::vector<CollArgs> ops;
+  ops.swap(tGroup.ops);
+  tGroup.deferred.clear();
+  double total = 0;
+  CostModel model;
+  for (const CollArgs& op : ops) total += estimateOpMicros(model, op);
+  *estimatedMicros = static_cast<float>(total);
+  return ncclSuccess;
 }
 
 ncclResult_t enqueueOp(const CollArgs& args) {

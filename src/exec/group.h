@@ -21,6 +21,10 @@ ncclResult_t groupStart();
 ncclResult_t groupEnd();
 bool groupActive();
 
+// ncclGroupSimulateEnd: closes the group like groupEnd but launches nothing; the operations
+// are dropped and *estimatedMicros receives the tuner's estimate of their time.
+ncclResult_t groupSimulateEnd(float* estimatedMicros);
+
 // Queues the operation in the current group, or runs it now if no group is open.
 ncclResult_t enqueueOp(const CollArgs& args);
 

@@ -15,3 +15,11 @@ int chooseChannels(const TuneInput& in) {
 }
 
 }  // namespace ringcc
+
+namespace ringcc {
+
+double estimateMicros(const CostModel& model, int hops, double hopBytes) {
+  return hops * (model.alphaMicros + hopBytes / model.bytesPerMicro);
+}
+
+}  // namespace ringcc

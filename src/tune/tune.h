@@ -20,3 +20,18 @@ struct TuneInput {
 int chooseChannels(const TuneInput& in);
 
 }  // namespace ringcc
+
+namespace ringcc {
+
+// Alpha-beta estimate of one ring collective on the host engine, in microseconds:
+// hops * (alpha + bytes per hop / bandwidth). The constants were measured on the shm
+// transport; they rank choices, they do not promise a time.
+struct CostModel {
+  double alphaMicros = 4.0;    // per ring hop: slot hand-off and wake-up
+  double bytesPerMicro = 4e3;  // 4 GB/s per hop (one reduce-copy through shared memory)
+};
+
+// `bytesPerRank` as in TuneInput; `hops` and `hopBytes` follow the collective's ring schedule.
+double estimateMicros(const CostModel& model, int hops, double hopBytes);
+
+}  // namespace ringcc
