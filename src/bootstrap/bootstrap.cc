@@ -22,9 +22,12 @@ ncclResult_t rejectionCode(uint32_t status) {
     case wire::kBadNranks:
     case wire::kNranksMismatch:
     case wire::kBadRank:
-    case wire::kDuplicateRank: return ncclInvalidUsage;
-    case wire::kBadAddress: return ncclInternalError;
-    default: return ncclRemoteError;
+    case wire::kDuplicateRank:
+      return ncclInvalidUsage;
+    case wire::kBadAddress:
+      return ncclInternalError;
+    default:
+      return ncclRemoteError;
   }
 }
 
@@ -88,9 +91,9 @@ ncclResult_t Bootstrap::create(const ncclUniqueId& id, int rank, int nranks,
     LogRankScope scope(rank);
     RINGCC_CHECK(b->joinRoot(fields.root, me));
     RINGCC_CHECK(b->connectRing());
+    LOG_INFO(kLogBootstrap | kLogInit, "bootstrap: rank %d of %d ready, listening on %s", rank,
+             nranks, me.toString().c_str());
   }
-  LOG_INFO(kLogBootstrap | kLogInit, "bootstrap: rank %d of %d ready, listening on %s", rank,
-           nranks, me.toString().c_str());
   *out = std::move(b);
   return ncclSuccess;
 }
@@ -157,9 +160,6 @@ ncclResult_t Bootstrap::connectRing() {
 ncclResult_t Bootstrap::allGather(void* buf, size_t bytesPerRank) {
   if (buf == nullptr && bytesPerRank > 0)
     return fail(ncclInvalidArgument, kWhere, "allGather: buf is NULL");
-  if (bytesPerRank > wire::kMaxMessageBytes)
-    return fail(ncclInvalidArgument, kWhere, "allGather: bytesPerRank %zu exceeds %llu",
-                bytesPerRank, static_cast<unsigned long long>(wire::kMaxMessageBytes));
   if (limit().aborted()) return ncclRemoteError;
   if (nranks_ == 1 || bytesPerRank == 0) return ncclSuccess;
   LogRankScope scope(rank_);

@@ -23,7 +23,7 @@ struct Inbox::Conn {
   Socket sock;
   wire::PeerHeader hdr{};
   size_t hdrGot = 0;
-  bool authed = false;    // its first header was good: it speaks for rank `from`
+  bool authed = false;  // its first header was good: it speaks for rank `from`
   int from = -1;
   bool inPayload = false;
   std::vector<char> payload;
@@ -32,8 +32,7 @@ struct Inbox::Conn {
   bool dead = false;
 };
 
-Inbox::Inbox(Socket listener, uint64_t magic, int rank, int nranks, int ringPrev,
-             int64_t timeoutMs)
+Inbox::Inbox(Socket listener, uint64_t magic, int rank, int nranks, int ringPrev, int64_t timeoutMs)
     : listen_(std::move(listener)),
       magic_(magic),
       rank_(rank),
@@ -148,7 +147,12 @@ void Inbox::endConn(Conn& c, const char* why, bool warn) {
 void Inbox::acceptAll() {
   for (;;) {
     Socket s;
-    if (listen_.tryAccept(&s) != ncclSuccess || !s.valid()) return;
+    if (listen_.tryAccept(&s) != ncclSuccess) {
+      // Out of descriptors or similar: the listener stays readable, so pause, not spin.
+      std::this_thread::sleep_for(std::chrono::milliseconds(kAbortPollMs));
+      return;
+    }
+    if (!s.valid()) return;
     size_t pending = std::count_if(conns_.begin(), conns_.end(),
                                    [](const Conn& c) { return !c.dead && !c.authed; });
     if (pending >= wire::kMaxPendingConnections) {
@@ -185,14 +189,14 @@ bool Inbox::onHeader(Conn& c) {
   if (!c.authed && h.kind == wire::kRingHello) {
     std::lock_guard<std::mutex> lock(mu_);
     if (h.from != ringPrev_ || ringLinkSeen_ || h.size != 0) {
-      LOG_WARN("bootstrap rank %d: unexpected ring link from rank %d (%s); dropped", rank_,
-               h.from, c.sock.label().c_str());
+      LOG_WARN("bootstrap rank %d: unexpected ring link from rank %d (%s); dropped", rank_, h.from,
+               c.sock.label().c_str());
       c.dead = true;
       c.sock.close();
       return false;
     }
-    c.sock.setLabel("rank " + std::to_string(h.from) + " at " +
-                    c.sock.peerAddress().toString() + " (ring)");
+    c.sock.setLabel("rank " + std::to_string(h.from) + " at " + c.sock.peerAddress().toString() +
+                    " (ring)");
     ringLink_ = std::move(c.sock);
     ringLinkSeen_ = true;
     c.dead = true;  // the socket now belongs to the ring
@@ -204,8 +208,8 @@ bool Inbox::onHeader(Conn& c) {
     return false;
   }
   if (h.size > wire::kMaxMessageBytes) {
-    LOG_WARN("bootstrap rank %d: %s announced an oversized message (%llu bytes, limit %llu)",
-             rank_, c.sock.label().c_str(), static_cast<unsigned long long>(h.size),
+    LOG_WARN("bootstrap rank %d: %s announced an oversized message (%llu bytes, limit %llu)", rank_,
+             c.sock.label().c_str(), static_cast<unsigned long long>(h.size),
              static_cast<unsigned long long>(wire::kMaxMessageBytes));
     endConn(c, "announced an oversized message", true);
     return false;
@@ -262,7 +266,8 @@ void Inbox::readConn(Conn& c) {
     }
     size_t got = 0;
     switch (c.sock.recvSome(dst, want, &got)) {
-      case IoStatus::kWouldBlock: return;
+      case IoStatus::kWouldBlock:
+        return;
       case IoStatus::kClosed: {
         if (!c.authed)
           endConn(c, "was closed before a complete header", true);
@@ -275,14 +280,16 @@ void Inbox::readConn(Conn& c) {
       case IoStatus::kError:
         endConn(c, "failed", true);
         return;
-      case IoStatus::kProgress: break;
+      case IoStatus::kProgress:
+        break;
     }
     if (c.inPayload) {
       c.payloadGot += got;
       if (c.payloadGot == c.payload.size()) deliver(c);
       continue;
     }
-    if (c.hdrGot == 0 && c.authed) c.deadline = Clock::now() + std::chrono::milliseconds(timeoutMs_);
+    if (c.hdrGot == 0 && c.authed)
+      c.deadline = Clock::now() + std::chrono::milliseconds(timeoutMs_);
     c.hdrGot += got;
     // Check the magic as soon as it is in, so garbage is dropped without waiting for more.
     if (c.hdrGot >= sizeof(uint64_t) && c.hdr.magic != magic_) {

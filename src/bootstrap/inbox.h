@@ -80,8 +80,8 @@ class Inbox {
   std::condition_variable cv_;
   std::deque<Message> queue_;
   size_t queuedBytes_ = 0;
-  std::vector<int> liveConns_;        // per sender: authenticated connections open now
-  std::vector<std::string> endedWhy_; // per sender: why its last connection ended ("" if none)
+  std::vector<int> liveConns_;         // per sender: authenticated connections open now
+  std::vector<std::string> endedWhy_;  // per sender: why its last connection ended ("" if none)
   Socket ringLink_;
   bool ringLinkSeen_ = false;
   std::string fatal_;  // the thread stopped on an error; every wait fails with this

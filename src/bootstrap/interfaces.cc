@@ -109,7 +109,8 @@ ncclResult_t bootstrapInterface(NetInterface* out) {
   std::optional<NetInterface> chosen = selectInterface(list, ifname, family);
   if (!chosen) {
     std::string names;
-    for (const NetInterface& nif : list) names += (names.empty() ? "" : ",") + nif.name;
+    for (const NetInterface& nif : list)
+      names += (names.empty() ? "" : ",") + nif.name + " " + nif.address.toString();
     return fail(ncclInvalidArgument, "bootstrap",
                 "NCCL_SOCKET_IFNAME='%s' NCCL_SOCKET_FAMILY='%s' match no up interface "
                 "(have: %s)",

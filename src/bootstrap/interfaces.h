@@ -21,8 +21,8 @@
 namespace ringcc {
 
 struct NetInterface {
-  std::string name;      // "eth0"
-  SocketAddress address; // port 0
+  std::string name;       // "eth0"
+  SocketAddress address;  // port 0
 };
 
 // A parsed NCCL_SOCKET_IFNAME.

@@ -25,14 +25,22 @@ namespace ringcc {
 namespace wire {
 const char* rootStatusText(uint32_t status) {
   switch (status) {
-    case kOk: return "ok";
-    case kBadNranks: return "nranks out of range";
-    case kNranksMismatch: return "nranks differs from the other ranks'";
-    case kBadRank: return "rank out of range";
-    case kDuplicateRank: return "another rank already connected with this rank number";
-    case kBadAddress: return "malformed listen address";
-    case kRootTimeout: return "the root gave up waiting for the other ranks";
-    default: return "unknown status";
+    case kOk:
+      return "ok";
+    case kBadNranks:
+      return "nranks out of range";
+    case kNranksMismatch:
+      return "nranks differs from the other ranks'";
+    case kBadRank:
+      return "rank out of range";
+    case kDuplicateRank:
+      return "another rank already connected with this rank number";
+    case kBadAddress:
+      return "malformed listen address";
+    case kRootTimeout:
+      return "the root gave up waiting for the other ranks";
+    default:
+      return "unknown status";
   }
 }
 }  // namespace wire
@@ -62,8 +70,7 @@ class RootServer {
     try {
       thread_ = std::thread([this] { run(); });
     } catch (const std::system_error& e) {
-      return fail(ncclSystemError, "bootstrap root", "cannot start the root thread: %s",
-                  e.what());
+      return fail(ncclSystemError, "bootstrap root", "cannot start the root thread: %s", e.what());
     }
     return ncclSuccess;
   }
@@ -124,10 +131,15 @@ class RootServer {
 void RootServer::accept(Clock::time_point now) {
   for (;;) {
     Socket s;
-    if (listen_.tryAccept(&s) != ncclSuccess || !s.valid()) return;
+    if (listen_.tryAccept(&s) != ncclSuccess) {
+      // Out of descriptors or similar: the listener stays readable, so pause, not spin.
+      std::this_thread::sleep_for(std::chrono::milliseconds(kAbortPollMs));
+      return;
+    }
+    if (!s.valid()) return;
     if (pending_.size() >= wire::kMaxPendingConnections) {
-      auto oldest = std::find_if(pending_.begin(), pending_.end(),
-                                 [](const Pending& p) { return !p.dead; });
+      auto oldest =
+          std::find_if(pending_.begin(), pending_.end(), [](const Pending& p) { return !p.dead; });
       if (oldest != pending_.end()) {
         LOG_WARN("bootstrap root: too many connections without a hello; dropping %s",
                  oldest->sock.label().c_str());
@@ -153,14 +165,17 @@ void RootServer::readHello(Pending& p) {
   auto* bytes = reinterpret_cast<char*>(&p.hello);
   size_t got = 0;
   switch (p.sock.recvSome(bytes + p.got, sizeof(p.hello) - p.got, &got)) {
-    case IoStatus::kWouldBlock: return;
+    case IoStatus::kWouldBlock:
+      return;
     case IoStatus::kClosed:
     case IoStatus::kError:
       LOG_WARN("bootstrap root: %s closed before a complete hello (%zu of %zu bytes); dropped",
                p.sock.label().c_str(), p.got, sizeof(p.hello));
       p.dead = true;
       return;
-    case IoStatus::kProgress: p.got += got; break;
+    case IoStatus::kProgress:
+      p.got += got;
+      break;
   }
   if (p.got >= sizeof(uint64_t) && p.hello.magic != magic_) {
     LOG_WARN("bootstrap root: %s sent a wrong magic; dropped", p.sock.label().c_str());
@@ -188,8 +203,8 @@ void RootServer::readHello(Pending& p) {
   else if (!SocketAddress::fromWire(h.listen, &addr))
     status = wire::kBadAddress;
   if (status != wire::kOk) {
-    LOG_WARN("bootstrap root: rejected %s (rank %d, nranks %d): %s", p.sock.label().c_str(),
-             h.rank, h.nranks, wire::rootStatusText(status));
+    LOG_WARN("bootstrap root: rejected %s (rank %d, nranks %d): %s", p.sock.label().c_str(), h.rank,
+             h.nranks, wire::rootStatusText(status));
     reject(p.sock, status);
     return;
   }
@@ -226,8 +241,7 @@ void RootServer::replyAll() {
   for (int i = 0; i < nranks_; ++i) {
     WaitLimit limit(timeoutMs_, &stop_);
     if (ranks_[i].sendAll(&r, sizeof(r), limit) != ncclSuccess ||
-        ranks_[i].sendAll(table_.data(), table_.size() * sizeof(WireAddress), limit) !=
-            ncclSuccess)
+        ranks_[i].sendAll(table_.data(), table_.size() * sizeof(WireAddress), limit) != ncclSuccess)
       LOG_WARN("bootstrap root: could not send the address table to rank %d", i);
     ranks_[i].close();
   }

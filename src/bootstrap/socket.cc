@@ -64,15 +64,24 @@ int connectOnce(const SocketAddress& addr, const WaitLimit& limit, int* fdOut) {
   int err = rc == 0 ? 0 : errno;
   if (err == EINPROGRESS || err == EINTR) {
     for (;;) {
-      if (limit.aborted()) { err = ECANCELED; break; }
+      if (limit.aborted()) {
+        err = ECANCELED;
+        break;
+      }
       int ev = pollOnce(fd, POLLOUT, limit);
-      if (ev < 0) { err = errno; break; }
+      if (ev < 0) {
+        err = errno;
+        break;
+      }
       if (ev != 0) {
         socklen_t len = sizeof(err);
         if (getsockopt(fd, SOL_SOCKET, SO_ERROR, &err, &len) != 0) err = errno;
         break;
       }
-      if (limit.expired()) { err = ETIMEDOUT; break; }
+      if (limit.expired()) {
+        err = ETIMEDOUT;
+        break;
+      }
     }
   }
   if (err == 0) {
@@ -199,8 +208,8 @@ ncclResult_t parseAddress(const std::string& text, const char* what, int family,
   if (!text.empty() && text[0] == '[') {
     size_t close = text.find(']');
     if (close == std::string::npos || close + 1 >= text.size() || text[close + 1] != ':')
-      return fail(ncclInvalidArgument, kWhere,
-                  "%s '%s' is malformed: expected [ipv6]:port", what, text.c_str());
+      return fail(ncclInvalidArgument, kWhere, "%s '%s' is malformed: expected [ipv6]:port", what,
+                  text.c_str());
     host = text.substr(1, close - 1);
     port = text.substr(close + 2);
   } else {
@@ -212,8 +221,7 @@ ncclResult_t parseAddress(const std::string& text, const char* what, int family,
     port = text.substr(colon + 1);
     if (host.find(':') != std::string::npos)
       return fail(ncclInvalidArgument, kWhere,
-                  "%s '%s' is ambiguous: write an IPv6 address as [addr]:port", what,
-                  text.c_str());
+                  "%s '%s' is ambiguous: write an IPv6 address as [addr]:port", what, text.c_str());
   }
   if (host.empty())
     return fail(ncclInvalidArgument, kWhere, "%s '%s' has no host", what, text.c_str());
@@ -231,8 +239,8 @@ ncclResult_t parseAddress(const std::string& text, const char* what, int family,
   addrinfo* res = nullptr;
   int rc = getaddrinfo(host.c_str(), port.c_str(), &hints, &res);
   if (rc != 0 || res == nullptr)
-    return fail(ncclInvalidArgument, kWhere, "%s '%s': cannot resolve '%s': %s", what,
-                text.c_str(), host.c_str(), gai_strerror(rc));
+    return fail(ncclInvalidArgument, kWhere, "%s '%s': cannot resolve '%s': %s", what, text.c_str(),
+                host.c_str(), gai_strerror(rc));
   SocketAddress chosen;
   for (addrinfo* ai = res; ai != nullptr; ai = ai->ai_next) {
     SocketAddress a = SocketAddress::fromSockaddr(ai->ai_addr, ai->ai_addrlen);
@@ -329,8 +337,8 @@ ncclResult_t Socket::listen(const SocketAddress& addr, Socket* out) {
 
 ncclResult_t Socket::connect(const SocketAddress& addr, const std::string& label,
                              const WaitLimit& limit, Socket* out) {
-  if (!addr.valid()) return fail(ncclInvalidArgument, kWhere, "connect to %s: invalid address",
-                                 label.c_str());
+  if (!addr.valid())
+    return fail(ncclInvalidArgument, kWhere, "connect to %s: invalid address", label.c_str());
   int backoffMs = 1;
   int lastErr = 0;
   for (;;) {
@@ -485,8 +493,8 @@ ncclResult_t exchange(Socket& out, const void* sendData, size_t sendSize, Socket
           return fail(ncclRemoteError, kWhere, "%s closed the connection (%zu of %zu bytes read)",
                       in.label().c_str(), received, recvSize);
         case IoStatus::kError:
-          return fail(ncclRemoteError, kWhere, "receive from %s failed: %s",
-                      in.label().c_str(), strerror(errno));
+          return fail(ncclRemoteError, kWhere, "receive from %s failed: %s", in.label().c_str(),
+                      strerror(errno));
         case IoStatus::kWouldBlock:
           break;
       }
@@ -494,7 +502,8 @@ ncclResult_t exchange(Socket& out, const void* sendData, size_t sendSize, Socket
     if (progress) continue;
     if (limit.aborted()) return aborted(in.label(), "exchange with");
     if (limit.expired()) {
-      if (received < recvSize) return timedOut(in.label(), "receive from", received, recvSize, limit);
+      if (received < recvSize)
+        return timedOut(in.label(), "receive from", received, recvSize, limit);
       return timedOut(out.label(), "send to", sent, sendSize, limit);
     }
     pollfd p[2];

@@ -40,8 +40,7 @@ std::vector<int> splitMembers(const std::vector<int>& colors, const std::vector<
   if (colors[rank] == NCCL_SPLIT_NOCOLOR) return members;
   for (int r = 0; r < static_cast<int>(colors.size()); ++r)
     if (colors[r] == colors[rank]) members.push_back(r);
-  std::stable_sort(members.begin(), members.end(),
-                   [&](int a, int b) { return keys[a] < keys[b]; });
+  std::stable_sort(members.begin(), members.end(), [&](int a, int b) { return keys[a] < keys[b]; });
   return members;
 }
 
@@ -94,8 +93,10 @@ ncclResult_t bootstrapSplit(Bootstrap& parent, int color, int key,
   table[2 * parent.rank() + 1] = key;
   RINGCC_CHECK(parent.allGather(table.data(), 2 * sizeof(int)));
   if (badColor)
-    return fail(ncclInvalidArgument, "bootstrapSplit", "color %d is negative (and not "
-                "NCCL_SPLIT_NOCOLOR)", color);
+    return fail(ncclInvalidArgument, "bootstrapSplit",
+                "color %d is negative (and not "
+                "NCCL_SPLIT_NOCOLOR)",
+                color);
   std::vector<int> colors(n), keys(n);
   for (int r = 0; r < n; ++r) {
     colors[r] = table[2 * r];

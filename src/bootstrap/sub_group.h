@@ -31,7 +31,6 @@ ncclResult_t bootstrapSubGroup(Bootstrap& parent, const std::vector<int>& member
 // group as splitMembers says. With color NCCL_SPLIT_NOCOLOR, *out is null. A color below
 // NCCL_SPLIT_NOCOLOR is ncclInvalidArgument on that rank, which still takes part in the
 // allGather (as NOCOLOR) so that the others are not left waiting.
-ncclResult_t bootstrapSplit(Bootstrap& parent, int color, int key,
-                            std::unique_ptr<Bootstrap>* out);
+ncclResult_t bootstrapSplit(Bootstrap& parent, int color, int key, std::unique_ptr<Bootstrap>* out);
 
 }  // namespace ringcc

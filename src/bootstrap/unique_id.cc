@@ -48,8 +48,10 @@ ncclResult_t bootstrapRandom64(uint64_t* out) {
   got = 0;
   while (got < sizeof(*out)) {
     ssize_t n = ::read(fd, p + got, sizeof(*out) - got);
-    if (n > 0) got += static_cast<size_t>(n);
-    else if (!(n < 0 && errno == EINTR)) break;
+    if (n > 0)
+      got += static_cast<size_t>(n);
+    else if (!(n < 0 && errno == EINTR))
+      break;
   }
   ::close(fd);
   if (got != sizeof(*out))
@@ -59,8 +61,7 @@ ncclResult_t bootstrapRandom64(uint64_t* out) {
 
 void bootstrapMakeId(const BootstrapId& fields, ncclUniqueId* id) {
   std::memset(id, 0, sizeof(*id));
-  IdLayout l{kIdFormat, fields.fromCommId ? kFlagCommId : 0, fields.magic,
-             fields.root.toWire()};
+  IdLayout l{kIdFormat, fields.fromCommId ? kFlagCommId : 0, fields.magic, fields.root.toWire()};
   std::memcpy(id->internal, &l, sizeof(l));
 }
 

@@ -21,10 +21,10 @@
 
 namespace ringcc::wire {
 
-inline constexpr uint32_t kHello = 0x48454c4f;     // "HELO"
-inline constexpr uint32_t kRingHello = 0x52494e47; // "RING"
-inline constexpr uint32_t kRingStep = 0x53544550;  // "STEP"
-inline constexpr uint32_t kMessage = 0x4d534720;   // "MSG "
+inline constexpr uint32_t kHello = 0x48454c4f;      // "HELO"
+inline constexpr uint32_t kRingHello = 0x52494e47;  // "RING"
+inline constexpr uint32_t kRingStep = 0x53544550;   // "STEP"
+inline constexpr uint32_t kMessage = 0x4d534720;    // "MSG "
 
 // Most ranks one rendezvous accepts (bounds the root's tables).
 inline constexpr int32_t kMaxRanks = 1 << 20;
@@ -73,8 +73,7 @@ struct PeerHeader {
 };
 static_assert(sizeof(PeerHeader) == 32);
 
-static_assert(std::is_trivially_copyable_v<RootHello> &&
-              std::is_trivially_copyable_v<RootReply> &&
+static_assert(std::is_trivially_copyable_v<RootHello> && std::is_trivially_copyable_v<RootReply> &&
               std::is_trivially_copyable_v<PeerHeader>);
 
 const char* rootStatusText(uint32_t status);

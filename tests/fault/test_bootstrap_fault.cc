@@ -1,11 +1,10 @@
 // The bootstrap under attack and failure: strangers, garbage, silence, dead ranks and roots.
 // Every failure must be an error within a bounded time, never a hang or a crash.
-#include <catch2/catch.hpp>
-
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <catch2/catch.hpp>
 #include <chrono>
 #include <cstring>
 #include <string>
@@ -402,8 +401,7 @@ TEST_CASE("an external abort flag ends create and waits", "[bootstrap_fault]") {
   setter.join();
 }
 
-TEST_CASE("ranks that disagree on an allgather see an error, not garbage",
-          "[bootstrap_fault]") {
+TEST_CASE("ranks that disagree on an allgather see an error, not garbage", "[bootstrap_fault]") {
   FaultEnv env("1000");
   ncclUniqueId id;
   REQUIRE(bootstrapGetUniqueId(&id) == ncclSuccess);

@@ -1,10 +1,9 @@
 // Bootstrap with real ranks: threads of one process and forked processes, on loopback.
-#include <catch2/catch.hpp>
-
 #include <signal.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <catch2/catch.hpp>
 #include <chrono>
 #include <cstring>
 #include <functional>
@@ -13,6 +12,7 @@
 #include <vector>
 
 #include "src/bootstrap/bootstrap.h"
+#include "src/bootstrap/interfaces.h"
 #include "src/bootstrap/root.h"
 #include "src/bootstrap/sub_group.h"
 #include "src/bootstrap/unique_id.h"
@@ -67,14 +67,14 @@ std::vector<int> runForked(int n, const std::function<int(int)>& body, double li
   return status;
 }
 
-#define EXPECT_OK(call)                                                        \
-  do {                                                                         \
-    ncclResult_t rc_ = (call);                                                 \
+#define EXPECT_OK(call)                                                             \
+  do {                                                                              \
+    ncclResult_t rc_ = (call);                                                      \
     if (rc_ != ncclSuccess) return std::string(#call " -> ") + std::to_string(rc_); \
   } while (0)
-#define EXPECT_THAT(cond)                                         \
-  do {                                                            \
-    if (!(cond)) return std::string("failed: " #cond);            \
+#define EXPECT_THAT(cond)                              \
+  do {                                                 \
+    if (!(cond)) return std::string("failed: " #cond); \
   } while (0)
 
 struct Msg {
@@ -152,8 +152,7 @@ void checkAll(const std::vector<std::string>& results) {
 bool waitForRoots(size_t target, double limitS) {
   auto t0 = std::chrono::steady_clock::now();
   while (runningRoots() > target) {
-    if (std::chrono::steady_clock::now() - t0 > std::chrono::duration<double>(limitS))
-      return false;
+    if (std::chrono::steady_clock::now() - t0 > std::chrono::duration<double>(limitS)) return false;
     std::this_thread::sleep_for(std::chrono::milliseconds(10));
   }
   return true;
@@ -182,6 +181,31 @@ TEST_CASE("bootstrap on the default interface", "[bootstrap]") {
   ncclUniqueId id;
   REQUIRE(bootstrapGetUniqueId(&id) == ncclSuccess);
   checkAll(runThreads(3, [&](int r) { return createAndWorkout(id, r, 3); }));
+}
+
+TEST_CASE("bootstrap over IPv6 loopback", "[bootstrap]") {
+  ScopedEnv i("NCCL_SOCKET_IFNAME", "=lo");
+  ScopedEnv f("NCCL_SOCKET_FAMILY", "AF_INET6");
+  ScopedEnv c("NCCL_COMM_ID", std::nullopt);
+  bool haveV6Loopback = false;
+  for (const NetInterface& nif : listInterfaces())
+    haveV6Loopback |= nif.address.family() == AF_INET6 && nif.address.isLoopback();
+  ncclUniqueId id;
+  if (!haveV6Loopback) {
+    // Without ::1 the choice must fail cleanly rather than fall back to another family.
+    CHECK(bootstrapGetUniqueId(&id) == ncclInvalidArgument);
+    return;
+  }
+  REQUIRE(bootstrapGetUniqueId(&id) == ncclSuccess);
+  BootstrapId fields;
+  REQUIRE(bootstrapParseId(id, &fields) == ncclSuccess);
+  CHECK(fields.root.family() == AF_INET6);
+  checkAll(runThreads(3, [&](int r) -> std::string {
+    std::unique_ptr<Bootstrap> b;
+    EXPECT_OK(Bootstrap::create(id, r, 3, nullptr, &b));
+    EXPECT_THAT(b->listenAddress(r).family() == AF_INET6);
+    return workout(*b);
+  }));
 }
 
 TEST_CASE("two rendezvous at once in one process", "[bootstrap]") {
@@ -246,8 +270,8 @@ TEST_CASE("sub-groups from (color, key) and from explicit member lists", "[boots
     if (r == 7) {
       EXPECT_THAT(sub == nullptr);
     } else {
-      const std::vector<int> expect = r % 2 ? std::vector<int>{5, 3, 1}
-                                            : std::vector<int>{6, 4, 2, 0};
+      const std::vector<int> expect =
+          r % 2 ? std::vector<int>{5, 3, 1} : std::vector<int>{6, 4, 2, 0};
       EXPECT_THAT(sub != nullptr);
       EXPECT_THAT(sub->nranks() == static_cast<int>(expect.size()));
       EXPECT_THAT(expect[sub->rank()] == r);
@@ -279,11 +303,14 @@ TEST_CASE("bootstrap with 4 forked processes", "[bootstrap_fork]") {
   const size_t before = runningRoots();
   ncclUniqueId id;
   REQUIRE(bootstrapGetUniqueId(&id) == ncclSuccess);  // the root lives in this process
-  std::vector<int> status = runForked(4, [&](int r) {
-    std::string err = createAndWorkout(id, r, 4);
-    if (!err.empty()) fprintf(stderr, "rank %d: %s\n", r, err.c_str());
-    return err.empty() ? 0 : 1;
-  }, 30.0);
+  std::vector<int> status = runForked(
+      4,
+      [&](int r) {
+        std::string err = createAndWorkout(id, r, 4);
+        if (!err.empty()) fprintf(stderr, "rank %d: %s\n", r, err.c_str());
+        return err.empty() ? 0 : 1;
+      },
+      30.0);
   for (int r = 0; r < 4; ++r) {
     INFO("rank " << r << " status " << status[r]);
     CHECK(WIFEXITED(status[r]));
@@ -301,13 +328,16 @@ TEST_CASE("NCCL_COMM_ID with 4 forked processes", "[bootstrap_fork]") {
     free = l.localAddress();
   }
   ScopedEnv c("NCCL_COMM_ID", free.toString());
-  std::vector<int> status = runForked(4, [&](int r) {
-    ncclUniqueId id;
-    if (bootstrapGetUniqueId(&id) != ncclSuccess) return 2;
-    std::string err = createAndWorkout(id, r, 4);
-    if (!err.empty()) fprintf(stderr, "rank %d: %s\n", r, err.c_str());
-    return err.empty() ? 0 : 1;
-  }, 30.0);
+  std::vector<int> status = runForked(
+      4,
+      [&](int r) {
+        ncclUniqueId id;
+        if (bootstrapGetUniqueId(&id) != ncclSuccess) return 2;
+        std::string err = createAndWorkout(id, r, 4);
+        if (!err.empty()) fprintf(stderr, "rank %d: %s\n", r, err.c_str());
+        return err.empty() ? 0 : 1;
+      },
+      30.0);
   for (int r = 0; r < 4; ++r) {
     INFO("rank " << r << " status " << status[r]);
     CHECK(WIFEXITED(status[r]));

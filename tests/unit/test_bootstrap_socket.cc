@@ -1,9 +1,8 @@
 // Sockets, addresses, interface selection and unique ids of the bootstrap.
-#include <catch2/catch.hpp>
-
 #include <fcntl.h>
 #include <unistd.h>
 
+#include <catch2/catch.hpp>
 #include <chrono>
 #include <cstring>
 #include <thread>
@@ -113,9 +112,9 @@ TEST_CASE("NCCL_SOCKET_IFNAME: prefixes, =exact, ^exclude", "[socket]") {
 
 TEST_CASE("interface selection on a fake machine", "[socket]") {
   const std::vector<NetInterface> list = {
-      fakeIf("lo", "127.0.0.1:1"),      fakeIf("docker0", "172.17.0.1:1"),
-      fakeIf("eth0", "192.0.2.2:1"),    fakeIf("eth1", "10.0.0.1:1"),
-      fakeIf("lo", "[::1]:1"),          fakeIf("ib0", "[fd00::5]:1"),
+      fakeIf("lo", "127.0.0.1:1"),   fakeIf("docker0", "172.17.0.1:1"),
+      fakeIf("eth0", "192.0.2.2:1"), fakeIf("eth1", "10.0.0.1:1"),
+      fakeIf("lo", "[::1]:1"),       fakeIf("ib0", "[fd00::5]:1"),
   };
   auto pick = [&](const char* ifname, int family = AF_UNSPEC) -> std::string {
     auto nif = selectInterface(list, ifname, family);
