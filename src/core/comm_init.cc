@@ -93,6 +93,21 @@ Communicator* newComm(int rank, int nranks, const CommConfig& config) {
   return comm;
 }
 
+// A communicator of some of `parent`'s ranks (`members`, parent ranks in new-rank order).
+ncclResult_t startMemberInit(Communicator* parent, const std::vector<int>& members,
+                             const CommConfig& config, Communicator** out) {
+  int newRank = static_cast<int>(std::find(members.begin(), members.end(), parent->rank) -
+                                 members.begin());
+  Communicator* comm = newComm(newRank, static_cast<int>(members.size()), config);
+  comm->cudaDev = parent->cudaDev;
+  return startInit(
+      comm,
+      [parent, members](Communicator* c) {
+        return bootstrapSubGroup(*parent->bootstrap, members, &c->bootstrap);
+      },
+      out);
+}
+
 }  // namespace
 
 ncclResult_t chooseMemKind(MemoryKind* out) {
@@ -154,22 +169,13 @@ ncclResult_t commSplit(Communicator* parent, int color, int key, Communicator** 
   RINGCC_CHECK(parent->bootstrap->allGather(all.data(), sizeof(ColorKey)));
   *out = nullptr;
   if (color == NCCL_SPLIT_NOCOLOR) return ncclSuccess;
-
-  std::vector<int> members;
-  for (int r = 0; r < parent->nranks; ++r)
-    if (all[r].color == color) members.push_back(r);
-  std::stable_sort(members.begin(), members.end(),
-                   [&](int a, int b) { return all[a].key < all[b].key; });
-  int newRank = static_cast<int>(std::find(members.begin(), members.end(), parent->rank) -
-                                 members.begin());
-  Communicator* comm = newComm(newRank, static_cast<int>(members.size()), config);
-  comm->cudaDev = parent->cudaDev;
-  return startInit(
-      comm,
-      [parent, members](Communicator* c) {
-        return bootstrapSubGroup(*parent->bootstrap, members, &c->abortFlag, &c->bootstrap);
-      },
-      out);
+  std::vector<int> colors, keys;
+  for (const ColorKey& ck : all) {
+    colors.push_back(ck.color);
+    keys.push_back(ck.key);
+  }
+  std::vector<int> members = splitMembers(colors, keys, parent->rank);
+  return startMemberInit(parent, members, config, out);
 }
 
 ncclResult_t commShrink(Communicator* parent, const std::vector<int>& exclude,
@@ -180,16 +186,7 @@ ncclResult_t commShrink(Communicator* parent, const std::vector<int>& exclude,
   std::vector<int> members;
   for (int r = 0; r < parent->nranks; ++r)
     if (std::find(exclude.begin(), exclude.end(), r) == exclude.end()) members.push_back(r);
-  int newRank = static_cast<int>(std::find(members.begin(), members.end(), parent->rank) -
-                                 members.begin());
-  Communicator* comm = newComm(newRank, static_cast<int>(members.size()), config);
-  comm->cudaDev = parent->cudaDev;
-  return startInit(
-      comm,
-      [parent, members](Communicator* c) {
-        return bootstrapSubGroup(*parent->bootstrap, members, &c->abortFlag, &c->bootstrap);
-      },
-      out);
+  return startMemberInit(parent, members, config, out);
 }
 
 ncclResult_t commFinalize(Communicator* comm) {

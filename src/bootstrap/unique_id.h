@@ -1,0 +1,47 @@
+// ncclUniqueId: what a rendezvous is known by.
+//
+// An id packs {format tag, flags, random 64-bit magic, root address} into the first bytes of
+// the 128-byte ncclUniqueId (the rest is zero). The magic is the rendezvous' shared secret:
+// every bootstrap connection must present it. Ids are produced two ways:
+//   - bootstrapGetUniqueId (ncclGetUniqueId): without NCCL_COMM_ID, a fresh random magic and
+//     a root started here, listening on an ephemeral port of the bootstrap interface (see
+//     interfaces.h); with NCCL_COMM_ID=host:port, that address, a fixed magic (so every
+//     process computes the same id by itself) and no root: rank 0's Bootstrap::create starts
+//     it (NCCL's semantics).
+//   - bootstrapNewRoot: always a fresh root here, whatever NCCL_COMM_ID says (sub-groups use
+//     it, so a split never collides with the NCCL_COMM_ID port).
+#pragma once
+
+#include <cstdint>
+
+#include "nccl.h"
+#include "src/bootstrap/socket.h"
+
+namespace ringcc {
+
+// Magic of ids made from NCCL_COMM_ID.
+inline constexpr uint64_t kCommIdMagic = 0x72696e6763632d31ull;  // "ringcc-1"
+
+struct BootstrapId {
+  uint64_t magic = 0;
+  SocketAddress root;
+  bool fromCommId = false;  // the root is started by rank 0 at Bootstrap::create
+};
+
+// ncclGetUniqueId: see above. Bad NCCL_COMM_ID is ncclInvalidArgument.
+ncclResult_t bootstrapGetUniqueId(ncclUniqueId* id);
+
+// A fresh random magic and a root started in this process.
+ncclResult_t bootstrapNewRoot(ncclUniqueId* id);
+
+// Packs an id (tests use it to point ranks at roots of their own making).
+void bootstrapMakeId(const BootstrapId& fields, ncclUniqueId* id);
+
+// Unpacks and checks an id: ncclInvalidArgument (naming "unique id") if it was not made by
+// bootstrapMakeId or its address is malformed.
+ncclResult_t bootstrapParseId(const ncclUniqueId& id, BootstrapId* out);
+
+// 64 random bits from getrandom (or /dev/urandom).
+ncclResult_t bootstrapRandom64(uint64_t* out);
+
+}  // namespace ringcc
