@@ -1,5 +1,6 @@
 #include "src/core/log.h"
 
+#include <pthread.h>
 #include <sys/syscall.h>
 #include <unistd.h>
 
@@ -28,6 +29,12 @@ LogState& state() {
   static LogState s;
   return s;
 }
+
+// fork() while another thread holds the log mutex would leave the child's copy locked
+// forever; hold it across fork so both sides start with it free.
+void lockForFork() { state().mu.lock(); }
+void unlockAfterFork() { state().mu.unlock(); }
+[[maybe_unused]] const int kAtForkRegistered = pthread_atfork(lockForFork, unlockAfterFork, unlockAfterFork);
 
 // Fast path: -1 until the environment was read, then the level as int.
 std::atomic<int> gLevel{-1};
