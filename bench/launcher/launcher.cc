@@ -179,15 +179,16 @@ int runLaunch(const LaunchSpec& spec, FILE* err, const volatile sig_atomic_t* st
 
   std::fflush(nullptr);
   int firstCode = 0;
-  bool killing = false, killed = false;
-  Clock::time_point killDeadline{};
-  auto startKill = [&]() {
-    if (killing) return;
-    killing = true;
-    killDeadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                      std::chrono::duration<double>(spec.graceSec));
-    for (Child& c : children)
-      if (c.pid > 0 && !c.exited) ::kill(c.pid, SIGTERM);
+  // Bringing the others down: SIGTERM at termAt, SIGKILL one grace period later.
+  bool stopping = false, termSent = false, killSent = false;
+  Clock::time_point termAt{}, killAt{};
+  const auto grace = std::chrono::duration_cast<Clock::duration>(
+      std::chrono::duration<double>(spec.graceSec));
+  auto startKill = [&](bool now) {
+    if (stopping) return;
+    stopping = true;
+    termAt = Clock::now() + (now ? Clock::duration::zero() : grace);
+    killAt = termAt + grace;
   };
   auto noteCode = [&](int code) {
     if (code != 0 && firstCode == 0) firstCode = code;
@@ -198,7 +199,7 @@ int runLaunch(const LaunchSpec& spec, FILE* err, const volatile sig_atomic_t* st
     if (pid < 0) {
       std::fprintf(err, "ringcc-run: fork: %s\n", std::strerror(errno));
       noteCode(1);
-      startKill();
+      startKill(true);
       break;
     }
     if (pid == 0) {
@@ -310,29 +311,38 @@ int runLaunch(const LaunchSpec& spec, FILE* err, const volatile sig_atomic_t* st
         c.exited = true;
         int code = statusCode(status);
         if (code != 0) {
-          if (!killing)
-            std::fprintf(err, "ringcc-run: process %d (pid %d) %s %d; stopping the others\n", r,
-                         static_cast<int>(pid), WIFSIGNALED(status) ? "killed by signal" : "exited with code",
-                         WIFSIGNALED(status) ? WTERMSIG(status) : code);
+          // A crash stops the others at once. After a plain non-zero exit they get a grace
+          // period first: they usually end by themselves (every rank reports the same data
+          // error), and process 0 may still be printing the report.
+          bool crashed = WIFSIGNALED(status);
+          if (!stopping)
+            std::fprintf(err, "ringcc-run: process %d (pid %d) %s %d; stopping the others%s\n", r,
+                         static_cast<int>(pid), crashed ? "killed by signal" : "exited with code",
+                         crashed ? WTERMSIG(status) : code, crashed ? "" : " unless they end");
           noteCode(code);
-          startKill();
+          startKill(crashed);
         }
       }
     }
 
-    if (stop && *stop && !killing) {
+    if (stop && *stop && !stopping) {
       noteCode(128 + static_cast<int>(*stop));
-      startKill();
+      startKill(true);
     }
-    if (spec.timeoutSec > 0 && !killing &&
+    if (spec.timeoutSec > 0 && !stopping &&
         Clock::now() - start > std::chrono::duration<double>(spec.timeoutSec)) {
       std::fprintf(err, "ringcc-run: timeout after %g s; stopping all processes\n",
                    spec.timeoutSec);
       noteCode(124);
-      startKill();
+      startKill(true);
     }
-    if (killing && !killed && Clock::now() >= killDeadline) {
-      killed = true;
+    if (stopping && !termSent && Clock::now() >= termAt) {
+      termSent = true;
+      for (Child& c : children)
+        if (c.pid > 0 && !c.exited) ::kill(c.pid, SIGTERM);
+    }
+    if (termSent && !killSent && Clock::now() >= killAt) {
+      killSent = true;
       for (Child& c : children)
         if (c.pid > 0 && !c.exited) ::kill(c.pid, SIGKILL);
     }

@@ -2,10 +2,11 @@
 // control channel, and bring them all down together.
 //
 // Exit code: the first non-zero code a child ended with (128+signal for a child killed by a
-// signal), else 0. When a child ends abnormally (non-zero exit or a signal) the others get
-// SIGTERM and, `graceSec` later, SIGKILL, as mpirun does, since ranks waiting on a dead peer
-// would otherwise hang. A `timeoutSec` run that is still going is brought down the same way
-// and exits 124. The children inherit stdout/stderr and the process group, so Ctrl-C reaches
+// signal), else 0. When a child dies by a signal the others get SIGTERM at once and, `graceSec`
+// later, SIGKILL, as mpirun does, since ranks waiting on a dead peer would otherwise hang. A
+// child that exits with a non-zero code gives the others `graceSec` to end by themselves
+// first (all ranks of a failed check exit non-zero together, and process 0 may still be
+// printing). A `timeoutSec` run that is still going is brought down at once and exits 124. The children inherit stdout/stderr and the process group, so Ctrl-C reaches
 // them directly.
 #pragma once
 

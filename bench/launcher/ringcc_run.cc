@@ -2,6 +2,8 @@
 //
 // It takes the unique id from the library's own ncclGetUniqueId, which starts the bootstrap
 // root listener inside this process; so ringcc-run stays alive until every child is done.
+#include <dlfcn.h>
+
 #include <csignal>
 #include <cstdio>
 #include <string>
@@ -9,11 +11,6 @@
 #include "bench/launcher/launch_protocol.h"
 #include "bench/launcher/launcher.h"
 #include "nccl.h"
-
-// The library may not have every entry point yet; a missing one is a clear error, not a
-// failed link.
-#pragma weak ncclGetUniqueId
-#pragma weak ncclGetErrorString
 
 namespace {
 volatile sig_atomic_t g_stop = 0;
@@ -31,15 +28,21 @@ int main(int argc, char** argv) {
       return 2;
     case LaunchParse::Run: break;
   }
-  if (!ncclGetUniqueId) {
+  // Looked up at run time (like the perf tools' entry points): a library without it yet is a
+  // clear error, not a failed link.
+  auto getUniqueId =
+      reinterpret_cast<ncclResult_t (*)(ncclUniqueId*)>(dlsym(RTLD_DEFAULT, "ncclGetUniqueId"));
+  auto errorString =
+      reinterpret_cast<const char* (*)(ncclResult_t)>(dlsym(RTLD_DEFAULT, "ncclGetErrorString"));
+  if (!getUniqueId) {
     std::fprintf(stderr, "ringcc-run: libnccl.so.2 does not provide ncclGetUniqueId\n");
     return 1;
   }
   ncclUniqueId id;
-  ncclResult_t rc = ncclGetUniqueId(&id);
+  ncclResult_t rc = getUniqueId(&id);
   if (rc != ncclSuccess) {
     std::fprintf(stderr, "ringcc-run: ncclGetUniqueId failed: %s\n",
-                 ncclGetErrorString ? ncclGetErrorString(rc) : "error");
+                 errorString ? errorString(rc) : "error");
     return 1;
   }
   spec.uniqueIdHex = uniqueIdToHex(id);

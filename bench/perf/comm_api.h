@@ -1,8 +1,8 @@
 // The library entry points the perf driver calls, as a table of function pointers.
 //
-// The tools get the table of libnccl.so.2 (ncclCommApi()), whose entries are weak: an entry
-// point the library does not provide (yet) is a null pointer and the driver says so instead of
-// failing to load. Tests hand the driver a table of their own.
+// The tools get the table of libnccl.so.2 (ncclCommApi(), looked up with dlsym): an entry point
+// the library does not provide (yet) is a null pointer and the driver says so instead of
+// failing to link or load. Tests hand the driver a table of their own.
 #pragma once
 
 #include <string>

@@ -1,58 +1,48 @@
-// libnccl.so.2's entry points, referenced weakly (see comm_api.h).
+// libnccl.so.2's entry points, looked up when the program starts (see comm_api.h).
+//
+// dlsym instead of plain references: a tool built while the library lacks an entry point
+// still links and starts, and says which one is missing; and it picks up whatever
+// libnccl.so.2 (or LD_PRELOAD) provides at run time.
+#include <dlfcn.h>
+
 #include "bench/perf/comm_api.h"
 
-#pragma weak ncclGetVersion
-#pragma weak ncclGetUniqueId
-#pragma weak ncclCommInitRank
-#pragma weak ncclCommInitAll
-#pragma weak ncclCommDestroy
-#pragma weak ncclCommAbort
-#pragma weak ncclCommCount
-#pragma weak ncclCommUserRank
-#pragma weak ncclGroupStart
-#pragma weak ncclGroupEnd
-#pragma weak ncclAllReduce
-#pragma weak ncclAllGather
-#pragma weak ncclReduceScatter
-#pragma weak ncclBroadcast
-#pragma weak ncclReduce
-#pragma weak ncclAlltoAll
-#pragma weak ncclSend
-#pragma weak ncclRecv
-#pragma weak ncclRedOpCreatePreMulSum
-#pragma weak ncclRedOpDestroy
-#pragma weak ncclGetErrorString
-#pragma weak ncclGetLastError
-#pragma weak ringccCommMemoryKind
-
 namespace ringcc::bench {
+namespace {
+
+template <typename Fn>
+void lookup(Fn& fn, const char* name) {
+  fn = reinterpret_cast<Fn>(::dlsym(RTLD_DEFAULT, name));
+}
+
+}  // namespace
 
 const CommApi& ncclCommApi() {
   static const CommApi api = [] {
     CommApi a;
-    a.getVersion = ncclGetVersion;
-    a.getUniqueId = ncclGetUniqueId;
-    a.commInitRank = ncclCommInitRank;
-    a.commInitAll = ncclCommInitAll;
-    a.commDestroy = ncclCommDestroy;
-    a.commAbort = ncclCommAbort;
-    a.commCount = ncclCommCount;
-    a.commUserRank = ncclCommUserRank;
-    a.groupStart = ncclGroupStart;
-    a.groupEnd = ncclGroupEnd;
-    a.allReduce = ncclAllReduce;
-    a.allGather = ncclAllGather;
-    a.reduceScatter = ncclReduceScatter;
-    a.broadcast = ncclBroadcast;
-    a.reduce = ncclReduce;
-    a.alltoAll = ncclAlltoAll;
-    a.send = ncclSend;
-    a.recv = ncclRecv;
-    a.redOpCreatePreMulSum = ncclRedOpCreatePreMulSum;
-    a.redOpDestroy = ncclRedOpDestroy;
-    a.getErrorString = ncclGetErrorString;
-    a.getLastError = ncclGetLastError;
-    a.commMemoryKind = ringccCommMemoryKind;
+    lookup(a.getVersion, "ncclGetVersion");
+    lookup(a.getUniqueId, "ncclGetUniqueId");
+    lookup(a.commInitRank, "ncclCommInitRank");
+    lookup(a.commInitAll, "ncclCommInitAll");
+    lookup(a.commDestroy, "ncclCommDestroy");
+    lookup(a.commAbort, "ncclCommAbort");
+    lookup(a.commCount, "ncclCommCount");
+    lookup(a.commUserRank, "ncclCommUserRank");
+    lookup(a.groupStart, "ncclGroupStart");
+    lookup(a.groupEnd, "ncclGroupEnd");
+    lookup(a.allReduce, "ncclAllReduce");
+    lookup(a.allGather, "ncclAllGather");
+    lookup(a.reduceScatter, "ncclReduceScatter");
+    lookup(a.broadcast, "ncclBroadcast");
+    lookup(a.reduce, "ncclReduce");
+    lookup(a.alltoAll, "ncclAlltoAll");
+    lookup(a.send, "ncclSend");
+    lookup(a.recv, "ncclRecv");
+    lookup(a.redOpCreatePreMulSum, "ncclRedOpCreatePreMulSum");
+    lookup(a.redOpDestroy, "ncclRedOpDestroy");
+    lookup(a.getErrorString, "ncclGetErrorString");
+    lookup(a.getLastError, "ncclGetLastError");
+    lookup(a.commMemoryKind, "ringccCommMemoryKind");
     return a;
   }();
   return api;

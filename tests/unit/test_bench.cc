@@ -769,6 +769,28 @@ TEST_CASE("launcher: exit codes, environment, stopping the others", "[bench_laun
   CHECK(runLaunch(f, stderr) == 3);
   CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::seconds(10));
 
+  // After a plain non-zero exit the others may still finish within the grace period (process
+  // 0 printing its report): they are not cut short.
+  char marker[] = "/tmp/ringcc_bench_marker_XXXXXX";
+  int mfd = mkstemp(marker);
+  REQUIRE(mfd >= 0);
+  close(mfd);
+  std::remove(marker);
+  static std::string markerPath;
+  markerPath = marker;
+  f.graceSec = 5;
+  f.childMain = [] {
+    int rank = std::atoi(std::getenv(kEnvRank));
+    if (rank != 0) return 7;
+    usleep(300000);
+    std::FILE* m = std::fopen(markerPath.c_str(), "w");
+    if (m) std::fclose(m);
+    return 7;
+  };
+  CHECK(runLaunch(f, stderr) == 7);
+  CHECK(access(marker, F_OK) == 0);
+  std::remove(marker);
+
   // A process that ignores SIGTERM gets SIGKILL after the grace period.
   f.childMain = [] {
     int rank = std::atoi(std::getenv(kEnvRank));
