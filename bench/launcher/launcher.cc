@@ -1,0 +1,354 @@
+#include "bench/launcher/launcher.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <chrono>
+#include <cstdlib>
+#include <cstring>
+#include <optional>
+
+#include "bench/launcher/launch_protocol.h"
+
+extern char** environ;
+
+namespace ringcc::bench {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+struct Child {
+  pid_t pid = -1;
+  int fd = -1;  // launcher's end of the control channel; -1 once closed
+  bool exited = false;
+  std::string inbuf;
+  std::optional<CtrlMessage> pending;
+};
+
+bool parseNumber(const std::string& s, double lo, double& out) {
+  char* end = nullptr;
+  errno = 0;
+  double v = std::strtod(s.c_str(), &end);
+  if (s.empty() || *end != '\0' || errno != 0 || !(v >= lo)) return false;
+  out = v;
+  return true;
+}
+
+void closeFd(Child& c) {
+  if (c.fd >= 0) ::close(c.fd);
+  c.fd = -1;
+  c.pending.reset();
+  c.inbuf.clear();
+}
+
+// The environment a child starts with: ours, minus any stale RINGCC_* launch variables, plus
+// its own.
+std::vector<std::string> childEnvironment(const LaunchSpec& spec, int rank, int ctrlFd) {
+  std::vector<std::string> env;
+  const char* ours[] = {kEnvRank, kEnvNranks, kEnvLocalRank, kEnvLocalSize, kEnvUniqueId,
+                        kEnvCtrlFd};
+  for (char** e = environ; *e; ++e) {
+    bool stale = false;
+    for (const char* name : ours) {
+      size_t len = std::strlen(name);
+      if (std::strncmp(*e, name, len) == 0 && (*e)[len] == '=') stale = true;
+    }
+    if (!stale) env.push_back(*e);
+  }
+  env.push_back(std::string(kEnvRank) + "=" + std::to_string(rank));
+  env.push_back(std::string(kEnvNranks) + "=" + std::to_string(spec.nprocs));
+  env.push_back(std::string(kEnvLocalRank) + "=" + std::to_string(rank));
+  env.push_back(std::string(kEnvLocalSize) + "=" + std::to_string(spec.nprocs));
+  env.push_back(std::string(kEnvUniqueId) + "=" + spec.uniqueIdHex);
+  env.push_back(std::string(kEnvCtrlFd) + "=" + std::to_string(ctrlFd));
+  return env;
+}
+
+int statusCode(int status) {
+  if (WIFEXITED(status)) return WEXITSTATUS(status);
+  if (WIFSIGNALED(status)) return 128 + WTERMSIG(status);
+  return 1;
+}
+
+}  // namespace
+
+std::string launchUsage() {
+  return "USAGE: ringcc-run [-n,--np N] [--timeout SECONDS] [--grace SECONDS] [--] program "
+         "[args...]\n"
+         "\tStarts N processes of `program` on this host with RINGCC_RANK, RINGCC_NRANKS,\n"
+         "\tRINGCC_LOCAL_RANK, RINGCC_LOCAL_SIZE, RINGCC_UNIQUE_ID and RINGCC_CTRL_FD set.\n"
+         "\tReturns the first non-zero exit code; when one process fails the others are\n"
+         "\tterminated (SIGTERM, then SIGKILL after --grace seconds, default 5).\n"
+         "\t--timeout: bring everything down after SECONDS and exit 124 (default: none).\n";
+}
+
+LaunchParse parseLaunchArgs(int argc, const char* const* argv, LaunchSpec& spec,
+                            std::string& error) {
+  int i = 1;
+  for (; i < argc; ++i) {
+    std::string a = argv[i];
+    if (a == "--") {
+      ++i;
+      break;
+    }
+    if (a.empty() || a[0] != '-') break;
+    if (a == "-h" || a == "--help") return LaunchParse::Help;
+    std::string value;
+    std::string name = a;
+    size_t eq = a.find('=');
+    if (a.rfind("--", 0) == 0 && eq != std::string::npos) {
+      name = a.substr(0, eq);
+      value = a.substr(eq + 1);
+    } else if (a.rfind("-n", 0) == 0 && a.size() > 2 && a[1] == 'n' && a.rfind("--", 0) != 0) {
+      name = "-n";
+      value = a.substr(2);
+    } else {
+      if (i + 1 >= argc) {
+        error = "option " + a + " needs a value";
+        return LaunchParse::Error;
+      }
+      value = argv[++i];
+    }
+    double v = 0;
+    if (name == "-n" || name == "--np") {
+      if (!parseNumber(value, 1, v) || v != static_cast<int>(v) || v > 4096) {
+        error = "invalid process count '" + value + "' for -n (expected an integer >= 1)";
+        return LaunchParse::Error;
+      }
+      spec.nprocs = static_cast<int>(v);
+    } else if (name == "--timeout") {
+      if (!parseNumber(value, 0, v)) {
+        error = "invalid --timeout '" + value + "' (seconds >= 0)";
+        return LaunchParse::Error;
+      }
+      spec.timeoutSec = v;
+    } else if (name == "--grace") {
+      if (!parseNumber(value, 0, v)) {
+        error = "invalid --grace '" + value + "' (seconds >= 0)";
+        return LaunchParse::Error;
+      }
+      spec.graceSec = v;
+    } else {
+      error = "unknown option '" + a + "' (see -h)";
+      return LaunchParse::Error;
+    }
+  }
+  if (i >= argc) {
+    error = "no program to run (see -h)";
+    return LaunchParse::Error;
+  }
+  spec.argv.assign(argv + i, argv + argc);
+  return LaunchParse::Run;
+}
+
+int runLaunch(const LaunchSpec& spec, FILE* err, const volatile sig_atomic_t* stop) {
+  const int n = spec.nprocs;
+  std::vector<Child> children(n);
+  std::vector<int> childEnds(n, -1);
+  for (int r = 0; r < n; ++r) {
+    int sv[2];
+    if (::socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, sv) != 0) {
+      std::fprintf(err, "ringcc-run: socketpair: %s\n", std::strerror(errno));
+      for (int k = 0; k < r; ++k) {
+        ::close(children[k].fd);
+        ::close(childEnds[k]);
+      }
+      return 1;
+    }
+    children[r].fd = sv[0];
+    childEnds[r] = sv[1];
+  }
+
+  // Everything a child needs is built before fork: ncclGetUniqueId may have started threads in
+  // this process, so the child does only async-signal-safe work before exec.
+  std::vector<std::vector<std::string>> envs(n);
+  std::vector<std::vector<char*>> envps(n);
+  std::vector<char*> argvp;
+  for (const std::string& a : spec.argv) argvp.push_back(const_cast<char*>(a.c_str()));
+  argvp.push_back(nullptr);
+  for (int r = 0; r < n; ++r) {
+    envs[r] = childEnvironment(spec, r, childEnds[r]);
+    for (std::string& e : envs[r]) envps[r].push_back(e.data());
+    envps[r].push_back(nullptr);
+  }
+
+  std::fflush(nullptr);
+  int firstCode = 0;
+  // Bringing the others down: SIGTERM at termAt, SIGKILL one grace period later.
+  bool stopping = false, termSent = false, killSent = false;
+  Clock::time_point termAt{}, killAt{};
+  const auto grace = std::chrono::duration_cast<Clock::duration>(
+      std::chrono::duration<double>(spec.graceSec));
+  auto startKill = [&](bool now) {
+    if (stopping) return;
+    stopping = true;
+    termAt = Clock::now() + (now ? Clock::duration::zero() : grace);
+    killAt = termAt + grace;
+  };
+  auto noteCode = [&](int code) {
+    if (code != 0 && firstCode == 0) firstCode = code;
+  };
+
+  for (int r = 0; r < n; ++r) {
+    pid_t pid = ::fork();
+    if (pid < 0) {
+      std::fprintf(err, "ringcc-run: fork: %s\n", std::strerror(errno));
+      noteCode(1);
+      startKill(true);
+      break;
+    }
+    if (pid == 0) {
+      for (int k = 0; k < n; ++k) {
+        if (children[k].fd >= 0) ::close(children[k].fd);
+        if (k != r && childEnds[k] >= 0) ::close(childEnds[k]);
+      }
+      ::fcntl(childEnds[r], F_SETFD, 0);  // the one descriptor that survives exec
+      if (spec.childMain) {
+        // Like exec, start from default signal dispositions (a test harness's handlers would
+        // otherwise report our SIGTERM as its own failure).
+        for (int sig : {SIGTERM, SIGINT, SIGHUP, SIGSEGV, SIGABRT}) ::signal(sig, SIG_DFL);
+        for (char* const* e = envps[r].data(); *e; ++e) ::putenv(*e);
+        std::fflush(nullptr);
+        int code = spec.childMain();
+        std::fflush(nullptr);
+        ::_exit(code);
+      }
+      ::execvpe(argvp[0], argvp.data(), envps[r].data());
+      const char* msg = "ringcc-run: cannot execute ";
+      (void)!::write(2, msg, std::strlen(msg));
+      (void)!::write(2, argvp[0], std::strlen(argvp[0]));
+      (void)!::write(2, "\n", 1);
+      ::_exit(127);
+    }
+    children[r].pid = pid;
+  }
+  for (int& fd : childEnds) ::close(fd);
+
+  const auto start = Clock::now();
+  while (true) {
+    bool anyRunning = false;
+    for (const Child& c : children)
+      if (c.pid > 0 && !c.exited) anyRunning = true;
+    if (!anyRunning) break;
+
+    // Control requests.
+    std::vector<pollfd> pfds;
+    std::vector<int> owner;
+    for (int r = 0; r < n; ++r) {
+      if (children[r].fd < 0) continue;
+      pfds.push_back(pollfd{children[r].fd, POLLIN, 0});
+      owner.push_back(r);
+    }
+    int ready = ::poll(pfds.data(), pfds.size(), 20);
+    if (ready > 0) {
+      for (size_t k = 0; k < pfds.size(); ++k) {
+        if (!(pfds[k].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+        Child& c = children[owner[k]];
+        char chunk[65536];
+        ssize_t got = ::read(c.fd, chunk, sizeof(chunk));
+        if (got < 0 && (errno == EINTR || errno == EAGAIN)) continue;
+        if (got <= 0) {
+          closeFd(c);
+          continue;
+        }
+        c.inbuf.append(chunk, static_cast<size_t>(got));
+        bool bad = false;
+        std::optional<CtrlMessage> m = decodeCtrl(c.inbuf, bad);
+        if (bad || (m && c.pending) || (m && !c.inbuf.empty())) {
+          std::fprintf(err, "ringcc-run: process %d broke the control protocol\n", owner[k]);
+          closeFd(c);
+          continue;
+        }
+        if (m) c.pending = std::move(m);
+      }
+    }
+    bool allOpen = true, anyPending = false, allPending = true;
+    for (const Child& c : children) {
+      if (c.fd < 0) allOpen = false;
+      if (c.pending) anyPending = true;
+      else allPending = false;
+    }
+    if (anyPending && !allOpen) {
+      // A process left; those waiting for it would wait forever. End-of-file tells them.
+      for (Child& c : children)
+        if (c.pending) closeFd(c);
+    } else if (allPending && allOpen) {
+      std::vector<CtrlMessage> reqs;
+      for (Child& c : children) reqs.push_back(std::move(*c.pending));
+      CtrlMessage reply;
+      std::string why;
+      if (!combineCtrl(reqs, reply, why)) {
+        std::fprintf(err, "ringcc-run: %s\n", why.c_str());
+        for (Child& c : children) closeFd(c);
+      } else {
+        std::string bytes = encodeCtrl(reply);
+        for (Child& c : children) {
+          c.pending.reset();
+          size_t done = 0;
+          while (done < bytes.size()) {
+            ssize_t w = ::write(c.fd, bytes.data() + done, bytes.size() - done);
+            if (w < 0 && errno == EINTR) continue;
+            if (w <= 0) break;
+            done += static_cast<size_t>(w);
+          }
+          if (done < bytes.size()) closeFd(c);
+        }
+      }
+    }
+
+    // Exits.
+    int status = 0;
+    pid_t pid;
+    while ((pid = ::waitpid(-1, &status, WNOHANG)) > 0) {
+      for (int r = 0; r < n; ++r) {
+        Child& c = children[r];
+        if (c.pid != pid || c.exited) continue;
+        c.exited = true;
+        int code = statusCode(status);
+        if (code != 0) {
+          // A crash stops the others at once. After a plain non-zero exit they get a grace
+          // period first: they usually end by themselves (every rank reports the same data
+          // error), and process 0 may still be printing the report.
+          bool crashed = WIFSIGNALED(status);
+          if (!stopping)
+            std::fprintf(err, "ringcc-run: process %d (pid %d) %s %d; stopping the others%s\n", r,
+                         static_cast<int>(pid), crashed ? "killed by signal" : "exited with code",
+                         crashed ? WTERMSIG(status) : code, crashed ? "" : " unless they end");
+          noteCode(code);
+          startKill(crashed);
+        }
+      }
+    }
+
+    if (stop && *stop && !stopping) {
+      noteCode(128 + static_cast<int>(*stop));
+      startKill(true);
+    }
+    if (spec.timeoutSec > 0 && !stopping &&
+        Clock::now() - start > std::chrono::duration<double>(spec.timeoutSec)) {
+      std::fprintf(err, "ringcc-run: timeout after %g s; stopping all processes\n",
+                   spec.timeoutSec);
+      noteCode(124);
+      startKill(true);
+    }
+    if (stopping && !termSent && Clock::now() >= termAt) {
+      termSent = true;
+      for (Child& c : children)
+        if (c.pid > 0 && !c.exited) ::kill(c.pid, SIGTERM);
+    }
+    if (termSent && !killSent && Clock::now() >= killAt) {
+      killSent = true;
+      for (Child& c : children)
+        if (c.pid > 0 && !c.exited) ::kill(c.pid, SIGKILL);
+    }
+  }
+  for (Child& c : children) closeFd(c);
+  return firstCode;
+}
+
+}  // namespace ringcc::bench
