@@ -20,9 +20,11 @@
 // increment `waiters` with a sequentially consistent RMW before re-checking the counter.
 //
 // The runner's counters start from the connection's own counters (tail for a send port, head
-// for a receive port: each is written only by this side), so connections persist across
-// collectives with no extra bookkeeping. nSlots must be a power of two: counters wrap at 2^32
-// and slot = counter % nSlots must stay continuous across the wrap.
+// for a receive port: each is written only by this side), read at the first advance(), so
+// connections persist across collectives with no extra bookkeeping. Programs sharing a
+// connection may all be init()ed up front, but must be advanced in order: the next one's first
+// advance() only after the previous one is done. nSlots must be a power of two: counters wrap
+// at 2^32 and slot = counter % nSlots must stay continuous across the wrap.
 #pragma once
 
 #include <stddef.h>
@@ -110,10 +112,8 @@ class ProgramRunner {
         return "connection nSlots is not a power of two";
       if (v.slotBytes < sliceBytes) return "connection slots are smaller than a slice";
       if (v.nSlots < g.minSlots) return "connection has fewer slots than a chunk of the schedule";
-      FifoControl* c = v.control;
-      counter_[i] = g.ports[i].dir == kPortSend ? loadAcquire(&c->tail.value)
-                                                : loadAcquire(&c->head.value);
     }
+    started_ = false;
     for (int i = 0; i < g.nLanes; i++) {
       LaneState& st = lanes_[i];
       st.loop = 0;
@@ -133,6 +133,16 @@ class ProgramRunner {
   RINGCC_HOST_DEVICE AdvanceResult advance(uint32_t maxSlices = 0xffffffffu) {
     AdvanceResult r = {};
     const Program& g = *prog_;
+    if (!started_) {
+      // This side's counters, read only now: an executor may bind several Programs on one
+      // connection up front and run them one after the other.
+      for (int i = 0; i < g.nPorts; i++) {
+        FifoControl* c = ports_[i].control;
+        counter_[i] = g.ports[i].dir == kPortSend ? loadAcquire(&c->tail.value)
+                                                  : loadAcquire(&c->head.value);
+      }
+      started_ = true;
+    }
     uint32_t budget = maxSlices;
     bool again = true;
     while (again && budget > 0) {
@@ -320,6 +330,7 @@ class ProgramRunner {
   WakeFn wake_ = nullptr;
   void* wakeCtx_ = nullptr;
   int nDone_ = 0;
+  bool started_ = false;
   uint32_t counter_[kMaxPorts];  // next slot number: tail of a send port, head of a recv port
   LaneState lanes_[kMaxLanes];
 };

@@ -32,6 +32,9 @@ struct SimFifo {
 struct SimJob {
   int rank = 0;
   int channel = 0;
+  int caseIndex = 0;  // jobs of one (rank, channel) run in case order
+  ncclDataType_t type = ncclInt8;
+  ncclRedOp_t op = ncclSum;
   Program program;
   std::vector<ConnectorView> views;
   std::vector<const void*> inputs;
@@ -41,8 +44,6 @@ struct SimJob {
 };
 
 struct EngineOptions {
-  ncclDataType_t type;
-  ncclRedOp_t op;
   int nranks;
   uint32_t nSlots;
   uint32_t slotBytes;
@@ -101,12 +102,15 @@ bool checkBounds(const SimJob& j, std::string* error) {
   return true;
 }
 
-std::string deadlockReport(const std::vector<std::unique_ptr<SimJob>>& jobs) {
+// The job each (rank, channel) queue is running, in a stable order.
+using Queues = std::vector<std::vector<SimJob*>>;
+
+std::string deadlockReport(const Queues& queues, const std::vector<size_t>& head) {
   std::string out = "deadlock: no rank can progress";
   int shown = 0;
-  for (const auto& jp : jobs) {
-    const SimJob& j = *jp;
-    if (j.runner.done()) continue;
+  for (size_t q = 0; q < queues.size(); q++) {
+    if (head[q] >= queues[q].size()) continue;
+    const SimJob& j = *queues[q][head[q]];
     for (int li = 0; li < j.program.nLanes; li++) {
       LaneStatus st = j.runner.laneStatus(li);
       if (st.wait == kLaneDone) continue;
@@ -115,9 +119,11 @@ std::string deadlockReport(const std::vector<std::unique_ptr<SimJob>>& jobs) {
         return out;
       }
       const Step& s = j.program.steps[st.step];
-      out += "\n  " + where(j, li) + ": loop " + std::to_string(st.loop) + " step " +
-             std::to_string(st.step) + " (" + stepFlagsText(s.flags) + ") " +
-             std::to_string(st.stepDone) + "/" + std::to_string(st.stepCount) + " elements, ";
+      out += "\n  " + where(j, li) + ": ";
+      if (j.caseIndex > 0) out += "collective " + std::to_string(j.caseIndex) + " ";
+      out += "loop " + std::to_string(st.loop) + " step " + std::to_string(st.step) + " (" +
+             stepFlagsText(s.flags) + ") " + std::to_string(st.stepDone) + "/" +
+             std::to_string(st.stepCount) + " elements, ";
       if (st.wait == kLaneWaitRecv || st.wait == kLaneWaitSend) {
         const Port& port = j.program.ports[st.port];
         out += st.wait == kLaneWaitRecv ? "waits for data from rank " : "waits for room at rank ";
@@ -173,31 +179,44 @@ void runJobs(std::vector<std::unique_ptr<SimJob>>& jobs, const EngineOptions& o,
     }
   }
 
-  const RedOp op = makeRedOp(o.op, o.type, o.nranks);
+  // Bind everything up front, as an executor does; counters are read at the first advance.
+  std::map<std::pair<int, int>, std::vector<SimJob*>> byRankChannel;
   for (auto& j : jobs) {
     ProgramRunner::Params rp = {&j->program, j->views.data(), j->inputs.data(),
-                                j->outputs.data(), o.type, op, nullptr, nullptr};
+                                j->outputs.data(), j->type, makeRedOp(j->op, j->type, o.nranks),
+                                nullptr, nullptr};
     if (const char* why = j->runner.init(rp)) return failWith(where(*j, 0) + ": " + why);
+    byRankChannel[{j->rank, j->channel}].push_back(j.get());
   }
-
-  std::vector<size_t> order(jobs.size());
+  Queues queues;
+  for (auto& [key, list] : byRankChannel) {
+    std::stable_sort(list.begin(), list.end(),
+                     [](const SimJob* a, const SimJob* b) { return a->caseIndex < b->caseIndex; });
+    queues.push_back(list);
+  }
+  std::vector<size_t> head(queues.size(), 0);
+  std::vector<size_t> order(queues.size());
   for (size_t i = 0; i < order.size(); i++) order[i] = i;
   std::mt19937 rng(o.seed);
   for (;;) {
     if (o.seed) std::shuffle(order.begin(), order.end(), rng);
     bool progressed = false, allDone = true;
-    for (size_t i : order) {
-      SimJob& j = *jobs[i];
-      if (j.runner.done()) continue;
-      AdvanceResult r = j.runner.advance(o.slicesPerTurn);
-      if (r.error) return failWith(where(j, 0) + ": " + r.error);
-      progressed |= r.progressed;
-      res->slices += r.slices;
-      if (!r.done) allDone = false;
+    for (size_t q : order) {
+      while (head[q] < queues[q].size()) {
+        SimJob& j = *queues[q][head[q]];
+        AdvanceResult r = j.runner.advance(o.slicesPerTurn);
+        if (r.error) return failWith(where(j, 0) + ": " + r.error);
+        progressed |= r.progressed;
+        res->slices += r.slices;
+        if (!r.done) break;
+        head[q]++;
+        progressed = true;
+      }
+      if (head[q] < queues[q].size()) allDone = false;
     }
     res->rounds++;
     if (allDone) break;
-    if (!progressed) return failWith(deadlockReport(jobs));
+    if (!progressed) return failWith(deadlockReport(queues, head));
   }
 
   for (const auto& [key, f] : fifos) {
@@ -270,61 +289,74 @@ size_t simOutputElems(const SimSpec& s, int rank) {
   }
 }
 
-SimResult simulate(const SimSpec& spec, const std::vector<Bytes>& inputs,
-                   const std::vector<Bytes>& outputs) {
-  SimResult res;
+namespace {
+
+// Memory of one case: per rank, the buffers the Programs read and write.
+struct CaseMemory {
+  std::vector<Bytes> in, out;
+  std::vector<char*> inPtr, outPtr;
+};
+
+// Lays out one case's memory and builds its jobs. Returns false (with res set) on bad input.
+bool prepareCase(const SimCase& c, int caseIndex, CaseMemory* mem,
+                 std::vector<std::unique_ptr<SimJob>>* jobs, SimResult* res) {
+  const SimSpec& spec = c.spec;
   const size_t es = simTypeBytes(spec.type);
   auto failWith = [&](ncclResult_t code, const std::string& why) {
-    res.result = code;
-    res.error = why;
-    return res;
+    res->result = code;
+    res->error = why;
+    return false;
   };
   if (spec.coll == Coll::Send || spec.coll == Coll::Recv)
     return failWith(ncclInvalidArgument, "use simulateP2p for send/recv");
   if (spec.inPlace && spec.coll == Coll::AllToAll)
     return failWith(ncclInvalidArgument, "all-to-all has no in-place form");
-  if ((int)inputs.size() != spec.nranks || (int)outputs.size() != spec.nranks)
+  if ((int)c.inputs.size() != spec.nranks || (int)c.outputs.size() != spec.nranks)
     return failWith(ncclInvalidArgument, "need one input and one output per rank");
 
-  // Per rank memory: `arena` is the one buffer of an in-place call, else in and out.
-  std::vector<Bytes> in(spec.nranks), out(spec.nranks);
-  std::vector<char*> inPtr(spec.nranks), outPtr(spec.nranks);
-  std::vector<InPlace> layout(spec.nranks);
-  std::vector<size_t> inPlaceOffset(spec.nranks);
+  mem->in.resize(spec.nranks);
+  mem->out.resize(spec.nranks);
+  mem->inPtr.resize(spec.nranks);
+  mem->outPtr.resize(spec.nranks);
   for (int r = 0; r < spec.nranks; r++) {
     const size_t inBytes = simInputElems(spec, r) * es, outBytes = simOutputElems(spec, r) * es;
-    if (inputs[r].size() != inBytes || outputs[r].size() != outBytes)
+    if (c.inputs[r].size() != inBytes || c.outputs[r].size() != outBytes)
       return failWith(ncclInvalidArgument, "rank " + std::to_string(r) +
                                                ": input/output sizes do not match the collective");
-    layout[r] = inPlaceLayout(spec, r, &inPlaceOffset[r]);
-    const size_t off = inPlaceOffset[r] * es;
-    switch (layout[r]) {
+    size_t offElems;
+    InPlace layout = inPlaceLayout(spec, r, &offElems);
+    const size_t off = offElems * es;
+    Bytes& in = mem->in[r];
+    Bytes& out = mem->out[r];
+    switch (layout) {
       case InPlace::None:
-        in[r] = inputs[r];
-        out[r] = outputs[r];
-        inPtr[r] = (char*)in[r].data();
-        outPtr[r] = (char*)out[r].data();
+        in = c.inputs[r];
+        out = c.outputs[r];
+        mem->inPtr[r] = (char*)in.data();
+        mem->outPtr[r] = (char*)out.data();
         break;
       case InPlace::InInsideOut:
-        out[r] = outputs[r];
-        std::memcpy(out[r].data() + off, inputs[r].data(), inBytes);
-        outPtr[r] = (char*)out[r].data();
-        inPtr[r] = outPtr[r] + off;
+        out = c.outputs[r];
+        std::memcpy(out.data() + off, c.inputs[r].data(), inBytes);
+        mem->outPtr[r] = (char*)out.data();
+        mem->inPtr[r] = mem->outPtr[r] + off;
         break;
       case InPlace::OutInsideIn:
-        in[r] = inputs[r];
-        inPtr[r] = (char*)in[r].data();
-        outPtr[r] = inPtr[r] + off;
+        in = c.inputs[r];
+        mem->inPtr[r] = (char*)in.data();
+        mem->outPtr[r] = mem->inPtr[r] + off;
         break;
     }
   }
 
-  std::vector<std::unique_ptr<SimJob>> jobs;
   for (int r = 0; r < spec.nranks; r++) {
-    for (int c = 0; c < spec.nChannels; c++) {
+    for (int ch = 0; ch < spec.nChannels; ch++) {
       auto j = std::make_unique<SimJob>();
       j->rank = r;
-      j->channel = c;
+      j->channel = ch;
+      j->caseIndex = caseIndex;
+      j->type = spec.type;
+      j->op = collReduces(spec.coll) ? spec.op : ncclSum;
       CollDesc d;
       d.coll = spec.coll;
       d.count = spec.count;
@@ -332,39 +364,64 @@ SimResult simulate(const SimSpec& spec, const std::vector<Bytes>& inputs,
       d.nranks = spec.nranks;
       d.rank = r;
       d.root = spec.root;
-      if (c < (int)spec.rings.size()) d.ring = spec.rings[c];
+      if (ch < (int)spec.rings.size()) d.ring = spec.rings[ch];
       d.nChannels = spec.nChannels;
-      d.channel = c;
+      d.channel = ch;
       d.sliceElems = spec.sliceElems;
       d.chunkElems = spec.chunkElems;
       if (ncclResult_t rc = buildProgram(d, &j->program); rc != ncclSuccess)
         return failWith(rc, "building rank " + std::to_string(r) + " channel " +
-                                std::to_string(c) + " failed: " + lastErrorMessage());
-      if (spec.mutate) spec.mutate(r, c, &j->program);
-      j->inputs.assign(std::max<int>(1, j->program.nBuffers), inPtr[r]);
-      j->outputs.assign(std::max<int>(1, j->program.nBuffers), outPtr[r]);
+                                std::to_string(ch) + " failed: " + lastErrorMessage());
+      if (spec.mutate) spec.mutate(r, ch, &j->program);
+      j->inputs.assign(std::max<int>(1, j->program.nBuffers), mem->inPtr[r]);
+      j->outputs.assign(std::max<int>(1, j->program.nBuffers), mem->outPtr[r]);
       j->inElems.assign(j->inputs.size(), simInputElems(spec, r));
       j->outElems.assign(j->outputs.size(), simOutputElems(spec, r));
-      jobs.push_back(std::move(j));
+      jobs->push_back(std::move(j));
     }
   }
+  return true;
+}
 
-  EngineOptions o{spec.type,
-                  spec.op,
-                  spec.nranks,
-                  spec.nSlots,
-                  spec.slotBytes ? spec.slotBytes : (uint32_t)(spec.sliceElems * es),
-                  spec.counterStart,
-                  spec.slicesPerTurn,
-                  spec.seed};
+}  // namespace
+
+SimResult simulateBatch(std::vector<SimCase>* cases) {
+  SimResult res;
+  if (cases->empty()) return res;
+  const SimSpec& first = (*cases)[0].spec;
+  std::vector<CaseMemory> mem(cases->size());
+  std::vector<std::unique_ptr<SimJob>> jobs;
+  uint32_t slotBytes = first.slotBytes;
+  for (size_t i = 0; i < cases->size(); i++) {
+    const SimSpec& spec = (*cases)[i].spec;
+    if (spec.nranks != first.nranks) {
+      res.result = ncclInvalidArgument;
+      res.error = "all cases of a batch need the same nranks";
+      return res;
+    }
+    if (!prepareCase((*cases)[i], (int)i, &mem[i], &jobs, &res)) return res;
+    slotBytes = std::max<uint32_t>(slotBytes, (uint32_t)(spec.sliceElems * simTypeBytes(spec.type)));
+  }
+  EngineOptions o{first.nranks,     first.nSlots,        slotBytes,
+                  first.counterStart, first.slicesPerTurn, first.seed};
   runJobs(jobs, o, &res);
   if (res.result != ncclSuccess) return res;
-
-  res.outputs.resize(spec.nranks);
-  for (int r = 0; r < spec.nranks; r++) {
-    const size_t outBytes = simOutputElems(spec, r) * es;
-    res.outputs[r].assign((uint8_t*)outPtr[r], (uint8_t*)outPtr[r] + outBytes);
+  for (size_t i = 0; i < cases->size(); i++) {
+    SimCase& c = (*cases)[i];
+    const size_t es = simTypeBytes(c.spec.type);
+    for (int r = 0; r < c.spec.nranks; r++) {
+      const uint8_t* at = (const uint8_t*)mem[i].outPtr[r];
+      c.outputs[r].assign(at, at + simOutputElems(c.spec, r) * es);
+    }
   }
+  return res;
+}
+
+SimResult simulate(const SimSpec& spec, const std::vector<Bytes>& inputs,
+                   const std::vector<Bytes>& outputs) {
+  std::vector<SimCase> cases{SimCase{spec, inputs, outputs}};
+  SimResult res = simulateBatch(&cases);
+  if (res.result == ncclSuccess) res.outputs = std::move(cases[0].outputs);
   return res;
 }
 
@@ -389,6 +446,7 @@ SimResult simulateP2p(const SimP2pSpec& spec, const std::vector<std::vector<P2pO
       auto j = std::make_unique<SimJob>();
       j->rank = r;
       j->channel = c;
+      j->type = spec.type;
       P2pDesc d;
       d.ops = ops[r];
       for (size_t i = 0; i < d.ops.size(); i++) d.ops[i].buffer = (int)i;
@@ -424,8 +482,7 @@ SimResult simulateP2p(const SimP2pSpec& spec, const std::vector<std::vector<P2pO
       jobs.push_back(std::move(j));
     }
   }
-  EngineOptions o{spec.type,         ncclSum,           spec.nranks,
-                  spec.nSlots,       (uint32_t)(spec.sliceElems * es),
+  EngineOptions o{spec.nranks,       spec.nSlots,        (uint32_t)(spec.sliceElems * es),
                   spec.counterStart, spec.slicesPerTurn, spec.seed};
   runJobs(jobs, o, &res);
   return res;

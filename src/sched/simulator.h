@@ -67,6 +67,21 @@ size_t simOutputElems(const SimSpec& spec, int rank);
 SimResult simulate(const SimSpec& spec, const std::vector<Bytes>& inputs,
                    const std::vector<Bytes>& outputs);
 
+// One collective of a batch: its spec, per-rank inputs and initial outputs; after a
+// successful simulateBatch, `outputs` holds the results.
+struct SimCase {
+  SimSpec spec;
+  std::vector<Bytes> inputs;
+  std::vector<Bytes> outputs;
+};
+
+// Runs several collectives one after another on the same FIFOs, the way an executor runs a
+// batch: every Program is bound up front, then on each rank and channel they run in order,
+// the next starting as soon as the previous is done there. FIFO geometry (nSlots, counter
+// start), turn budget and seed come from the first case; slots are as large as the largest
+// slice of any case. All cases must have the same nranks.
+SimResult simulateBatch(std::vector<SimCase>* cases);
+
 struct SimP2pSpec {
   ncclDataType_t type = ncclInt32;
   int nranks = 1;

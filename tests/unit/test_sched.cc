@@ -118,30 +118,36 @@ std::vector<std::vector<uint64_t>> expected(const SimSpec& s,
 
 // Simulates `s` (uint64 sum) and checks every rank's output exactly. Returns false on the
 // first failure, with Catch2 context describing the case.
-bool runCase(SimSpec s) {
+// A uint64-sum case of `s` with per-rank distinct inputs (offset by `salt`) and the
+// expected outputs.
+struct Uint64Case {
+  SimCase sim;
+  std::vector<std::vector<uint64_t>> want;
+};
+
+Uint64Case makeCase(SimSpec s, int salt = 0) {
   s.type = ncclUint64;
   s.op = ncclSum;
   if (s.rings.empty()) s.rings = ringsFor(s.nranks, s.nChannels);
   std::vector<std::vector<uint64_t>> in(s.nranks), out0(s.nranks);
-  std::vector<Bytes> inB(s.nranks), outB(s.nranks);
+  Uint64Case c;
+  c.sim.inputs.resize(s.nranks);
+  c.sim.outputs.resize(s.nranks);
   for (int r = 0; r < s.nranks; r++) {
     in[r].resize(simInputElems(s, r));
-    for (size_t k = 0; k < in[r].size(); k++) in[r][k] = value(r, k);
+    for (size_t k = 0; k < in[r].size(); k++) in[r][k] = value(r, k + 7919 * salt);
     out0[r].assign(simOutputElems(s, r), kUntouched);
-    inB[r] = toBytes(in[r]);
-    outB[r] = toBytes(out0[r]);
+    c.sim.inputs[r] = toBytes(in[r]);
+    c.sim.outputs[r] = toBytes(out0[r]);
   }
-  SimResult res = simulate(s, inB, outB);
-  INFO(collName(s.coll) << " n=" << s.nranks << " count=" << s.count << " channels="
-                        << s.nChannels << " inPlace=" << s.inPlace << " root=" << s.root);
-  INFO(res.error);
-  if (res.result != ncclSuccess) {
-    CHECK(res.result == ncclSuccess);
-    return false;
-  }
-  auto want = expected(s, in, out0);
-  for (int r = 0; r < s.nranks; r++) {
-    auto got = fromBytes(res.outputs[r]);
+  c.want = expected(s, in, out0);
+  c.sim.spec = s;
+  return c;
+}
+
+bool sameOutputs(const std::vector<Bytes>& outputs, const std::vector<std::vector<uint64_t>>& want) {
+  for (size_t r = 0; r < want.size(); r++) {
+    auto got = fromBytes(outputs[r]);
     if (got != want[r]) {
       size_t k = 0;
       while (k < got.size() && k < want[r].size() && got[k] == want[r][k]) k++;
@@ -151,6 +157,20 @@ bool runCase(SimSpec s) {
     }
   }
   return true;
+}
+
+bool runCase(SimSpec spec) {
+  Uint64Case c = makeCase(spec);
+  const SimSpec& s = c.sim.spec;
+  SimResult res = simulate(s, c.sim.inputs, c.sim.outputs);
+  INFO(collName(s.coll) << " n=" << s.nranks << " count=" << s.count << " channels="
+                        << s.nChannels << " inPlace=" << s.inPlace << " root=" << s.root);
+  INFO(res.error);
+  if (res.result != ncclSuccess) {
+    CHECK(res.result == ncclSuccess);
+    return false;
+  }
+  return sameOutputs(res.outputs, c.want);
 }
 
 // Counts around the interesting boundaries for n ranks: 0, 1, 7, a slot -1/+1, a chunk,
@@ -479,6 +499,42 @@ TEST_CASE("all-reduce survives counter wrap-around, shuffled turns and big slots
     s.slotBytes = 1024;  // larger than a slice: only sliceElems are used per slot
     s.nSlots = 4;        // the fewest a 3-slot chunk allows
     CHECK(runCase(s));
+  }
+}
+
+TEST_CASE("a batch of different collectives shares the FIFOs in call order", "[sim_allreduce]") {
+  // Every collective back to back on the same connections, all bound up front and run in
+  // order per rank and channel (as the host engine does), with varying channel counts.
+  for (int n : {2, 3, 5}) {
+    for (uint32_t seed : {0u, 99u}) {
+      std::vector<Uint64Case> cases;
+      int salt = 0;
+      for (Coll coll : {Coll::AllReduce, Coll::Broadcast, Coll::ReduceScatter, Coll::AllToAll,
+                        Coll::AllGather, Coll::Reduce, Coll::Gather, Coll::Scatter,
+                        Coll::AllReduce}) {
+        SimSpec s;
+        s.coll = coll;
+        s.nranks = n;
+        s.count = 100 + 37 * salt;
+        s.root = salt % n;
+        s.nChannels = 1 + salt % 3;
+        s.inPlace = salt % 2 && coll != Coll::AllToAll;
+        s.sliceElems = kSlice;
+        s.chunkElems = kChunk;
+        s.counterStart = 0xFFFFFF00u;
+        s.seed = seed;
+        cases.push_back(makeCase(s, salt++));
+      }
+      std::vector<SimCase> sims;
+      for (auto& c : cases) sims.push_back(c.sim);
+      SimResult res = simulateBatch(&sims);
+      INFO("n=" << n << " seed=" << seed << ": " << res.error);
+      REQUIRE(res.result == ncclSuccess);
+      for (size_t i = 0; i < cases.size(); i++) {
+        INFO("collective " << i << " " << collName(cases[i].sim.spec.coll));
+        CHECK(sameOutputs(sims[i].outputs, cases[i].want));
+      }
+    }
   }
 }
 
