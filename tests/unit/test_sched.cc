@@ -204,7 +204,8 @@ void sweep(Coll coll, size_t large) {
           s.inPlace = inPlace;
           s.root = (n * 5 + 3) % n;
           s.sliceElems = kSlice;
-          s.chunkElems = kChunk;
+          // Mostly two slots per chunk; sometimes one and a half (a partial slice per chunk).
+          s.chunkElems = (n + ci) % 4 == 3 ? kChunk - kSlice / 2 : kChunk;
           s.slicesPerTurn = (n + nch) % 3 == 0 ? ~0u : 1 + (unsigned)(n % 3);
           sampled++;
           if (!runCase(s) && ++failures > 3) return;
@@ -538,46 +539,55 @@ TEST_CASE("a batch of different collectives shares the FIFOs in call order", "[s
   }
 }
 
-TEST_CASE("all-reduce avg divides exactly once (post on the right step only)",
-          "[sim_allreduce]") {
-  for (Coll coll : {Coll::AllReduce, Coll::ReduceScatter, Coll::Reduce}) {
-    for (int n : {1, 2, 3, 5, 8}) {
-      SimSpec s;
-      s.coll = coll;
-      s.type = ncclInt32;
-      s.op = ncclAvg;
-      s.nranks = n;
-      s.count = 3 * n * kChunk + 3;
-      s.root = n - 1;
-      s.nChannels = 2;
-      s.sliceElems = kSlice;
-      s.chunkElems = kChunk;
-      std::vector<Bytes> in(n), out(n);
-      std::vector<std::vector<int32_t>> vin(n);
-      for (int r = 0; r < n; r++) {
-        vin[r].resize(simInputElems(s, r));
-        for (size_t k = 0; k < vin[r].size(); k++) vin[r][k] = (int32_t)(n * (r * 1000 + k % 977));
-        in[r].resize(vin[r].size() * 4);
-        std::memcpy(in[r].data(), vin[r].data(), in[r].size());
-        out[r].assign(simOutputElems(s, r) * 4, 0);
-      }
-      SimResult res = simulate(s, in, out);
-      INFO(collName(coll) << " n=" << n << ": " << res.error);
-      REQUIRE(res.result == ncclSuccess);
-      for (int r = 0; r < n; r++) {
-        if (coll == Coll::Reduce && r != s.root) continue;
-        std::vector<int32_t> got(s.count);
-        std::memcpy(got.data(), res.outputs[r].data(), s.count * 4);
-        bool same = true;
-        for (size_t k = 0; k < s.count; k++) {
-          int64_t sum = 0;
-          size_t at = coll == Coll::ReduceScatter ? r * s.count + k : k;
-          for (int q = 0; q < n; q++) sum += vin[q][at];
-          same &= got[k] == (int32_t)(sum / n);
-        }
-        CHECK(same);
-      }
+namespace {
+
+// Avg over n ranks of inputs n * (small integer): exact in int32 (sum, then post divides once)
+// and, for power-of-two n, in float (pre scales each rank's input by 1/n exactly once).
+template <class T>
+void checkAvg(ncclDataType_t type, Coll coll, int n) {
+  SimSpec s;
+  s.coll = coll;
+  s.type = type;
+  s.op = ncclAvg;
+  s.nranks = n;
+  s.count = 3 * n * kChunk + 3;
+  s.root = n - 1;
+  s.nChannels = 2;
+  s.sliceElems = kSlice;
+  s.chunkElems = kChunk;
+  std::vector<Bytes> in(n), out(n);
+  std::vector<std::vector<T>> vin(n);
+  for (int r = 0; r < n; r++) {
+    vin[r].resize(simInputElems(s, r));
+    for (size_t k = 0; k < vin[r].size(); k++) vin[r][k] = (T)(n * (r * 1000 + k % 977));
+    in[r].resize(vin[r].size() * sizeof(T));
+    std::memcpy(in[r].data(), vin[r].data(), in[r].size());
+    out[r].assign(simOutputElems(s, r) * sizeof(T), 0);
+  }
+  SimResult res = simulate(s, in, out);
+  INFO(collName(coll) << " type=" << type << " n=" << n << ": " << res.error);
+  REQUIRE(res.result == ncclSuccess);
+  for (int r = 0; r < n; r++) {
+    if (coll == Coll::Reduce && r != s.root) continue;
+    std::vector<T> got(s.count);
+    std::memcpy(got.data(), res.outputs[r].data(), s.count * sizeof(T));
+    bool same = true;
+    for (size_t k = 0; k < s.count; k++) {
+      int64_t sum = 0;
+      size_t at = coll == Coll::ReduceScatter ? r * s.count + k : k;
+      for (int q = 0; q < n; q++) sum += (int64_t)vin[q][at];
+      same &= got[k] == (T)(sum / n);
     }
+    CHECK(same);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("avg: pre once per input, post once per result", "[sim_allreduce]") {
+  for (Coll coll : {Coll::AllReduce, Coll::ReduceScatter, Coll::Reduce}) {
+    for (int n : {1, 2, 3, 5, 8}) checkAvg<int32_t>(ncclInt32, coll, n);
+    for (int n : {1, 2, 4, 8}) checkAvg<float>(ncclFloat32, coll, n);
   }
 }
 
