@@ -48,13 +48,13 @@ namespace ringcc {
 typedef void (*WakeFn)(void* ctx, uint32_t* word);
 
 struct AdvanceResult {
-  bool done;             // every lane finished; nothing more to do
-  bool progressed;       // this call moved at least one slice or finished a lane
-  uint32_t slices;       // slices moved by this call
-  const char* error;     // non-null: the program cannot go on (bad sizes, bad views); stop
-  FifoCounter* waitOn;   // when neither done nor out of budget: a counter a lane waits on ...
-  uint32_t waitValue;    // ... it stays blocked while waitOn->value == waitValue
-  int nBlocked;          // lanes blocked on counters (> 1: waitOn is one of several)
+  bool done;            // every lane finished; nothing more to do
+  bool progressed;      // this call moved at least one slice or finished a lane
+  uint32_t slices;      // slices moved by this call
+  const char* error;    // non-null: the program cannot go on (bad sizes, bad views); stop
+  FifoCounter* waitOn;  // when neither done nor out of budget: a counter a lane waits on ...
+  uint32_t waitValue;   // ... it stays blocked while waitOn->value == waitValue
+  int nBlocked;         // lanes blocked on counters (> 1: waitOn is one of several)
 };
 
 // Why a lane is not moving (for diagnostics of stuck collectives and the simulator).
@@ -138,8 +138,8 @@ class ProgramRunner {
       // connection up front and run them one after the other.
       for (int i = 0; i < g.nPorts; i++) {
         FifoControl* c = ports_[i].control;
-        counter_[i] = g.ports[i].dir == kPortSend ? loadAcquire(&c->tail.value)
-                                                  : loadAcquire(&c->head.value);
+        counter_[i] =
+            g.ports[i].dir == kPortSend ? loadAcquire(&c->tail.value) : loadAcquire(&c->head.value);
       }
       started_ = true;
     }
@@ -204,8 +204,8 @@ class ProgramRunner {
     uint32_t loop;
     uint16_t step;  // within the lane's body
     uint8_t done;
-    uint8_t wait;   // LaneWait of the last attempt
-    uint8_t port;   // port of that wait
+    uint8_t wait;  // LaneWait of the last attempt
+    uint8_t port;  // port of that wait
     uint32_t waitValue;
     FifoCounter* waitOn;
     uint64_t stepDone;
@@ -274,7 +274,8 @@ class ProgramRunner {
       const ConnectorView& v = ports_[s.recvPort];
       rc = v.control;
       uint32_t tail = loadAcquire(&rc->tail.value);
-      if (tail == counter_[s.recvPort]) return block(st, kLaneWaitRecv, s.recvPort, &rc->tail, tail);
+      if (tail == counter_[s.recvPort])
+        return block(st, kLaneWaitRecv, s.recvPort, &rc->tail, tail);
       rslot = counter_[s.recvPort] & (v.nSlots - 1);
       if (rc->sizes[rslot] != bytes) {
         *error = "received slot size differs from the step's slice (mismatched schedules)";

@@ -108,7 +108,8 @@ class ProgramWriter {
 
  private:
   int overflow(const char* table, int bound) {
-    if (error_.empty()) error_ = std::string("needs more ") + table + " than " + std::to_string(bound);
+    if (error_.empty())
+      error_ = std::string("needs more ") + table + " than " + std::to_string(bound);
     return -1;
   }
 
@@ -301,8 +302,7 @@ ncclResult_t checkCommon(size_t elemSize, int nranks, int rank, int nChannels, i
   if (nChannels < 1 || channel < 0 || channel >= nChannels)
     return fail(ncclInvalidArgument, kWhere, "channel %d of nChannels %d", channel, nChannels);
   if (sliceElems == 0 || sliceElems * elemSize > UINT32_MAX)
-    return fail(ncclInvalidArgument, kWhere, "sliceElems %zu must be 1..2^32/elemSize",
-                sliceElems);
+    return fail(ncclInvalidArgument, kWhere, "sliceElems %zu must be 1..2^32/elemSize", sliceElems);
   return ncclSuccess;
 }
 
@@ -310,16 +310,26 @@ ncclResult_t checkCommon(size_t elemSize, int nranks, int rank, int nChannels, i
 
 const char* collName(Coll coll) {
   switch (coll) {
-    case Coll::AllReduce: return "AllReduce";
-    case Coll::ReduceScatter: return "ReduceScatter";
-    case Coll::AllGather: return "AllGather";
-    case Coll::Broadcast: return "Broadcast";
-    case Coll::Reduce: return "Reduce";
-    case Coll::Send: return "Send";
-    case Coll::Recv: return "Recv";
-    case Coll::AllToAll: return "AllToAll";
-    case Coll::Gather: return "Gather";
-    case Coll::Scatter: return "Scatter";
+    case Coll::AllReduce:
+      return "AllReduce";
+    case Coll::ReduceScatter:
+      return "ReduceScatter";
+    case Coll::AllGather:
+      return "AllGather";
+    case Coll::Broadcast:
+      return "Broadcast";
+    case Coll::Reduce:
+      return "Reduce";
+    case Coll::Send:
+      return "Send";
+    case Coll::Recv:
+      return "Recv";
+    case Coll::AllToAll:
+      return "AllToAll";
+    case Coll::Gather:
+      return "Gather";
+    case Coll::Scatter:
+      return "Scatter";
   }
   return "?";
 }
@@ -346,13 +356,13 @@ uint64_t evenChunk(uint64_t total, uint64_t parts, uint64_t maxChunk, uint64_t a
 }
 
 ncclResult_t buildProgram(const CollDesc& in, Program* out) {
-  RINGCC_CHECK(checkCommon(in.elemSize, in.nranks, in.rank, in.nChannels, in.channel,
-                           in.sliceElems));
+  RINGCC_CHECK(
+      checkCommon(in.elemSize, in.nranks, in.rank, in.nChannels, in.channel, in.sliceElems));
   CollDesc d = in;
   if (d.chunkElems == 0) d.chunkElems = d.sliceElems;
   const bool rooted = d.coll == Coll::Broadcast || d.coll == Coll::Reduce ||
-                      d.coll == Coll::Gather || d.coll == Coll::Scatter ||
-                      d.coll == Coll::Send || d.coll == Coll::Recv;
+                      d.coll == Coll::Gather || d.coll == Coll::Scatter || d.coll == Coll::Send ||
+                      d.coll == Coll::Recv;
   if (rooted && (d.root < 0 || d.root >= d.nranks))
     return fail(ncclInvalidArgument, kWhere, "%s %s %d not in 0..%d", collName(d.coll),
                 d.coll == Coll::Send || d.coll == Coll::Recv ? "peer" : "root", d.root,
@@ -381,12 +391,23 @@ ncclResult_t buildProgram(const CollDesc& in, Program* out) {
   RINGCC_CHECK(ringInfo(d, &storage, &r));
   const ElemRange ch = channelRange(d.count, d.nChannels, d.channel, alignElems(d.elemSize));
   switch (d.coll) {
-    case Coll::AllReduce: ringAllReduce(d, r, ch, w); break;
-    case Coll::ReduceScatter: ringReduceScatter(d, r, ch, w); break;
-    case Coll::AllGather: ringAllGather(d, r, ch, w); break;
-    case Coll::Broadcast: ringChain(d, r, ch, false, w); break;
-    case Coll::Reduce: ringChain(d, r, ch, true, w); break;
-    default: return fail(ncclInvalidArgument, kWhere, "unknown collective %d", (int)d.coll);
+    case Coll::AllReduce:
+      ringAllReduce(d, r, ch, w);
+      break;
+    case Coll::ReduceScatter:
+      ringReduceScatter(d, r, ch, w);
+      break;
+    case Coll::AllGather:
+      ringAllGather(d, r, ch, w);
+      break;
+    case Coll::Broadcast:
+      ringChain(d, r, ch, false, w);
+      break;
+    case Coll::Reduce:
+      ringChain(d, r, ch, true, w);
+      break;
+    default:
+      return fail(ncclInvalidArgument, kWhere, "unknown collective %d", (int)d.coll);
   }
   return w.finish(collName(d.coll));
 }
@@ -422,8 +443,9 @@ ncclResult_t buildP2p(const P2pDesc& d, Program* out) {
                 d.rank, selfSends.size(), selfRecvs.size());
   for (size_t i = 0; i < selfSends.size(); i++) {
     if (selfSends[i]->count != selfRecvs[i]->count)
-      return fail(ncclInvalidArgument, kWhere, "send to self of %zu elements meets a receive of %zu",
-                  selfSends[i]->count, selfRecvs[i]->count);
+      return fail(ncclInvalidArgument, kWhere,
+                  "send to self of %zu elements meets a receive of %zu", selfSends[i]->count,
+                  selfRecvs[i]->count);
     const ElemRange part = channelRange(selfSends[i]->count, d.nChannels, d.channel, align);
     p2pLane(w, kStepLocal | kStepOut, -1, part, 0, 0, kNoLane, selfSends[i]->buffer,
             selfRecvs[i]->buffer);

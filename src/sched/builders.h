@@ -51,7 +51,7 @@ bool collReduces(Coll coll);
 
 struct CollDesc {
   Coll coll = Coll::AllReduce;
-  size_t count = 0;     // NCCL's count argument (per rank block for RS/AG/all-to-all/gather/scatter)
+  size_t count = 0;  // NCCL's count argument (per rank block for RS/AG/all-to-all/gather/scatter)
   size_t elemSize = 1;  // bytes per element
   int nranks = 1;
   int rank = 0;

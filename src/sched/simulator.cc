@@ -91,8 +91,7 @@ bool checkBounds(const SimJob& j, std::string* error) {
                    ": " + (inBad ? "input" : "output") + " range [" +
                    std::to_string(inBad ? stepInOffset(l, s, loop) : stepOutOffset(l, s, loop)) +
                    ", +" + std::to_string(n) + ") exceeds the buffer of " +
-                   std::to_string(inBad ? j.inElems[l.inBuf] : j.outElems[l.outBuf]) +
-                   " elements";
+                   std::to_string(inBad ? j.inElems[l.inBuf] : j.outElems[l.outBuf]) + " elements";
           return false;
         }
       }
@@ -182,9 +181,10 @@ void runJobs(std::vector<std::unique_ptr<SimJob>>& jobs, const EngineOptions& o,
   // Bind everything up front, as an executor does; counters are read at the first advance.
   std::map<std::pair<int, int>, std::vector<SimJob*>> byRankChannel;
   for (auto& j : jobs) {
-    ProgramRunner::Params rp = {&j->program, j->views.data(), j->inputs.data(),
-                                j->outputs.data(), j->type, makeRedOp(j->op, j->type, o.nranks),
-                                nullptr, nullptr};
+    ProgramRunner::Params rp = {&j->program,      j->views.data(),
+                                j->inputs.data(), j->outputs.data(),
+                                j->type,          makeRedOp(j->op, j->type, o.nranks),
+                                nullptr,          nullptr};
     if (const char* why = j->runner.init(rp)) return failWith(where(*j, 0) + ": " + why);
     byRankChannel[{j->rank, j->channel}].push_back(j.get());
   }
@@ -237,18 +237,24 @@ InPlace inPlaceLayout(const SimSpec& s, int rank, size_t* offsetElems) {
   switch (s.coll) {
     case Coll::AllReduce:
     case Coll::Broadcast:
-    case Coll::Reduce: return InPlace::InInsideOut;
-    case Coll::AllGather: *offsetElems = (size_t)rank * s.count; return InPlace::InInsideOut;
+    case Coll::Reduce:
+      return InPlace::InInsideOut;
+    case Coll::AllGather:
+      *offsetElems = (size_t)rank * s.count;
+      return InPlace::InInsideOut;
     case Coll::Gather:
       if (rank != s.root) return InPlace::None;
       *offsetElems = (size_t)rank * s.count;
       return InPlace::InInsideOut;
-    case Coll::ReduceScatter: *offsetElems = (size_t)rank * s.count; return InPlace::OutInsideIn;
+    case Coll::ReduceScatter:
+      *offsetElems = (size_t)rank * s.count;
+      return InPlace::OutInsideIn;
     case Coll::Scatter:
       if (rank != s.root) return InPlace::None;
       *offsetElems = (size_t)rank * s.count;
       return InPlace::OutInsideIn;
-    default: return InPlace::None;
+    default:
+      return InPlace::None;
   }
 }
 
@@ -259,13 +265,17 @@ size_t simTypeBytes(ncclDataType_t type) {
     case ncclInt8:
     case ncclUint8:
     case ncclFloat8e4m3:
-    case ncclFloat8e5m2: return 1;
+    case ncclFloat8e5m2:
+      return 1;
     case ncclFloat16:
-    case ncclBfloat16: return 2;
+    case ncclBfloat16:
+      return 2;
     case ncclInt32:
     case ncclUint32:
-    case ncclFloat32: return 4;
-    default: return 8;
+    case ncclFloat32:
+      return 4;
+    default:
+      return 8;
   }
 }
 
@@ -273,9 +283,12 @@ size_t simInputElems(const SimSpec& s, int rank) {
   const size_t n = s.nranks;
   switch (s.coll) {
     case Coll::ReduceScatter:
-    case Coll::AllToAll: return n * s.count;
-    case Coll::Scatter: return rank == s.root ? n * s.count : 0;
-    default: return s.count;
+    case Coll::AllToAll:
+      return n * s.count;
+    case Coll::Scatter:
+      return rank == s.root ? n * s.count : 0;
+    default:
+      return s.count;
   }
 }
 
@@ -283,9 +296,12 @@ size_t simOutputElems(const SimSpec& s, int rank) {
   const size_t n = s.nranks;
   switch (s.coll) {
     case Coll::AllGather:
-    case Coll::AllToAll: return n * s.count;
-    case Coll::Gather: return rank == s.root ? n * s.count : 0;
-    default: return s.count;
+    case Coll::AllToAll:
+      return n * s.count;
+    case Coll::Gather:
+      return rank == s.root ? n * s.count : 0;
+    default:
+      return s.count;
   }
 }
 
@@ -400,9 +416,10 @@ SimResult simulateBatch(std::vector<SimCase>* cases) {
       return res;
     }
     if (!prepareCase((*cases)[i], (int)i, &mem[i], &jobs, &res)) return res;
-    slotBytes = std::max<uint32_t>(slotBytes, (uint32_t)(spec.sliceElems * simTypeBytes(spec.type)));
+    slotBytes =
+        std::max<uint32_t>(slotBytes, (uint32_t)(spec.sliceElems * simTypeBytes(spec.type)));
   }
-  EngineOptions o{first.nranks,     first.nSlots,        slotBytes,
+  EngineOptions o{first.nranks,       first.nSlots,        slotBytes,
                   first.counterStart, first.slicesPerTurn, first.seed};
   runJobs(jobs, o, &res);
   if (res.result != ncclSuccess) return res;

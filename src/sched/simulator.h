@@ -34,14 +34,14 @@ struct SimSpec {
   int nranks = 1;
   int root = 0;
   int nChannels = 1;
-  bool inPlace = false;   // NCCL's in-place layout (not for all-to-all)
+  bool inPlace = false;  // NCCL's in-place layout (not for all-to-all)
   size_t sliceElems = 16;
   size_t chunkElems = 0;  // 0: sliceElems
   uint32_t nSlots = 4;
-  uint32_t slotBytes = 0;     // 0: sliceElems * element size
-  uint32_t counterStart = 0;  // initial FIFO counters (set near 2^32 to test wrap-around)
-  uint32_t slicesPerTurn = 1; // advance() budget per turn; ~0u = as much as possible
-  uint32_t seed = 0;          // non-zero: shuffle the turn order every round
+  uint32_t slotBytes = 0;               // 0: sliceElems * element size
+  uint32_t counterStart = 0;            // initial FIFO counters (set near 2^32 to test wrap-around)
+  uint32_t slicesPerTurn = 1;           // advance() budget per turn; ~0u = as much as possible
+  uint32_t seed = 0;                    // non-zero: shuffle the turn order every round
   std::vector<std::vector<int>> rings;  // per channel ring order; missing/empty: 0..n-1
   // Test hook: change a Program after it was built (to break a schedule on purpose).
   std::function<void(int rank, int channel, Program* program)> mutate;

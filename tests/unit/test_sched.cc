@@ -1,8 +1,7 @@
 // Schedules: builders, the runner, and every collective simulated across 1..32 ranks with
 // exact integer data, in and out of place, on 1, 2 and 4 channels with different rings.
-#include <catch2/catch.hpp>
-
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cstring>
 #include <numeric>
 #include <random>
@@ -110,7 +109,8 @@ std::vector<std::vector<uint64_t>> expected(const SimSpec& s,
       case Coll::Scatter:
         for (size_t k = 0; k < c; k++) o[k] = in[s.root][r * c + k];
         break;
-      default: break;
+      default:
+        break;
     }
   }
   return out;
@@ -145,7 +145,8 @@ Uint64Case makeCase(SimSpec s, int salt = 0) {
   return c;
 }
 
-bool sameOutputs(const std::vector<Bytes>& outputs, const std::vector<std::vector<uint64_t>>& want) {
+bool sameOutputs(const std::vector<Bytes>& outputs,
+                 const std::vector<std::vector<uint64_t>>& want) {
   for (size_t r = 0; r < want.size(); r++) {
     auto got = fromBytes(outputs[r]);
     if (got != want[r]) {
@@ -163,8 +164,8 @@ bool runCase(SimSpec spec) {
   Uint64Case c = makeCase(spec);
   const SimSpec& s = c.sim.spec;
   SimResult res = simulate(s, c.sim.inputs, c.sim.outputs);
-  INFO(collName(s.coll) << " n=" << s.nranks << " count=" << s.count << " channels="
-                        << s.nChannels << " inPlace=" << s.inPlace << " root=" << s.root);
+  INFO(collName(s.coll) << " n=" << s.nranks << " count=" << s.count << " channels=" << s.nChannels
+                        << " inPlace=" << s.inPlace << " root=" << s.root);
   INFO(res.error);
   if (res.result != ncclSuccess) {
     CHECK(res.result == ncclSuccess);
@@ -510,9 +511,9 @@ TEST_CASE("a batch of different collectives shares the FIFOs in call order", "[s
     for (uint32_t seed : {0u, 99u}) {
       std::vector<Uint64Case> cases;
       int salt = 0;
-      for (Coll coll : {Coll::AllReduce, Coll::Broadcast, Coll::ReduceScatter, Coll::AllToAll,
-                        Coll::AllGather, Coll::Reduce, Coll::Gather, Coll::Scatter,
-                        Coll::AllReduce}) {
+      for (Coll coll :
+           {Coll::AllReduce, Coll::Broadcast, Coll::ReduceScatter, Coll::AllToAll, Coll::AllGather,
+            Coll::Reduce, Coll::Gather, Coll::Scatter, Coll::AllReduce}) {
         SimSpec s;
         s.coll = coll;
         s.nranks = n;
