@@ -338,6 +338,19 @@ bool collReduces(Coll coll) {
   return coll == Coll::AllReduce || coll == Coll::ReduceScatter || coll == Coll::Reduce;
 }
 
+PortKind collPortKind(Coll coll) {
+  switch (coll) {
+    case Coll::AllToAll:
+    case Coll::Gather:
+    case Coll::Scatter:
+    case Coll::Send:
+    case Coll::Recv:
+      return kPortP2p;
+    default:
+      return kPortRing;
+  }
+}
+
 ElemRange channelRange(uint64_t count, int nChannels, int channel, uint64_t align) {
   uint64_t per = roundUp(divUp(count, (uint64_t)nChannels), align);
   uint64_t begin = std::min<uint64_t>(count, per * channel);

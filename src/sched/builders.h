@@ -49,6 +49,12 @@ const char* collName(Coll coll);
 // True for the collectives whose steps reduce (the runner then needs the real RedOp).
 bool collReduces(Coll coll);
 
+// The connection set a collective's ports use: ring neighbours (all-reduce, reduce-scatter,
+// all-gather, broadcast, reduce) or per-peer p2p connections (all-to-all, gather, scatter,
+// send/recv). An executor whose two sets have different slot sizes must take sliceElems
+// from this set's slots (the runner refuses slots smaller than a slice).
+PortKind collPortKind(Coll coll);
+
 struct CollDesc {
   Coll coll = Coll::AllReduce;
   size_t count = 0;  // NCCL's count argument (per rank block for RS/AG/all-to-all/gather/scatter)

@@ -693,6 +693,22 @@ TEST_CASE("grouped send/recv: many peers, repeated peers, self, 1-2 slot FIFOs",
   }
 }
 
+TEST_CASE("collPortKind names the connection set every Program's ports use", "[sched]") {
+  for (Coll c :
+       {Coll::AllReduce, Coll::ReduceScatter, Coll::AllGather, Coll::Broadcast, Coll::Reduce,
+        Coll::AllToAll, Coll::Gather, Coll::Scatter, Coll::Send, Coll::Recv}) {
+    for (int rank : {0, 2}) {
+      Program p;
+      CollDesc d = desc(c, 4, rank, 100);
+      d.root = 1;
+      REQUIRE(buildProgram(d, &p) == ncclSuccess);
+      INFO(collName(c) << " rank " << rank);
+      CHECK(p.nPorts > 0);
+      for (int i = 0; i < p.nPorts; i++) CHECK(p.ports[i].kind == collPortKind(c));
+    }
+  }
+}
+
 TEST_CASE("send/recv as single collectives", "[sim_p2p]") {
   Program p;
   CollDesc d = desc(Coll::Send, 4, 1, 100);
