@@ -231,7 +231,7 @@ void ringChain(const CollDesc& d, const RingInfo& r, ElemRange ch, bool reduce, 
   for (int i = 0; i < n; i++)
     if (r.rankAt(i) == d.root) rootPos = i;
   const int first = reduce ? (rootPos + 1) % n : rootPos;
-  const int hop = ((r.pos - first) % n + n) % n;
+  const int hop = ringOrigin(r.pos, first, n);  // (pos - first) mod n
   uint64_t loops;
   uint64_t k = evenChunk(ch.count, 1, d.chunkElems, alignElems(d.elemSize), &loops);
   if (w.beginLane(loops, ch.count, k, k, k) < 0) return;
