@@ -1,0 +1,117 @@
+// Builders: pure functions from a collective's description to one rank's Program on one
+// channel (src/sched/program.h). Same inputs, same Program, on every rank and every run.
+//
+// Buffers follow NCCL. The runner gets inputs[0] = sendbuff and outputs[0] = recvbuff:
+//   all-reduce      in: count            out: count
+//   reduce-scatter  in: nranks * count   out: count       (in place: out == in + rank*count)
+//   all-gather      in: count            out: nranks*count (in place: in == out + rank*count)
+//   broadcast       in: count (root)     out: count
+//   reduce          in: count            out: count (root only; other outputs untouched)
+//   all-to-all      in: nranks * count   out: nranks * count (block j goes to / comes from j)
+//   gather          in: count            out: nranks * count (root only)
+//   scatter         in: nranks * count (root only)          out: count
+//   send / recv     in: count / out: count
+// Each of a ring collective's steps reads an input element before any step of this rank
+// writes the output element at the same address, so the in-place layouts above are safe.
+//
+// Channels each take one contiguous, 16-byte aligned part of the buffer (of each block, for
+// the blocked collectives). Within a channel, ring data moves in chunks of at most chunkElems
+// elements, sized evenly over the loops; the runner cuts chunks into slots of sliceElems.
+// Errors: bad descriptors give ncclInvalidArgument, collectives that do not fit a Program's
+// bounds ncclInvalidUsage; both are logged through fail() with the reason.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "nccl.h"
+#include "src/sched/program.h"
+
+namespace ringcc {
+
+enum class Coll : uint8_t {
+  AllReduce,
+  ReduceScatter,
+  AllGather,
+  Broadcast,
+  Reduce,
+  Send,
+  Recv,
+  AllToAll,
+  Gather,
+  Scatter,
+};
+
+const char* collName(Coll coll);
+
+// True for the collectives whose steps reduce (the runner then needs the real RedOp).
+bool collReduces(Coll coll);
+
+// The connection set a collective's ports use: ring neighbours (all-reduce, reduce-scatter,
+// all-gather, broadcast, reduce) or per-peer p2p connections (all-to-all, gather, scatter,
+// send/recv). An executor whose two sets have different slot sizes must take sliceElems
+// from this set's slots (the runner refuses slots smaller than a slice).
+PortKind collPortKind(Coll coll);
+
+struct CollDesc {
+  Coll coll = Coll::AllReduce;
+  size_t count = 0;  // NCCL's count argument (per rank block for RS/AG/all-to-all/gather/scatter)
+  size_t elemSize = 1;  // bytes per element
+  int nranks = 1;
+  int rank = 0;
+  int root = 0;           // broadcast, reduce, gather, scatter: root; send, recv: peer
+  std::vector<int> ring;  // this channel's ring: ring[i] = rank at position i; empty = 0..n-1
+  int nChannels = 1;
+  int channel = 0;
+  size_t sliceElems = 0;  // elements per FIFO slot (slotBytes / elemSize or less)
+  size_t chunkElems = 0;  // most elements a ring step handles per loop; 0 = sliceElems
+};
+
+// One rank's part of `d` on channel d.channel.
+ncclResult_t buildProgram(const CollDesc& d, Program* out);
+
+// Grouped point-to-point: every send/recv a rank posted in one group, as one Program whose
+// lanes (one per peer and direction, chained in posting order) progress independently.
+struct P2pOp {
+  bool send = true;  // send to peer, else receive from peer
+  int peer = 0;
+  size_t count = 0;  // elements
+  int buffer = 0;    // index into the runner's inputs (sends) or outputs (receives)
+};
+
+struct P2pDesc {
+  std::vector<P2pOp> ops;  // several ops to one peer and direction match in order
+  size_t elemSize = 1;
+  int nranks = 1;
+  int rank = 0;
+  int nChannels = 1;
+  int channel = 0;
+  size_t sliceElems = 0;
+};
+
+// Sends to self are paired in order with receives from self and become local copies; their
+// counts must agree.
+ncclResult_t buildP2p(const P2pDesc& d, Program* out);
+
+// Pure helpers shared by the builders (and tests).
+struct ElemRange {
+  uint64_t begin;
+  uint64_t count;
+};
+
+// Channel `channel`'s contiguous part of `count` elements, parts rounded up to `align`.
+ElemRange channelRange(uint64_t count, int nChannels, int channel, uint64_t align);
+
+// Even chunking of `total` elements into `parts` chunks per loop, chunks at most `maxChunk`
+// (and aligned to `align` where that keeps them under maxChunk). Returns the chunk size and
+// sets *nLoops; parts * nLoops * chunk >= total.
+uint64_t evenChunk(uint64_t total, uint64_t parts, uint64_t maxChunk, uint64_t align,
+                   uint64_t* nLoops);
+
+// Ring position (0..n-1) whose chunk the rank at `pos` handles after the chunk has made
+// `hops` hops forward from where it started: (pos - hops) mod n.
+inline int ringOrigin(int pos, int hops, int n) { return ((pos - hops) % n + n) % n; }
+
+}  // namespace ringcc

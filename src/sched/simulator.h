@@ -1,0 +1,104 @@
+// Schedule simulator: runs every rank's Programs with the real interpreter (kernels/prims.h)
+// against in-memory FIFOs, in one thread, and checks them.
+//
+// It builds the Programs of all ranks and channels, gives every (channel, kind, sender,
+// receiver) pair one heap FIFO, and round-robins the runners (optionally in a shuffled order
+// and a few slices per turn, to vary interleavings) until all are done. It reports:
+//   - a deadlock: a full round in which no runner progressed, with every stuck rank, channel,
+//     lane, step and the peer it waits for;
+//   - a step that would touch memory outside its buffer (checked before running);
+//   - a runner error (slot sizes that disagree between sender and receiver);
+//   - data left in a FIFO at the end (a send no receive matched).
+// Otherwise it returns every rank's output buffer, for the tests to compare exactly.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "nccl.h"
+#include "src/sched/builders.h"
+#include "src/sched/program.h"
+
+namespace ringcc {
+
+using Bytes = std::vector<uint8_t>;
+
+struct SimSpec {
+  Coll coll = Coll::AllReduce;  // any collective but Send/Recv (see simulateP2p)
+  ncclDataType_t type = ncclInt32;
+  ncclRedOp_t op = ncclSum;
+  size_t count = 0;  // NCCL's count argument
+  int nranks = 1;
+  int root = 0;
+  int nChannels = 1;
+  bool inPlace = false;  // NCCL's in-place layout (not for all-to-all)
+  size_t sliceElems = 16;
+  size_t chunkElems = 0;  // 0: sliceElems
+  uint32_t nSlots = 4;
+  uint32_t slotBytes = 0;               // 0: sliceElems * element size
+  uint32_t counterStart = 0;            // initial FIFO counters (set near 2^32 to test wrap-around)
+  uint32_t slicesPerTurn = 1;           // advance() budget per turn; ~0u = as much as possible
+  uint32_t seed = 0;                    // non-zero: shuffle the turn order every round
+  std::vector<std::vector<int>> rings;  // per channel ring order; missing/empty: 0..n-1
+  // Test hook: change a Program after it was built (to break a schedule on purpose).
+  std::function<void(int rank, int channel, Program* program)> mutate;
+};
+
+struct SimResult {
+  ncclResult_t result = ncclSuccess;
+  std::string error;           // why it failed: deadlock report, leftover data, ...
+  std::vector<Bytes> outputs;  // per rank, the output buffer after the run (recvbuff)
+  uint64_t rounds = 0;         // round-robin rounds
+  uint64_t slices = 0;         // slices moved by all ranks
+};
+
+// Elements of rank `rank`'s input (sendbuff) and output (recvbuff) for `spec`, out of place.
+size_t simInputElems(const SimSpec& spec, int rank);
+size_t simOutputElems(const SimSpec& spec, int rank);
+
+// Runs spec.coll on all ranks. inputs[r] holds simInputElems(spec, r) elements, outputs[r]
+// the initial content of rank r's output (simOutputElems elements). In place, the input is
+// first copied where NCCL expects it inside the output (or the output is read from inside
+// the input for reduce-scatter and scatter), exactly as a user's in-place call would lay out
+// memory, and the result's outputs are that region afterwards.
+SimResult simulate(const SimSpec& spec, const std::vector<Bytes>& inputs,
+                   const std::vector<Bytes>& outputs);
+
+// One collective of a batch: its spec, per-rank inputs and initial outputs; after a
+// successful simulateBatch, `outputs` holds the results.
+struct SimCase {
+  SimSpec spec;
+  std::vector<Bytes> inputs;
+  std::vector<Bytes> outputs;
+};
+
+// Runs several collectives one after another on the same FIFOs, the way an executor runs a
+// batch: every Program is bound up front, then on each rank and channel they run in order,
+// the next starting as soon as the previous is done there. FIFO geometry (nSlots, counter
+// start), turn budget and seed come from the first case; slots are as large as the largest
+// slice of any case. All cases must have the same nranks.
+SimResult simulateBatch(std::vector<SimCase>* cases);
+
+struct SimP2pSpec {
+  ncclDataType_t type = ncclInt32;
+  int nranks = 1;
+  int nChannels = 1;
+  size_t sliceElems = 16;
+  uint32_t nSlots = 4;
+  uint32_t counterStart = 0;
+  uint32_t slicesPerTurn = 1;
+  uint32_t seed = 0;
+};
+
+// Runs one group of send/recv per rank: ops[r] are rank r's ops (their `buffer` fields are
+// ignored; op i uses (*buffers)[r][i]). Send buffers are read, receive buffers written.
+SimResult simulateP2p(const SimP2pSpec& spec, const std::vector<std::vector<P2pOp>>& ops,
+                      std::vector<std::vector<Bytes>>* buffers);
+
+// Bytes per element of an NCCL datatype.
+size_t simTypeBytes(ncclDataType_t type);
+
+}  // namespace ringcc
