@@ -25,13 +25,17 @@ struct ConnOffer {
 
 }  // namespace
 
-ncclResult_t ConnectionTable::connectionSpec(const PortKey& key, ConnSpec* spec) const {
+ConnSpec connSpecFor(uint8_t kind) {
   // Ring connections carry every collective's bulk data and get NCCL_BUFFSIZE; point-to-point
   // connections exist per peer, so they get a quarter of it to keep all-to-all's footprint
   // (2 (n-1) connections per rank) in check.
   int64_t bytes = paramInt("BUFFSIZE");
-  if (key.kind == kPortP2p) bytes /= 4;
-  *spec = connSpecForBuffer(bytes);
+  if (kind == kPortP2p) bytes /= 4;
+  return connSpecForBuffer(bytes);
+}
+
+ncclResult_t ConnectionTable::connectionSpec(const PortKey& key, ConnSpec* spec) const {
+  *spec = connSpecFor(key.kind);
   spec->channel = key.channel;
   spec->self = comm_->peers[comm_->rank];
   spec->peer = comm_->peers[key.peer];

@@ -36,6 +36,10 @@ struct PortKey {
   bool operator<(const PortKey& o) const { return tie() < o.tie(); }
 };
 
+// FIFO geometry of a new connection of `kind` (PortKind), from NCCL_BUFFSIZE. Programs size
+// their slices from it, so that every slice fits a slot of the connections it uses.
+ConnSpec connSpecFor(uint8_t kind);
+
 class ConnectionTable {
  public:
   explicit ConnectionTable(ncclComm* comm) : comm_(comm) {}

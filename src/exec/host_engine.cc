@@ -145,42 +145,29 @@ ncclResult_t HostEngine::planBatch(const std::vector<CollArgs>& ops,
   const int nranks = comm_->nranks;
   const int maxChannels = std::max<int>(1, static_cast<int>(paramInt("MAX_NCHANNELS")));
   const int minChannels = static_cast<int>(paramInt("MIN_NCHANNELS"));
-  const ConnSpec spec = defaultConnSpec();
+  const uint32_t ringSlotBytes = connSpecFor(kPortRing).slotBytes;
+  const uint32_t p2pSlotBytes = connSpecFor(kPortP2p).slotBytes;
 
-  // Every send and receive of the batch becomes one grouped Program per datatype size.
+  // Every send and receive of the batch joins one grouped Program. It counts bytes, so that
+  // operations of different datatypes can share it.
   P2pDesc p2p;
   std::unique_ptr<Job> p2pJob;
 
   for (const CollArgs& a : ops) {
     if (a.count == 0) continue;  // nothing moves, on every rank alike
     const size_t elemSize = dataTypeSize(a.datatype);
-    RedOp op;
-    if (a.op >= ncclNumOps) {
-      UserOp u;
-      if (!comm_->userOps.find(a.op, &u))
-        return fail(ncclInvalidArgument, collName(a.kind), "op %d was destroyed", a.op);
-      op = makePreMulSum(a.datatype, u.residence == ncclScalarDevice ? u.scalarPtr : u.scalar,
-                         u.residence == ncclScalarDevice);
-    } else {
-      op = makeRedOp(a.op, a.datatype, nranks);
-    }
 
     if (a.kind == CollKind::Send || a.kind == CollKind::Recv) {
       if (!p2pJob) {
         p2pJob = std::make_unique<Job>();
-        p2pJob->type = a.datatype;
-        p2pJob->op = op;
+        p2pJob->type = ncclUint8;
+        p2pJob->op = makeRedOp(ncclSum, ncclUint8, nranks);
         p2pJob->name = "send/recv";
-        p2p.elemSize = elemSize;
-      } else if (elemSize != p2p.elemSize) {
-        // Programs count in elements of one size; mixed sizes move as bytes.
-        return fail(ncclInvalidUsage, "ncclGroupEnd",
-                    "send/recv of different element sizes in one group are not supported yet");
       }
       P2pOp p;
       p.send = a.kind == CollKind::Send;
       p.peer = a.root;
-      p.count = a.count;
+      p.count = a.count * elemSize;
       if (p.send) {
         p.buffer = static_cast<int>(p2pJob->inputs.size());
         p2pJob->inputs.push_back(a.sendbuff);
@@ -192,12 +179,25 @@ ncclResult_t HostEngine::planBatch(const std::vector<CollArgs>& ops,
       continue;
     }
 
+    RedOp op;
+    if (a.op >= ncclNumOps) {
+      UserOp u;
+      if (!comm_->userOps.find(a.op, &u))
+        return fail(ncclInvalidArgument, collName(a.kind), "op %d was destroyed", a.op);
+      op = makePreMulSum(a.datatype, u.residence == ncclScalarDevice ? u.scalarPtr : u.scalar,
+                         u.residence == ncclScalarDevice);
+    } else {
+      op = makeRedOp(a.op, a.datatype, nranks);
+    }
+    const Coll coll = toColl(a.kind);
+    const uint32_t slotBytes = collPortKind(coll) == kPortP2p ? p2pSlotBytes : ringSlotBytes;
+
     TuneInput tune{opBytes(a, nranks), nranks, maxChannels, minChannels};
     int nch = chooseChannels(tune);
     for (int c = 0; c < nch; ++c) {
       auto job = std::make_unique<Job>();
       CollDesc d;
-      d.coll = toColl(a.kind);
+      d.coll = coll;
       d.count = a.count;
       d.elemSize = elemSize;
       d.nranks = nranks;
@@ -205,7 +205,7 @@ ncclResult_t HostEngine::planBatch(const std::vector<CollArgs>& ops,
       d.root = a.root;
       d.nChannels = nch;
       d.channel = c;
-      d.sliceElems = spec.slotBytes / elemSize;
+      d.sliceElems = slotBytes / elemSize;
       RINGCC_CHECK(buildProgram(d, &job->program));
       job->channel = c;
       job->name = collName(a.kind);
@@ -222,7 +222,8 @@ ncclResult_t HostEngine::planBatch(const std::vector<CollArgs>& ops,
     p2p.rank = comm_->rank;
     p2p.nChannels = 1;
     p2p.channel = 0;
-    p2p.sliceElems = (spec.slotBytes / 4) / p2p.elemSize;
+    p2p.elemSize = 1;
+    p2p.sliceElems = p2pSlotBytes;
     RINGCC_CHECK(buildP2p(p2p, &p2pJob->program));
     // The runner indexes inputs and outputs by the same buffer number.
     size_t n = std::max<size_t>({p2pJob->inputs.size(), p2pJob->outputs.size(),

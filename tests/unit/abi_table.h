@@ -10,6 +10,7 @@ struct Value {
 
 #define ABI_DECLARE(ns)                                                       \
   namespace ns {                                                              \
+  using abi::Value;                                                           \
   extern const Value kEnums[];                                                \
   extern const int kNumEnums;                                                 \
   extern const Value kConfigOffsets[];                                        \
