@@ -1,0 +1,33 @@
+// Compiles the device-clean reduce-copy for the GPU: one trivial kernel reaches every
+// datatype x op through the runtime dispatcher (and the strided form a real kernel uses), so
+// nvcc checks the whole header set for every target architecture. Nothing launches it yet;
+// the CUDA executor's kernels will include the same headers.
+#include "kernels/reduce_copy.h"
+
+namespace ringcc {
+
+// Every thread of the block takes its share of the elements, as a channel's block will.
+__global__ void reduceCopyProbeKernel(ncclDataType_t type, RedOp op, const void* local,
+                                      const void* peer, void* dst0, void* dst1, size_t count,
+                                      bool applyPost) {
+  if (blockIdx.x == 0) {
+    reduceCopyStrided(type, op, local, peer, dst0, dst1, count, applyPost, threadIdx.x, blockDim.x);
+  } else if (threadIdx.x == 0) {
+    reduceCopy(type, op, local, peer, dst0, dst1, count, applyPost);
+  }
+}
+
+// The conversions, one thread per element, for comparison with CUDA's own types later.
+__global__ void convertProbeKernel(const float* in, uint8_t* e4m3, uint8_t* e5m2, uint16_t* half,
+                                   uint16_t* bf16, float* back, size_t count) {
+  size_t k = blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x;
+  if (k >= count) return;
+  e4m3[k] = floatToFp8e4m3(in[k]).bits;
+  e5m2[k] = floatToFp8e5m2(in[k]).bits;
+  half[k] = floatToHalf(in[k]).bits;
+  bf16[k] = floatToBf16(in[k]).bits;
+  back[k] = halfToFloat(Half{half[k]}) + bf16ToFloat(BFloat16{bf16[k]}) +
+            fp8e4m3ToFloat(Fp8E4M3{e4m3[k]}) + fp8e5m2ToFloat(Fp8E5M2{e5m2[k]});
+}
+
+}  // namespace ringcc
