@@ -35,12 +35,8 @@
 #include "src/sched/program.h"
 #include "transports/connector_device.h"
 
-#if __has_include("kernels/reduce_copy.h")
 #include "kernels/red_op.h"
 #include "kernels/reduce_copy.h"
-#else
-#include "src/sched/reduce_copy_placeholder.h"  // until kernels/reduce_copy.h lands on main
-#endif
 
 namespace ringcc {
 

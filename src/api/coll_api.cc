@@ -2,6 +2,7 @@
 // hand it to the group layer. A refused call leaves the communicator usable.
 #include <cstring>
 
+#include "kernels/dtypes.h"
 #include "src/api/api.h"
 #include "src/exec/coll_args.h"
 #include "src/exec/group.h"
@@ -45,15 +46,6 @@ bool hasReduction(CollKind kind) {
          kind == CollKind::ReduceScatter;
 }
 
-size_t typeBytes(ncclDataType_t t) {
-  switch (t) {
-    case ncclInt8: case ncclUint8: case ncclFloat8e4m3: case ncclFloat8e5m2: return 1;
-    case ncclFloat16: case ncclBfloat16: return 2;
-    case ncclInt32: case ncclUint32: case ncclFloat32: return 4;
-    default: return 8;
-  }
-}
-
 ncclResult_t checkAndEnqueue(const CollArgs& a, const char* where) {
   RINGCC_CHECK(checkCommReady(a.comm, where));
   const ncclComm* comm = a.comm;
@@ -84,7 +76,7 @@ ncclResult_t checkAndEnqueue(const CollArgs& a, const char* where) {
   }
   // Overflow: the largest buffer any rank touches is count * nranks elements.
   size_t bytes;
-  if (__builtin_mul_overflow(a.count, typeBytes(a.datatype), &bytes) ||
+  if (__builtin_mul_overflow(a.count, dataTypeSize(a.datatype), &bytes) ||
       __builtin_mul_overflow(bytes, static_cast<size_t>(comm->nranks), &bytes) ||
       bytes > (SIZE_MAX >> 2))
     return fail(ncclInvalidArgument, where, "count %zu overflows the addressable size",
@@ -225,7 +217,7 @@ NCCL_API(ncclResult_t, ncclRedOpCreatePreMulSum, ncclRedOp_t* op, void* scalar,
   u.datatype = datatype;
   u.residence = residence;
   if (residence == ncclScalarHostImmediate)
-    std::memcpy(u.scalar, scalar, typeBytes(datatype));
+    std::memcpy(u.scalar, scalar, dataTypeSize(datatype));
   else
     u.scalarPtr = scalar;
   *op = comm->userOps.add(u);

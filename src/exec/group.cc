@@ -4,6 +4,7 @@
 #include <thread>
 #include <vector>
 
+#include "kernels/dtypes.h"
 #include "src/core/comm.h"
 #include "src/core/error.h"
 #include "src/exec/engine.h"
@@ -76,7 +77,7 @@ ncclResult_t launchOps(const std::vector<CollArgs>& ops) {
 // The ring schedule's hops and bytes per hop for one operation.
 double estimateOpMicros(const CostModel& model, const CollArgs& op) {
   const int n = op.comm->nranks;
-  const double bytes = static_cast<double>(op.count) * (op.datatype == ncclFloat64 || op.datatype == ncclInt64 || op.datatype == ncclUint64 ? 8 : op.datatype == ncclFloat16 || op.datatype == ncclBfloat16 ? 2 : op.datatype <= ncclUint8 || op.datatype >= ncclFloat8e4m3 ? 1 : 4);
+  const double bytes = static_cast<double>(op.count) * dataTypeSize(op.datatype);
   if (n == 1) return estimateMicros(model, 1, bytes);
   switch (op.kind) {
     case CollKind::AllReduce: return estimateMicros(model, 2 * (n - 1), bytes / n);
@@ -85,7 +86,9 @@ double estimateOpMicros(const CostModel& model, const CollArgs& op) {
     case CollKind::AlltoAll: return estimateMicros(model, n - 1, bytes);
     case CollKind::Gather:
     case CollKind::Scatter: return estimateMicros(model, 1, bytes * (n - 1));
-    default: return estimateMicros(model, op.kind == CollKind::Send || op.kind == CollKind::Recv ? 1 : n - 1, bytes);
+    case CollKind::Send:
+    case CollKind::Recv: return estimateMicros(model, 1, bytes);
+    default: return estimateMicros(model, n - 1, bytes);  // chains: broadcast, reduce
   }
 }
 

@@ -16,7 +16,6 @@
 
 namespace {
 
-const char* kRealHeader = "/usr/local/cuda/include/nccl.h";
 const char* kRealLibrary = "/usr/local/cuda/lib64/libnccl.so.2";
 const std::string kOurLibrary = std::string(RINGCC_BUILD_ROOT) + "/libnccl.so.2";
 
