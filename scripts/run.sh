@@ -1,8 +1,13 @@
 #!/usr/bin/env bash
-# The main job: sets up and builds, then runs the embedded default.
-# Until the perf tools land this is the all-ranks demo: local ranks (threads) create
-# communicators and report who they are.
+# The main job: sets up and builds, then runs the all-reduce sweep on the embedded default:
+# local ranks over shared memory (2 processes here, started by ringcc-run), float32 sum from
+# 8 B to 128 MiB. Arguments replace the perf tool's defaults (nccl-tests flags), and
+# RINGCC_RUN_NP sets the number of processes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh build
-exec build/ringcc_demo "$@"
+NP=${RINGCC_RUN_NP:-2}
+if [ $# -eq 0 ]; then
+  set -- -b 8 -e 128M -f 2
+fi
+exec build/bench/ringcc-run -n "$NP" build/bench/all_reduce_perf "$@"
