@@ -24,6 +24,13 @@ Transport* findTransport(const char* name) {
   return nullptr;
 }
 
+void cleanUpAfterPeers(const PeerInfo& self, std::span<const PeerInfo> peers) {
+  for (const PeerInfo& peer : peers) {
+    if (sameProcess(self, peer)) continue;
+    for (const TransportEntry& e : transportRegistry()) e.transport->cleanUpAfter(self, peer);
+  }
+}
+
 ncclResult_t selectTransport(const PeerInfo& self, const PeerInfo& peer, Transport** out) {
   if (out == nullptr) return fail(ncclInvalidArgument, "selectTransport", "out is NULL");
   *out = nullptr;

@@ -219,6 +219,14 @@ class Transport {
   // Connector. spec must have the receiver's nSlots and slotBytes; spec.peer is the receiver.
   virtual ncclResult_t connectSend(const ConnSpec& spec, const ConnBlob& blob,
                                    std::unique_ptr<Connector>* conn) = 0;
+
+  // Releases what `peer` left behind if its process has exited (shm: the names of segments it
+  // created whose sender never attached); does nothing while it lives. Called when a
+  // communicator with that peer goes away. Never blocks; thread-safe.
+  virtual void cleanUpAfter(const PeerInfo& self, const PeerInfo& peer) {
+    (void)self;
+    (void)peer;
+  }
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -233,6 +241,9 @@ std::span<const TransportEntry> transportRegistry();
 
 // The transport registered under `name`, or nullptr.
 Transport* findTransport(const char* name);
+
+// Transport::cleanUpAfter of every transport, for each of `peers` other than `self`.
+void cleanUpAfterPeers(const PeerInfo& self, std::span<const PeerInfo> peers);
 
 // The first registered transport that is enabled and can connect self with peer (p2p within
 // one process, then shm within one host). Otherwise ncclSystemError, logged with the reason

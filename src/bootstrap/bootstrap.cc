@@ -1,5 +1,6 @@
 #include "src/bootstrap/bootstrap.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "src/bootstrap/inbox.h"
@@ -218,13 +219,19 @@ ncclResult_t Bootstrap::send(int peer, int tag, const void* data, size_t size) {
 }
 
 ncclResult_t Bootstrap::recv(int peer, int tag, void* data, size_t size) {
+  return recv(peer, tag, data, size, nullptr, timeoutMs_);
+}
+
+ncclResult_t Bootstrap::recv(int peer, int tag, void* data, size_t size,
+                             const std::atomic<bool>* stop, int64_t timeoutMs) {
   if (peer < 0 || peer >= nranks_)
     return fail(ncclInvalidArgument, kWhere, "recv: peer %d is out of range [0, %d)", peer,
                 nranks_);
   if (data == nullptr && size > 0) return fail(ncclInvalidArgument, kWhere, "recv: data is NULL");
-  if (limit().aborted()) return ncclRemoteError;
+  WaitLimit lim(std::min(timeoutMs, timeoutMs_), abortFlag_, &aborted_, stop);
+  if (lim.aborted()) return ncclRemoteError;
   LogRankScope scope(rank_);
-  return inbox_->take(peer, tag, data, size, limit());
+  return inbox_->take(peer, tag, data, size, lim);
 }
 
 }  // namespace ringcc

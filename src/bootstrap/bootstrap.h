@@ -68,6 +68,11 @@ class Bootstrap {
   ncclResult_t send(int peer, int tag, const void* data, size_t size);
   // The oldest message from `peer` with `tag`; its size must be `size`.
   ncclResult_t recv(int peer, int tag, void* data, size_t size);
+  // The same for a caller with its own stop flag and deadline (an engine making connections
+  // inside a collective): the wait also ends, with ncclRemoteError, once *stop is set or after
+  // timeoutMs when that comes before BOOTSTRAP_TIMEOUT.
+  ncclResult_t recv(int peer, int tag, void* data, size_t size, const std::atomic<bool>* stop,
+                    int64_t timeoutMs);
 
   // Makes waits in progress (within kAbortPollMs) and every later call return
   // ncclRemoteError.

@@ -262,10 +262,10 @@ ncclResult_t parseAddress(const std::string& text, const char* what, int family,
 // ---- WaitLimit ---------------------------------------------------------------------------
 
 WaitLimit::WaitLimit(int64_t timeoutMs, const std::atomic<bool>* abortA,
-                     const std::atomic<bool>* abortB)
+                     const std::atomic<bool>* abortB, const std::atomic<bool>* abortC)
     : deadline_(std::chrono::steady_clock::now() + std::chrono::milliseconds(timeoutMs)),
       timeoutMs_(timeoutMs),
-      abort_{abortA, abortB} {}
+      abort_{abortA, abortB, abortC} {}
 
 bool WaitLimit::aborted() const {
   for (const std::atomic<bool>* f : abort_)

@@ -1,7 +1,7 @@
 // TCP sockets for the bootstrap: an owning Socket, addresses, and bounded waits.
 //
 // Promises: every socket is non-blocking and close-on-exec; every call that waits takes a
-// WaitLimit (a deadline plus up to two abort flags checked at least every kAbortPollMs) and
+// WaitLimit (a deadline plus up to three abort flags checked at least every kAbortPollMs) and
 // returns within it; reads ask for an exact, caller-bounded length; EINTR and EAGAIN are
 // handled inside. Failures are logged through fail() naming the socket's label (who is on
 // the other end): a peer that vanishes, refuses or stays silent is ncclRemoteError, a local
@@ -79,7 +79,8 @@ ncclResult_t parseAddress(const std::string& text, const char* what, int family,
 class WaitLimit {
  public:
   explicit WaitLimit(int64_t timeoutMs, const std::atomic<bool>* abortA = nullptr,
-                     const std::atomic<bool>* abortB = nullptr);
+                     const std::atomic<bool>* abortB = nullptr,
+                     const std::atomic<bool>* abortC = nullptr);
   bool aborted() const;
   bool expired() const { return std::chrono::steady_clock::now() >= deadline_; }
   int64_t timeoutMs() const { return timeoutMs_; }
@@ -89,7 +90,7 @@ class WaitLimit {
  private:
   std::chrono::steady_clock::time_point deadline_;
   int64_t timeoutMs_;
-  const std::atomic<bool>* abort_[2];
+  const std::atomic<bool>* abort_[3];
 };
 
 // Outcome of one non-blocking read attempt.

@@ -45,6 +45,7 @@ std::vector<int> splitMembers(const std::vector<int>& colors, const std::vector<
 }
 
 ncclResult_t bootstrapSubGroup(Bootstrap& parent, const std::vector<int>& members,
+                               const std::atomic<bool>* abortFlag,
                                std::unique_ptr<Bootstrap>* out) {
   if (out == nullptr) return fail(ncclInvalidArgument, "bootstrapSubGroup", "out is NULL");
   const int n = static_cast<int>(members.size());
@@ -77,11 +78,11 @@ ncclResult_t bootstrapSubGroup(Bootstrap& parent, const std::vector<int>& member
                   "rank %d's member list (%d ranks) differs from the leader rank %d's (%d ranks)",
                   parent.rank(), n, members[0], invite.nmembers);
   }
-  return Bootstrap::create(invite.id, newRank, n, parent.abortFlag(), out);
+  return Bootstrap::create(invite.id, newRank, n, abortFlag, out);
 }
 
 ncclResult_t bootstrapSplit(Bootstrap& parent, int color, int key,
-                            std::unique_ptr<Bootstrap>* out) {
+                            const std::atomic<bool>* abortFlag, std::unique_ptr<Bootstrap>* out) {
   if (out == nullptr) return fail(ncclInvalidArgument, "bootstrapSplit", "out is NULL");
   out->reset();
   // A bad color still takes part in the allGather (as NOCOLOR), so the others are not left
@@ -104,7 +105,7 @@ ncclResult_t bootstrapSplit(Bootstrap& parent, int color, int key,
   }
   std::vector<int> members = splitMembers(colors, keys, parent.rank());
   if (members.empty()) return ncclSuccess;
-  return bootstrapSubGroup(parent, members, out);
+  return bootstrapSubGroup(parent, members, abortFlag, out);
 }
 
 }  // namespace ringcc

@@ -8,6 +8,7 @@
 // at once from one parent (each has its own leader and root).
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <vector>
 
@@ -22,15 +23,19 @@ std::vector<int> splitMembers(const std::vector<int>& colors, const std::vector<
                               int rank);
 
 // Creates the Bootstrap of the group `members` (parent ranks in new-rank order, including the
-// caller's). Every member must call it with the same list; the new Bootstrap shares the
-// parent's abort flag.
+// caller's). Every member must call it with the same list. The new Bootstrap watches
+// `abortFlag` (the new communicator's; may be null), never the parent's: the group outlives
+// its parent, which may be aborted and freed while the group goes on.
 ncclResult_t bootstrapSubGroup(Bootstrap& parent, const std::vector<int>& members,
+                               const std::atomic<bool>* abortFlag,
                                std::unique_ptr<Bootstrap>* out);
 
 // Collective over the parent: allGathers every rank's (color, key) and creates this rank's
 // group as splitMembers says. With color NCCL_SPLIT_NOCOLOR, *out is null. A color below
 // NCCL_SPLIT_NOCOLOR is ncclInvalidArgument on that rank, which still takes part in the
-// allGather (as NOCOLOR) so that the others are not left waiting.
-ncclResult_t bootstrapSplit(Bootstrap& parent, int color, int key, std::unique_ptr<Bootstrap>* out);
+// allGather (as NOCOLOR) so that the others are not left waiting. The group's Bootstrap
+// watches `abortFlag`, as with bootstrapSubGroup.
+ncclResult_t bootstrapSplit(Bootstrap& parent, int color, int key,
+                            const std::atomic<bool>* abortFlag, std::unique_ptr<Bootstrap>* out);
 
 }  // namespace ringcc

@@ -10,6 +10,9 @@ ncclComm::~ncclComm() {
   if (initThread.joinable()) initThread.join();
   engine.reset();  // connectors before the bootstrap they were set up with
   bootstrap.reset();
+  // A peer that died while connecting may have left shared memory only we can name.
+  if (rank >= 0 && rank < static_cast<int>(peers.size()))
+    ringcc::cleanUpAfterPeers(peers[rank], peers);
 }
 
 void ncclComm::recordError(ncclResult_t code) {

@@ -103,7 +103,7 @@ ncclResult_t startMemberInit(Communicator* parent, const std::vector<int>& membe
   return startInit(
       comm,
       [parent, members](Communicator* c) {
-        return bootstrapSubGroup(*parent->bootstrap, members, &c->bootstrap);
+        return bootstrapSubGroup(*parent->bootstrap, members, &c->abortFlag, &c->bootstrap);
       },
       out);
 }

@@ -42,7 +42,8 @@ ncclResult_t ConnectionTable::connectionSpec(const PortKey& key, ConnSpec* spec)
   return checkConnSpec(*spec, "connect");
 }
 
-ncclResult_t ConnectionTable::ensure(const std::vector<PortKey>& keys) {
+ncclResult_t ConnectionTable::ensure(const std::vector<PortKey>& keys,
+                                     const std::atomic<bool>* stop, int64_t timeoutMs) {
   std::vector<PortKey> missing;
   for (const PortKey& k : keys)
     if (!conns_.count(k) && std::find_if(missing.begin(), missing.end(), [&](const PortKey& m) {
@@ -78,7 +79,19 @@ ncclResult_t ConnectionTable::ensure(const std::vector<PortKey>& keys) {
     ConnSpec spec;
     RINGCC_CHECK(connectionSpec(k, &spec));
     ConnOffer offer{};
-    RINGCC_CHECK(comm_->bootstrap->recv(k.peer, connTag(k), &offer, sizeof(offer)));
+    ncclResult_t rc =
+        comm_->bootstrap->recv(k.peer, connTag(k), &offer, sizeof(offer), stop, timeoutMs);
+    if (rc != ncclSuccess) {
+      // Stopped on purpose (abort, revoke): whoever stopped us has said why.
+      if ((stop && stop->load()) || comm_->abortFlag.load()) return rc;
+      return failPeer(rc, k.peer, "connect",
+                      "channel %d %s: no connection offer from peer %d within %lld ms "
+                      "(NCCL_TIMEOUT or NCCL_BOOTSTRAP_TIMEOUT) or its bootstrap link ended; "
+                      "has it joined this operation?",
+                      k.channel, k.kind == kPortRing ? "ring" : "p2p", k.peer,
+                      static_cast<long long>(std::min<int64_t>(
+                          timeoutMs, comm_->bootstrap->timeoutMs())));
+    }
     spec.nSlots = offer.nSlots;
     spec.slotBytes = offer.slotBytes;
     RINGCC_CHECK(checkConnSpec(spec, "connect"));

@@ -5,13 +5,15 @@
 // Making a connection is a two-sided exchange over the bootstrap: the receiver sets up the
 // FIFO (transports/transport.h) and sends the sender its blob; the sender attaches. Every
 // rank that needs a connection needs it in the same batch as its peer does, because both
-// derive the need from matching operations (a ring step, a send matched by a receive), so
-// the exchange cannot wait on a peer that does not come. Sends of blobs go first, then
-// receives, so two ranks that need each other both ways do not wait on each other.
+// derive the need from matching operations (a ring step, a send matched by a receive). A peer
+// that does not come (it never calls the operation, or it died) ends the wait at the caller's
+// deadline or stop flag. Sends of blobs go first, then receives, so two ranks that need each
+// other both ways do not wait on each other.
 //
 // Used by the engine thread only; not thread-safe.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <map>
 #include <memory>
@@ -45,8 +47,14 @@ class ConnectionTable {
   explicit ConnectionTable(ncclComm* comm) : comm_(comm) {}
 
   // Makes every connection in `keys` that does not exist yet. Collective with the peers
-  // named in the missing keys.
-  ncclResult_t ensure(const std::vector<PortKey>& keys);
+  // named in the missing keys. Waiting for a peer's offer ends with ncclRemoteError once *stop
+  // is set (may be null) or after timeoutMs (or BOOTSTRAP_TIMEOUT, if shorter).
+  ncclResult_t ensure(const std::vector<PortKey>& keys, const std::atomic<bool>* stop = nullptr,
+                      int64_t timeoutMs = INT64_MAX);
+
+  // Closes every connection: the peers see PeerState::Closed, and any of them still waiting
+  // on one of them gets an error instead of waiting on.
+  void closeAll() { conns_.clear(); }
 
   // The connector behind a key; nullptr if it was never made.
   const Connector* find(const PortKey& key) const;

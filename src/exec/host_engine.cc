@@ -124,6 +124,14 @@ void HostEngine::threadMain() {
     std::vector<CollArgs> ops = batch_;
     lock.unlock();
     ncclResult_t r = runBatch(ops);
+    if (r != ncclSuccess && conns_.size() > 0) {
+      // The failed batch left our FIFOs out of step with the peers', so the connections are
+      // of no further use (and the communicator refuses new operations). Closing them tells
+      // every peer still inside this operation, which would otherwise wait on us until its
+      // NCCL_TIMEOUT: a failure spreads around the ring in bounded time.
+      LOG_INFO(kLogColl, "closing %zu connections after a failed operation", conns_.size());
+      conns_.closeAll();
+    }
     lock.lock();
     result_ = r;
     batchDone_ = true;
@@ -242,7 +250,9 @@ ncclResult_t HostEngine::bindJobs(std::vector<std::unique_ptr<Job>>& jobs) {
       const Port& p = job->program.ports[i];
       keys.push_back(PortKey{job->channel, p.kind, p.peer, p.dir});
     }
-  RINGCC_CHECK(conns_.ensure(keys));
+  // Making connections waits on the peers like the rest of the operation does: until an
+  // abort or revoke, or NCCL_TIMEOUT.
+  RINGCC_CHECK(conns_.ensure(keys, &abortOps_, paramInt("TIMEOUT")));
   for (auto& job : jobs) {
     const Program& g = job->program;
     job->views.resize(g.nPorts);
@@ -284,6 +294,7 @@ ncclResult_t HostEngine::runJobs(std::vector<std::unique_ptr<Job>>& jobs) {
   auto lastProgress = Clock::now();
   auto lastPeerCheck = lastProgress;
   int idleRounds = 0;
+  GonePeer gone;
 
   while (true) {
     bool allDone = true, progressed = false;
@@ -317,23 +328,21 @@ ncclResult_t HostEngine::runJobs(std::vector<std::unique_ptr<Job>>& jobs) {
     if (progressed) {
       lastProgress = now;
       idleRounds = 0;
+      gone = GonePeer{};
       continue;
     }
+    if (gone.conn)  // still stuck one round after it left: nothing more can come
+      return failPeer(ncclRemoteError, gone.conn->peerRank(), gone.job->name,
+                      "channel %d: peer %s its connection mid-operation", gone.job->channel,
+                      gone.state == PeerState::Dead ? "died and left" : "closed");
     if (++idleRounds < spinCount) continue;
 
-    // Nobody moved for a while: look for dead peers, the deadline, then sleep briefly.
+    // Nobody moved for a while: look at the peers we wait on, the deadline, then sleep briefly.
     if (now - lastPeerCheck > std::chrono::milliseconds(20)) {
       lastPeerCheck = now;
-      for (int c = 0; c < nChannels; ++c) {
-        if (head[c] == queues[c].size()) continue;
-        for (const Connector* conn : queues[c][head[c]]->connectors) {
-          PeerState s = conn->peerState();
-          if (s != PeerState::Open)
-            return failPeer(ncclRemoteError, conn->peerRank(), queues[c][head[c]]->name,
-                            "channel %d: peer %s its connection mid-operation", c,
-                            s == PeerState::Dead ? "died and left" : "closed");
-        }
-      }
+      gone = findGonePeer(queues, head);
+      // Look once more before failing: what the peer sent before it left still counts.
+      if (gone.conn) continue;
     }
     if (now - lastProgress > timeout) {
       reportStuck(jobs);
@@ -346,6 +355,25 @@ ncclResult_t HostEngine::runJobs(std::vector<std::unique_ptr<Job>>& jobs) {
     // since the one that moves first may be another.
     if (waitOn) napOnCounter(waitOn, waitValue, blocked > 1 ? 200 : 1000);
   }
+}
+
+HostEngine::GonePeer HostEngine::findGonePeer(const std::vector<std::vector<Job*>>& queues,
+                                              const std::vector<size_t>& head) const {
+  // Only the ports some lane is blocked on: a peer that finished its part with us and left
+  // (say, a ring neighbour that already has all its data) is no reason to fail.
+  for (size_t c = 0; c < queues.size(); ++c) {
+    if (head[c] == queues[c].size()) continue;
+    const Job* job = queues[c][head[c]];
+    for (int l = 0; l < job->program.nLanes; ++l) {
+      LaneStatus s = job->runner.laneStatus(l);
+      if ((s.wait != kLaneWaitRecv && s.wait != kLaneWaitSend) || s.port >= job->connectors.size())
+        continue;
+      const Connector* conn = job->connectors[s.port];
+      PeerState state = conn->peerState();
+      if (state != PeerState::Open) return GonePeer{job, conn, state};
+    }
+  }
+  return GonePeer{};
 }
 
 void HostEngine::reportStuck(const std::vector<std::unique_ptr<Job>>& jobs) const {

@@ -9,7 +9,12 @@
 //      driven by non-blocking ProgramRunner::advance() calls from this one thread. When no
 //      runner can move, it spins NCCL_SPIN_COUNT rounds, then sleeps on a counter it waits for
 //      (futex), waking at least every millisecond to notice aborts, dead peers and the
-//      NCCL_TIMEOUT deadline.
+//      NCCL_TIMEOUT deadline. A peer counts as gone (ncclRemoteError) only if a lane is blocked
+//      on its connection and is still blocked one round after the peer was seen to leave.
+// A batch that fails closes all the engine's connections, so that peers still inside the
+// operation fail too instead of waiting on this rank (the communicator takes no new
+// operations after an error anyway). Making connections (step 2) ends on the same abort,
+// revoke and NCCL_TIMEOUT as running does.
 // The thread exists for the communicator's life and sleeps between batches.
 #pragma once
 
@@ -39,12 +44,20 @@ class HostEngine final : public CommEngine {
 
  private:
   struct Job;
+  // A peer that closed or left a connection some lane is blocked on.
+  struct GonePeer {
+    const Job* job = nullptr;
+    const Connector* conn = nullptr;
+    PeerState state = PeerState::Open;
+  };
 
   void threadMain();
   ncclResult_t runBatch(const std::vector<CollArgs>& ops);
   ncclResult_t planBatch(const std::vector<CollArgs>& ops, std::vector<std::unique_ptr<Job>>* jobs);
   ncclResult_t bindJobs(std::vector<std::unique_ptr<Job>>& jobs);
   ncclResult_t runJobs(std::vector<std::unique_ptr<Job>>& jobs);
+  GonePeer findGonePeer(const std::vector<std::vector<Job*>>& queues,
+                        const std::vector<size_t>& head) const;
   void reportStuck(const std::vector<std::unique_ptr<Job>>& jobs) const;
   bool stopRequested() const;
 

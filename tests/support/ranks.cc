@@ -17,7 +17,8 @@ void runThreads(int nranks, const std::function<void(int rank)>& body) {
   for (auto& t : threads) t.join();
 }
 
-int runProcesses(int nranks, const std::function<int(int rank)>& body, int timeoutSec) {
+std::vector<int> runProcessesStatus(int nranks, const std::function<int(int rank)>& body,
+                                    int timeoutSec) {
   fflush(stdout);
   fflush(stderr);
   std::vector<pid_t> pids;
@@ -36,7 +37,7 @@ int runProcesses(int nranks, const std::function<int(int rank)>& body, int timeo
     }
     pids.push_back(pid);
   }
-  int failed = 0;
+  std::vector<int> statuses(pids.size(), -1);
   auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(timeoutSec);
   size_t remaining = pids.size();
   std::vector<bool> done(pids.size(), false);
@@ -44,15 +45,10 @@ int runProcesses(int nranks, const std::function<int(int rank)>& body, int timeo
     for (size_t i = 0; i < pids.size(); ++i) {
       if (done[i]) continue;
       int status = 0;
-      pid_t r = waitpid(pids[i], &status, WNOHANG);
-      if (r == pids[i]) {
+      if (waitpid(pids[i], &status, WNOHANG) == pids[i]) {
         done[i] = true;
         --remaining;
-        if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
-          fprintf(stderr, "rank %zu: %s %d\n", i, WIFEXITED(status) ? "exit" : "signal",
-                  WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
-          ++failed;
-        }
+        statuses[i] = status;
       }
     }
     if (remaining == 0) break;
@@ -62,11 +58,26 @@ int runProcesses(int nranks, const std::function<int(int rank)>& body, int timeo
         fprintf(stderr, "rank %zu: timed out, killed\n", i);
         kill(pids[i], SIGKILL);
         waitpid(pids[i], nullptr, 0);
-        ++failed;
       }
       break;
     }
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  return statuses;
+}
+
+int runProcesses(int nranks, const std::function<int(int rank)>& body, int timeoutSec) {
+  std::vector<int> statuses = runProcessesStatus(nranks, body, timeoutSec);
+  int failed = 0;
+  for (size_t i = 0; i < statuses.size(); ++i) {
+    int status = statuses[i];
+    if (status == -1) {
+      ++failed;  // timed out: already reported
+    } else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+      fprintf(stderr, "rank %zu: %s %d\n", i, WIFEXITED(status) ? "exit" : "signal",
+              WIFEXITED(status) ? WEXITSTATUS(status) : WTERMSIG(status));
+      ++failed;
+    }
   }
   return failed;
 }

@@ -2,6 +2,7 @@
 #pragma once
 
 #include <functional>
+#include <vector>
 
 #include "nccl.h"
 
@@ -15,6 +16,11 @@ void runThreads(int nranks, const std::function<void(int rank)>& body);
 // the number of children that failed (non-zero status, signal, or not done within
 // timeoutSec, in which case the stragglers are killed).
 int runProcesses(int nranks, const std::function<int(int rank)>& body, int timeoutSec = 60);
+
+// As runProcesses, for scenarios where a child is meant to die: returns each child's waitpid
+// status, or -1 for a child that was still running after timeoutSec (it is killed and reaped).
+std::vector<int> runProcessesStatus(int nranks, const std::function<int(int rank)>& body,
+                                    int timeoutSec = 60);
 
 // A fresh unique id (starts a bootstrap root in this process).
 ncclUniqueId newUniqueId();

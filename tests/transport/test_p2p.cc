@@ -2,6 +2,7 @@
 
 #include <catch2/catch.hpp>
 #include <thread>
+#include <vector>
 
 #include "support/test_env.h"
 #include "tests/transport/fifo_stream.h"
@@ -107,6 +108,26 @@ TEST_CASE("p2p: the receiver closing first leaves the sender's memory valid", "[
   CHECK(waitSlotFree(v, 1, testWaitOptions(c.send.get())) == ncclSuccess);
   publishCounter(&v.control->tail, 2);
   CHECK(waitSlotFree(v, 2, testWaitOptions(c.send.get(), 10)) == ncclRemoteError);
+}
+
+TEST_CASE("p2p: a blob that outlived its receiver is refused, even at a reused address",
+          "[p2p]") {
+  ConnSpec spec = smallSpec(4, 128);
+  std::unique_ptr<Connector> recv, send;
+  ConnBlob stale;
+  REQUIRE(p2pTransport().setupRecv(spec, &stale, &recv) == ncclSuccess);
+  recv.reset();  // the receiver aborted while its offer was still on its way
+  CHECK(p2pTransport().connectSend(spec, stale, &send) == ncclRemoteError);
+  CHECK(send == nullptr);
+  // New receivers, likely at the freed address: the old blob still names none of them.
+  std::vector<std::unique_ptr<Connector>> fresh(4);
+  std::vector<ConnBlob> blobs(4);
+  for (size_t i = 0; i < fresh.size(); ++i)
+    REQUIRE(p2pTransport().setupRecv(spec, &blobs[i], &fresh[i]) == ncclSuccess);
+  CHECK(p2pTransport().connectSend(spec, stale, &send) == ncclRemoteError);
+  CHECK(send == nullptr);
+  REQUIRE(p2pTransport().connectSend(spec, blobs[0], &send) == ncclSuccess);
+  CHECK(send->peerState() == PeerState::Open);
 }
 
 TEST_CASE("p2p rejects bad specs and foreign blobs", "[p2p]") {

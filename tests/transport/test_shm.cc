@@ -350,3 +350,42 @@ TEST_CASE("shm: attaching after the receiver closed fails cleanly", "[shm]") {
   recv.reset();
   CHECK(shmNamesOf(getpid()).empty());
 }
+
+TEST_CASE("shm: cleanUpAfter removes what a dead receiver left, never a live one's", "[shm]") {
+  const pid_t parent = getpid();
+  // The child sets up a receiver and reports, then waits for word to die without closing.
+  Child child([parent](int in, int out) {
+    ConnSpec spec = specFor(1, 0, parent, 4, 4096);
+    std::unique_ptr<Connector> recv;
+    ConnBlob blob;
+    if (shmTransport().setupRecv(spec, &blob, &recv) != ncclSuccess) return 10;
+    if (!writeAll(out, &blob, sizeof(blob))) return 11;
+    char go;
+    if (!readAll(in, &go, 1)) return 12;
+    kill(getpid(), SIGKILL);
+    return 13;
+  });
+  ConnBlob blob;
+  REQUIRE(readAll(child.in, &blob, sizeof(blob)));
+  PeerInfo self = localPeerInfo(0);
+  PeerInfo dead = localPeerInfo(1);
+  dead.pid = static_cast<int32_t>(child.pid);
+  REQUIRE(shmNamesOf(child.pid).size() == 1);
+  // Alive: its segment waits for a sender, and stays.
+  shmTransport().cleanUpAfter(self, dead);
+  CHECK(shmNamesOf(child.pid).size() == 1);
+  // Another pid namespace: the pid means another process, whose names are not ours to touch.
+  REQUIRE(writeAll(child.out, "x", 1));
+  CHECK(child.wait() == 1000 + SIGKILL);
+  PeerInfo foreign = dead;
+  foreign.pidNamespace ^= 1;
+  shmTransport().cleanUpAfter(self, foreign);
+  CHECK(shmNamesOf(child.pid).size() == 1);
+  // Dead, in our namespace: the orphan goes (through the registry, as a communicator does).
+  PeerInfo peers[] = {self, dead};
+  cleanUpAfterPeers(self, peers);
+  CHECK(shmNamesOf(child.pid).empty());
+  std::unique_ptr<Connector> send;
+  CHECK(shmTransport().connectSend(specFor(0, 1, child.pid, 4, 4096), blob, &send) ==
+        ncclRemoteError);
+}

@@ -266,7 +266,7 @@ TEST_CASE("sub-groups from (color, key) and from explicit member lists", "[boots
     // Evens and odds, in reverse rank order; rank 7 stays out.
     const int color = r == 7 ? NCCL_SPLIT_NOCOLOR : r % 2;
     std::unique_ptr<Bootstrap> sub;
-    EXPECT_OK(bootstrapSplit(*parent, color, -r, &sub));
+    EXPECT_OK(bootstrapSplit(*parent, color, -r, nullptr, &sub));
     if (r == 7) {
       EXPECT_THAT(sub == nullptr);
     } else {
@@ -285,14 +285,14 @@ TEST_CASE("sub-groups from (color, key) and from explicit member lists", "[boots
     // Explicit list, only ranks 1 and 4 take part, new order {4, 1}; the parent stays usable.
     if (r == 1 || r == 4) {
       std::unique_ptr<Bootstrap> pair;
-      EXPECT_OK(bootstrapSubGroup(*parent, {4, 1}, &pair));
+      EXPECT_OK(bootstrapSubGroup(*parent, {4, 1}, nullptr, &pair));
       EXPECT_THAT(pair->rank() == (r == 4 ? 0 : 1));
       std::string err = workout(*pair);
       if (!err.empty()) return "pair: " + err;
     }
     // A list without the caller is refused.
     std::unique_ptr<Bootstrap> none;
-    EXPECT_THAT(bootstrapSubGroup(*parent, {(r + 1) % n}, &none) == ncclInvalidArgument);
+    EXPECT_THAT(bootstrapSubGroup(*parent, {(r + 1) % n}, nullptr, &none) == ncclInvalidArgument);
     return workout(*parent);
   }));
 }

@@ -8,7 +8,9 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <mutex>
 #include <new>
+#include <unordered_map>
 
 #include "src/core/error.h"
 #include "src/core/log.h"
@@ -30,7 +32,42 @@ struct alignas(64) P2pBlock {
   uint32_t slotBytes;
   uint64_t controlOffset;
   uint64_t slotsOffset;
+  uint64_t serial;
 };
+
+// Blocks whose receiving Connector still lives, by serial number (see p2p_transport.h).
+class OpenBlocks {
+ public:
+  uint64_t add(P2pBlock* block) {
+    std::lock_guard<std::mutex> lock(mu_);
+    uint64_t serial = ++lastSerial_;
+    blocks_[serial] = block;
+    return serial;
+  }
+  void remove(uint64_t serial) {
+    std::lock_guard<std::mutex> lock(mu_);
+    blocks_.erase(serial);
+  }
+  // The block named by (serial, address) with one more reference, or nullptr if its receiver
+  // is gone.
+  P2pBlock* acquire(uint64_t serial, uint64_t address) {
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = blocks_.find(serial);
+    if (it == blocks_.end() || reinterpret_cast<uint64_t>(it->second) != address) return nullptr;
+    it->second->refs.fetch_add(1, std::memory_order_acq_rel);
+    return it->second;
+  }
+
+ private:
+  std::mutex mu_;
+  uint64_t lastSerial_ = 0;
+  std::unordered_map<uint64_t, P2pBlock*> blocks_;
+};
+
+OpenBlocks& openBlocks() {
+  static OpenBlocks* blocks = new OpenBlocks;  // never destroyed: Connectors may outlive main
+  return *blocks;
+}
 
 ConnectorView blockView(P2pBlock* b) {
   char* base = reinterpret_cast<char*>(b);
@@ -48,6 +85,8 @@ class P2pConnector final : public Connector {
       : Connector(side, peerRank, blockView(block)), block_(block) {}
 
   ~P2pConnector() override {
+    // First make the block unreachable for senders that still hold its blob.
+    if (side() == ConnSide::Recv) openBlocks().remove(block_->serial);
     block_->closed[static_cast<int>(side())].store(1, std::memory_order_release);
     // Wake a peer asleep on either counter so that it sees the close now, not at its next
     // timeout.
@@ -111,9 +150,11 @@ class P2pTransport final : public Transport {
     block->controlOffset = controlOffset;
     block->slotsOffset = slotsOffset;
     std::memset(static_cast<char*>(mem) + controlOffset, 0, slotsOffset - controlOffset);
+    block->serial = openBlocks().add(block);
 
     P2pBlob b{};
     b.block = reinterpret_cast<uint64_t>(block);
+    b.serial = block->serial;
     b.pid = static_cast<int32_t>(getpid());
     b.nSlots = spec.nSlots;
     b.slotBytes = spec.slotBytes;
@@ -142,14 +183,11 @@ class P2pTransport final : public Transport {
                       "receiver has %u slots of %u bytes, we expect %u of %u (NCCL_BUFFSIZE "
                       "must be the same on every rank)",
                       b.nSlots, b.slotBytes, spec.nSlots, spec.slotBytes);
-    auto* block = reinterpret_cast<P2pBlock*>(b.block);
-    if (block == nullptr || block->magic != kP2pMagic)
-      return failPeer(ncclInvalidUsage, spec.peer.rank, "p2p connectSend",
-                      "blob does not point to a p2p connection block");
-    if (block->closed[static_cast<int>(ConnSide::Recv)].load(std::memory_order_acquire))
+    P2pBlock* block = openBlocks().acquire(b.serial, b.block);
+    if (block == nullptr)
       return failPeer(ncclRemoteError, spec.peer.rank, "p2p connectSend",
-                      "the receiver already closed this connection");
-    block->refs.fetch_add(1, std::memory_order_acq_rel);
+                      "the receiver already closed this connection (channel %d)", spec.channel);
+    // From here on we hold a reference: the connector adopts it.
     *conn = std::make_unique<P2pConnector>(ConnSide::Send, spec.peer.rank, block);
     LOG_INFO(kLogP2p | kLogInit, "p2p: channel %d send to rank %d connected", spec.channel,
              spec.peer.rank);

@@ -1,5 +1,6 @@
 #include "transports/shm/shm_segment.h"
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <sys/mman.h>
 #include <sys/random.h>
@@ -10,7 +11,9 @@
 #include <cerrno>
 #include <cstdio>
 #include <cstring>
+#include <string>
 #include <utility>
+#include <vector>
 
 #include "src/core/error.h"
 #include "src/core/log.h"
@@ -30,6 +33,19 @@ uint64_t randomWord() {
         static_cast<uint64_t>(ts.tv_sec);
   }
   return r;
+}
+
+// The inode of this process's pid namespace: pids in segment names mean something only
+// within it (several namespaces may share one /dev/shm, and their pids collide).
+unsigned long long pidNamespaceTag() {
+  struct stat st;
+  return stat("/proc/self/ns/pid", &st) == 0 ? static_cast<unsigned long long>(st.st_ino) : 0;
+}
+
+std::string namePrefix(int pid) {
+  char prefix[48];
+  std::snprintf(prefix, sizeof(prefix), "ringcc-%d-%llx-", pid, pidNamespaceTag());
+  return prefix;
 }
 
 }  // namespace
@@ -67,8 +83,9 @@ ncclResult_t ShmSegment::create(size_t bytes, int peer, ShmSegment* out) {
   ShmSegment seg;
   int fd = -1;
   for (int attempt = 0; fd < 0 && attempt < 8; ++attempt) {
-    std::snprintf(seg.name_, sizeof(seg.name_), "/ringcc-%d-%u-%016llx", static_cast<int>(getpid()),
-                  gSegmentCounter.fetch_add(1), static_cast<unsigned long long>(randomWord()));
+    std::snprintf(seg.name_, sizeof(seg.name_), "/%s%u-%016llx",
+                  namePrefix(static_cast<int>(getpid())).c_str(), gSegmentCounter.fetch_add(1),
+                  static_cast<unsigned long long>(randomWord()));
     fd = shm_open(seg.name_, O_RDWR | O_CREAT | O_EXCL, 0600);
     if (fd < 0 && errno != EEXIST)
       return failPeer(ncclSystemError, peer, "shm create", "shm_open(%s): %s", seg.name_,
@@ -109,6 +126,25 @@ ncclResult_t ShmSegment::create(size_t bytes, int peer, ShmSegment* out) {
   seg.bytes_ = bytes;
   *out = std::move(seg);
   return ncclSuccess;
+}
+
+int ShmSegment::removeNamesOf(int pid) {
+  if (pid <= 0) return 0;
+  const std::string prefix = namePrefix(pid);
+  std::vector<std::string> names;
+  if (DIR* dir = opendir("/dev/shm")) {
+    while (struct dirent* e = readdir(dir))
+      if (std::strncmp(e->d_name, prefix.c_str(), prefix.size()) == 0) names.push_back(e->d_name);
+    closedir(dir);
+  }
+  int removed = 0;
+  for (const std::string& n : names) {
+    if (shm_unlink(("/" + n).c_str()) != 0) continue;  // gone already (its peer attached)
+    ++removed;
+    LOG_INFO(kLogShm, "shm: removed /dev/shm/%s, left by process %d, which exited before its "
+             "peer attached", n.c_str(), pid);
+  }
+  return removed;
 }
 
 ncclResult_t ShmSegment::attach(const char* name, size_t bytes, int peer, ShmSegment* out) {

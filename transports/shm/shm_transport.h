@@ -26,7 +26,7 @@ inline constexpr uint32_t kShmBlobVersion = 1;
 
 // The shm blob's payload.
 struct ShmBlob {
-  char name[64];   // shm_open name, "/ringcc-<pid>-<n>-<random>"
+  char name[64];   // shm_open name, "/ringcc-<pid>-<pidns>-<n>-<random>"
   uint64_t bytes;  // segment size
   uint32_t nSlots;
   uint32_t slotBytes;
