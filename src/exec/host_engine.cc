@@ -108,6 +108,11 @@ ncclResult_t HostEngine::wait() {
   return result_;
 }
 
+ncclResult_t HostEngine::run(const std::vector<CollArgs>& ops) {
+  LogRankScope scope(comm_->rank);
+  return runBatch(ops);
+}
+
 void HostEngine::abortOps() { abortOps_.store(true); }
 
 bool HostEngine::stopRequested() const {

@@ -10,7 +10,9 @@
 //      runner can move, it spins NCCL_SPIN_COUNT rounds, then sleeps on a counter it waits for
 //      (futex), waking at least every millisecond to notice aborts, dead peers and the
 //      NCCL_TIMEOUT deadline.
-// The thread exists for the communicator's life and sleeps between batches.
+// The thread exists for the communicator's life and sleeps between batches. A batch that
+// touches only this communicator runs on the caller's thread instead (run()), the same code
+// without the hand-offs; batch after batch, only one thread at a time drives the engine.
 #pragma once
 
 #include <atomic>
@@ -35,6 +37,7 @@ class HostEngine final : public CommEngine {
 
   ncclResult_t submit(const std::vector<CollArgs>& ops) override;
   ncclResult_t wait() override;
+  ncclResult_t run(const std::vector<CollArgs>& ops) override;
   void abortOps() override;
 
  private:
