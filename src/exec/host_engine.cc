@@ -59,7 +59,7 @@ void wakeWord(void*, uint32_t* word) {
 struct HostEngine::Job {
   int channel = 0;
   const char* name = "";
-  Program program{};
+  const Program* program = nullptr;  // from the plan cache, or the engine's p2p Program
   std::vector<const void*> inputs;
   std::vector<void*> outputs;
   ncclDataType_t type = ncclInt8;
@@ -69,8 +69,30 @@ struct HostEngine::Job {
   ProgramRunner runner;
 };
 
-HostEngine::HostEngine(ncclComm* comm) : comm_(comm), conns_(comm) {
+namespace {
+
+int64_t positive(const char* name) { return std::max<int64_t>(1, paramInt(name)); }
+
+}  // namespace
+
+HostEngine::HostEngine(ncclComm* comm)
+    : comm_(comm),
+      params_{static_cast<int>(positive("MAX_NCHANNELS")),
+              static_cast<int>(positive("MIN_NCHANNELS")),
+              connSpecFor(kPortRing).slotBytes,
+              connSpecFor(kPortP2p).slotBytes,
+              static_cast<int>(positive("SPIN_COUNT")),
+              std::chrono::milliseconds(positive("TIMEOUT"))},
+      conns_(comm) {
   thread_ = std::thread([this] { threadMain(); });
+}
+
+HostEngine::Job* HostEngine::newJob() {
+  if (nJobs_ == jobs_.size()) jobs_.push_back(std::make_unique<Job>());
+  Job* job = jobs_[nJobs_++].get();
+  job->inputs.clear();
+  job->outputs.clear();
+  return job;
 }
 
 HostEngine::~HostEngine() {
@@ -138,25 +160,23 @@ void HostEngine::threadMain() {
 
 ncclResult_t HostEngine::runBatch(const std::vector<CollArgs>& ops) {
   if (stopRequested()) return fail(ncclInvalidUsage, "collective", "communicator was aborted");
-  std::vector<std::unique_ptr<Job>> jobs;
-  RINGCC_CHECK(planBatch(ops, &jobs));
-  if (jobs.empty()) return ncclSuccess;
-  RINGCC_CHECK(bindJobs(jobs));
-  return runJobs(jobs);
+  nJobs_ = 0;
+  plans_.beginBatch();
+  RINGCC_CHECK(planBatch(ops));
+  if (nJobs_ == 0) return ncclSuccess;
+  RINGCC_CHECK(bindJobs());
+  return runJobs();
 }
 
-ncclResult_t HostEngine::planBatch(const std::vector<CollArgs>& ops,
-                                   std::vector<std::unique_ptr<Job>>* jobs) {
+ncclResult_t HostEngine::planBatch(const std::vector<CollArgs>& ops) {
   const int nranks = comm_->nranks;
-  const int maxChannels = std::max<int>(1, static_cast<int>(paramInt("MAX_NCHANNELS")));
-  const int minChannels = static_cast<int>(paramInt("MIN_NCHANNELS"));
-  const uint32_t ringSlotBytes = connSpecFor(kPortRing).slotBytes;
-  const uint32_t p2pSlotBytes = connSpecFor(kPortP2p).slotBytes;
+  const uint32_t ringSlotBytes = params_.ringSlotBytes;
+  const uint32_t p2pSlotBytes = params_.p2pSlotBytes;
 
   // Every send and receive of the batch joins one grouped Program. It counts bytes, so that
   // operations of different datatypes can share it.
   P2pDesc p2p;
-  std::unique_ptr<Job> p2pJob;
+  Job* p2pJob = nullptr;
 
   for (const CollArgs& a : ops) {
     if (a.count == 0) continue;  // nothing moves, on every rank alike
@@ -164,7 +184,8 @@ ncclResult_t HostEngine::planBatch(const std::vector<CollArgs>& ops,
 
     if (a.kind == CollKind::Send || a.kind == CollKind::Recv) {
       if (!p2pJob) {
-        p2pJob = std::make_unique<Job>();
+        p2pJob = newJob();
+        p2pJob->channel = 0;
         p2pJob->type = ncclUint8;
         p2pJob->op = makeRedOp(ncclSum, ncclUint8, nranks);
         p2pJob->name = "send/recv";
@@ -197,10 +218,9 @@ ncclResult_t HostEngine::planBatch(const std::vector<CollArgs>& ops,
     const Coll coll = toColl(a.kind);
     const uint32_t slotBytes = collPortKind(coll) == kPortP2p ? p2pSlotBytes : ringSlotBytes;
 
-    TuneInput tune{opBytes(a, nranks), nranks, maxChannels, minChannels};
+    TuneInput tune{opBytes(a, nranks), nranks, params_.maxChannels, params_.minChannels};
     int nch = chooseChannels(tune);
     for (int c = 0; c < nch; ++c) {
-      auto job = std::make_unique<Job>();
       CollDesc d;
       d.coll = coll;
       d.count = a.count;
@@ -211,14 +231,16 @@ ncclResult_t HostEngine::planBatch(const std::vector<CollArgs>& ops,
       d.nChannels = nch;
       d.channel = c;
       d.sliceElems = slotBytes / elemSize;
-      RINGCC_CHECK(buildProgram(d, &job->program));
+      const Program* program = nullptr;
+      RINGCC_CHECK(plans_.get(d, &program));
+      Job* job = newJob();
+      job->program = program;
       job->channel = c;
       job->name = collName(a.kind);
       job->type = a.datatype;
       job->op = op;
-      job->inputs.assign(std::max<int>(1, job->program.nBuffers), a.sendbuff);
-      job->outputs.assign(std::max<int>(1, job->program.nBuffers), a.recvbuff);
-      jobs->push_back(std::move(job));
+      job->inputs.assign(std::max<int>(1, program->nBuffers), a.sendbuff);
+      job->outputs.assign(std::max<int>(1, program->nBuffers), a.recvbuff);
     }
   }
 
@@ -229,27 +251,30 @@ ncclResult_t HostEngine::planBatch(const std::vector<CollArgs>& ops,
     p2p.channel = 0;
     p2p.elemSize = 1;
     p2p.sliceElems = p2pSlotBytes;
-    RINGCC_CHECK(buildP2p(p2p, &p2pJob->program));
+    RINGCC_CHECK(buildP2p(p2p, &p2pProgram_));
+    p2pJob->program = &p2pProgram_;
     // The runner indexes inputs and outputs by the same buffer number.
     size_t n = std::max<size_t>({p2pJob->inputs.size(), p2pJob->outputs.size(),
-                                 static_cast<size_t>(p2pJob->program.nBuffers), 1});
+                                 static_cast<size_t>(p2pProgram_.nBuffers), 1});
     p2pJob->inputs.resize(n, nullptr);
     p2pJob->outputs.resize(n, nullptr);
-    jobs->push_back(std::move(p2pJob));
   }
   return ncclSuccess;
 }
 
-ncclResult_t HostEngine::bindJobs(std::vector<std::unique_ptr<Job>>& jobs) {
+ncclResult_t HostEngine::bindJobs() {
   std::vector<PortKey> keys;
-  for (const auto& job : jobs)
-    for (int i = 0; i < job->program.nPorts; ++i) {
-      const Port& p = job->program.ports[i];
-      keys.push_back(PortKey{job->channel, p.kind, p.peer, p.dir});
+  for (size_t j = 0; j < nJobs_; ++j) {
+    const Job& job = *jobs_[j];
+    for (int i = 0; i < job.program->nPorts; ++i) {
+      const Port& p = job.program->ports[i];
+      keys.push_back(PortKey{job.channel, p.kind, p.peer, p.dir});
     }
+  }
   RINGCC_CHECK(conns_.ensure(keys));
-  for (auto& job : jobs) {
-    const Program& g = job->program;
+  for (size_t j = 0; j < nJobs_; ++j) {
+    Job* job = jobs_[j].get();
+    const Program& g = *job->program;
     job->views.resize(g.nPorts);
     job->connectors.resize(g.nPorts);
     for (int i = 0; i < g.nPorts; ++i) {
@@ -262,7 +287,7 @@ ncclResult_t HostEngine::bindJobs(std::vector<std::unique_ptr<Job>>& jobs) {
       job->connectors[i] = conn;
     }
     ProgramRunner::Params params{};
-    params.program = &job->program;
+    params.program = job->program;
     params.ports = job->views.data();
     params.inputs = job->inputs.data();
     params.outputs = job->outputs.data();
@@ -276,18 +301,16 @@ ncclResult_t HostEngine::bindJobs(std::vector<std::unique_ptr<Job>>& jobs) {
   return ncclSuccess;
 }
 
-ncclResult_t HostEngine::runJobs(std::vector<std::unique_ptr<Job>>& jobs) {
+ncclResult_t HostEngine::runJobs() {
   // Per channel, jobs run in call order; channels run side by side.
   int nChannels = 0;
-  for (const auto& job : jobs) nChannels = std::max(nChannels, job->channel + 1);
+  for (size_t j = 0; j < nJobs_; ++j) nChannels = std::max(nChannels, jobs_[j]->channel + 1);
   std::vector<std::vector<Job*>> queues(nChannels);
-  for (auto& job : jobs) queues[job->channel].push_back(job.get());
+  for (size_t j = 0; j < nJobs_; ++j) queues[jobs_[j]->channel].push_back(jobs_[j].get());
   std::vector<size_t> head(nChannels, 0);
 
-  const int spinCount = static_cast<int>(std::max<int64_t>(1, paramInt("SPIN_COUNT")));
-  const auto timeout = std::chrono::milliseconds(paramInt("TIMEOUT"));
-  auto lastProgress = Clock::now();
-  auto lastPeerCheck = lastProgress;
+  // The clock is read only once the loop has gone idle, not on every round.
+  Clock::time_point lastProgress{}, lastPeerCheck{};
   int idleRounds = 0;
 
   while (true) {
@@ -299,8 +322,7 @@ ncclResult_t HostEngine::runJobs(std::vector<std::unique_ptr<Job>>& jobs) {
       while (head[c] < queues[c].size()) {
         Job* job = queues[c][head[c]];
         AdvanceResult r = job->runner.advance();
-        if (r.error)
-          return fail(ncclInternalError, job->name, "channel %d: %s", c, r.error);
+        if (r.error) return fail(ncclInternalError, job->name, "channel %d: %s", c, r.error);
         progressed |= r.progressed;
         if (!r.done) {
           if (r.waitOn && blocked++ == 0) {
@@ -318,34 +340,34 @@ ncclResult_t HostEngine::runJobs(std::vector<std::unique_ptr<Job>>& jobs) {
 
     if (stopRequested())
       return fail(ncclInvalidUsage, "collective", "aborted while running (communicator aborted)");
-    auto now = Clock::now();
     if (progressed) {
-      lastProgress = now;
       idleRounds = 0;
       continue;
     }
-    if (++idleRounds < spinCount) continue;
+    if (++idleRounds < params_.spinCount) continue;
 
-    // Nobody moved for a while: look for dead peers, the deadline, then sleep briefly.
+    // Nobody moved for a while: look for dead peers and the deadline, then nap.
+    auto now = Clock::now();
+    if (idleRounds == params_.spinCount) lastProgress = lastPeerCheck = now;
     if (now - lastPeerCheck > std::chrono::milliseconds(20)) {
       lastPeerCheck = now;
       for (int c = 0; c < nChannels; ++c) {
         if (head[c] == queues[c].size()) continue;
         for (const Connector* conn : queues[c][head[c]]->connectors) {
-          PeerState s = conn->peerState();
-          if (s != PeerState::Open)
+          PeerState st = conn->peerState();
+          if (st != PeerState::Open)
             return failPeer(ncclRemoteError, conn->peerRank(), queues[c][head[c]]->name,
                             "channel %d: peer %s its connection mid-operation", c,
-                            s == PeerState::Dead ? "died and left" : "closed");
+                            st == PeerState::Dead ? "died and left" : "closed");
         }
       }
     }
-    if (now - lastProgress > timeout) {
-      reportStuck(jobs);
+    if (now - lastProgress > params_.timeout) {
+      reportStuck();
       return fail(ncclRemoteError, "collective",
                   "no progress for %lld ms (NCCL_TIMEOUT); see the WARN lines above for where "
                   "each channel waits",
-                  static_cast<long long>(timeout.count()));
+                  static_cast<long long>(params_.timeout.count()));
     }
     // Sleep on one counter we wait for; with several blocked lanes the nap is shorter,
     // since the one that moves first may be another.
@@ -353,19 +375,22 @@ ncclResult_t HostEngine::runJobs(std::vector<std::unique_ptr<Job>>& jobs) {
   }
 }
 
-void HostEngine::reportStuck(const std::vector<std::unique_ptr<Job>>& jobs) const {
-  for (const auto& job : jobs) {
-    if (job->runner.done()) continue;
-    for (int l = 0; l < job->program.nLanes; ++l) {
-      LaneStatus s = job->runner.laneStatus(l);
-      if (s.wait == kLaneDone) continue;
-      int peer = s.port != kNoPort ? job->program.ports[s.port].peer : -1;
+void HostEngine::reportStuck() const {
+  for (size_t j = 0; j < nJobs_; ++j) {
+    const Job& job = *jobs_[j];
+    if (job.runner.done()) continue;
+    for (int l = 0; l < job.program->nLanes; ++l) {
+      LaneStatus st = job.runner.laneStatus(l);
+      if (st.wait == kLaneDone) continue;
+      int peer = st.port != kNoPort ? job.program->ports[st.port].peer : -1;
+      const char* what = st.wait == kLaneWaitRecv   ? "receive from"
+                         : st.wait == kLaneWaitSend ? "send to"
+                                                    : "start after lane";
       LOG_WARN("%s channel %d lane %d: waiting to %s peer %d at step %u loop %u (%llu/%llu "
                "elements of the step done, slot %u)",
-               job->name, job->channel, l,
-               s.wait == kLaneWaitRecv ? "receive from" : s.wait == kLaneWaitSend ? "send to" : "start after lane",
-               peer, s.step, s.loop, static_cast<unsigned long long>(s.stepDone),
-               static_cast<unsigned long long>(s.stepCount), s.counter);
+               job.name, job.channel, l, what, peer, st.step, st.loop,
+               static_cast<unsigned long long>(st.stepDone),
+               static_cast<unsigned long long>(st.stepCount), st.counter);
     }
   }
 }

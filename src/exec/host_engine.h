@@ -16,6 +16,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
@@ -24,6 +25,8 @@
 
 #include "src/exec/connections.h"
 #include "src/exec/engine.h"
+#include "src/exec/plan_cache.h"
+#include "src/sched/program.h"
 
 namespace ringcc {
 
@@ -45,14 +48,32 @@ class HostEngine final : public CommEngine {
 
   void threadMain();
   ncclResult_t runBatch(const std::vector<CollArgs>& ops);
-  ncclResult_t planBatch(const std::vector<CollArgs>& ops, std::vector<std::unique_ptr<Job>>* jobs);
-  ncclResult_t bindJobs(std::vector<std::unique_ptr<Job>>& jobs);
-  ncclResult_t runJobs(std::vector<std::unique_ptr<Job>>& jobs);
-  void reportStuck(const std::vector<std::unique_ptr<Job>>& jobs) const;
+  // Knobs read once, when the communicator is made (NCCL reads its parameters at init too).
+  struct Params {
+    int maxChannels;
+    int minChannels;
+    uint32_t ringSlotBytes;
+    uint32_t p2pSlotBytes;
+    int spinCount;
+    std::chrono::milliseconds timeout;
+  };
+
+  ncclResult_t planBatch(const std::vector<CollArgs>& ops);
+  ncclResult_t bindJobs();
+  ncclResult_t runJobs();
+  void reportStuck() const;
   bool stopRequested() const;
+  Job* newJob();
 
   ncclComm* comm_;
+  const Params params_;
   ConnectionTable conns_;
+  PlanCache plans_;
+  // The current batch's jobs: jobs_[0, nJobs_). Kept between batches so that runners and
+  // buffer tables are not allocated again.
+  std::vector<std::unique_ptr<Job>> jobs_;
+  size_t nJobs_ = 0;
+  Program p2pProgram_;  // the batch's grouped send/recv Program
 
   std::mutex mu_;
   std::condition_variable cv_;
