@@ -3,7 +3,8 @@
 // submit() hands a batch to the engine thread and returns; wait() blocks until it is done.
 // The engine thread, per batch:
 //   1. builds one Program per operation and channel (src/sched), all send/recv of the batch
-//      merged into one grouped point-to-point Program;
+//      merged into grouped point-to-point Programs (one, unless the group exceeds a
+//      Program's bounds; see planP2p);
 //   2. makes the connections their ports need (ConnectionTable);
 //   3. runs them: per channel the Programs run in call order, the channels side by side, all
 //      driven by non-blocking ProgramRunner::advance() calls from this one thread. When no
@@ -43,6 +44,8 @@ class HostEngine final : public CommEngine {
   void threadMain();
   ncclResult_t runBatch(const std::vector<CollArgs>& ops);
   ncclResult_t planBatch(const std::vector<CollArgs>& ops, std::vector<std::unique_ptr<Job>>* jobs);
+  ncclResult_t planP2p(const std::vector<const CollArgs*>& ops, uint32_t slotBytes,
+                       std::vector<std::unique_ptr<Job>>* jobs);
   ncclResult_t bindJobs(std::vector<std::unique_ptr<Job>>& jobs);
   ncclResult_t runJobs(std::vector<std::unique_ptr<Job>>& jobs);
   void reportStuck(const std::vector<std::unique_ptr<Job>>& jobs) const;

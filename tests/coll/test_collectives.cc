@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -365,6 +366,19 @@ void runP2p(const Comms& comms, const std::vector<Msg>& msgs, Drive drive, uint6
   }
 }
 
+CollCase mk(Coll coll, ncclDataType_t t, Op op, size_t count, int root, bool inPlace,
+            uint64_t seed) {
+  CollCase c;
+  c.coll = coll;
+  c.type = t;
+  c.op = collReduces(coll) ? op : Op::Copy;
+  c.count = count;
+  c.root = root;
+  c.inPlace = inPlace;
+  c.seed = seed;
+  return c;
+}
+
 }  // namespace
 
 // ---- all-reduce ---------------------------------------------------------------------------
@@ -424,6 +438,32 @@ TEST_CASE("all-reduce: a device-resident scalar is read when the collective runs
     }
     for (int r = 0; r < n; ++r) CHECK(ncclRedOpDestroy(ops[r], comms[r]) == ncclSuccess);
   }
+}
+
+TEST_CASE("a communicator keeps the NCCL_BUFFSIZE it was made with", "[coll_allreduce]") {
+  // NCCL reads its parameters once; a later change of the environment must not break the
+  // connections an existing communicator has made.
+  TestEnv env;
+  Failures fail;
+  const int n = 3;
+  std::optional<Comms> comms;
+  auto cases = [](uint64_t seed) {
+    return std::vector<CollCase>{
+        mk(Coll::AllReduce, ncclFloat32, Op::Sum, 100000, 0, false, seed),
+        mk(Coll::AlltoAll, ncclInt32, Op::Copy, 5000, 0, false, seed + 1),
+        mk(Coll::Broadcast, ncclUint8, Op::Copy, 70000, 1, false, seed + 2)};
+  };
+  {
+    ScopedEnv small("NCCL_BUFFSIZE", "65536");
+    comms.emplace(n);
+    runCases(*comms, cases(1), Drive::Group, fail, "made with 64K ");
+  }
+  for (const char* size : {"4194304", "16384"}) {
+    ScopedEnv other("NCCL_BUFFSIZE", size);
+    runCases(*comms, cases(10), Drive::Group, fail, (std::string("now ") + size + " ").c_str());
+  }
+  comms.reset();
+  fail.report();
 }
 
 // ---- reduce-scatter ---------------------------------------------------------------------
@@ -525,6 +565,33 @@ TEST_CASE("send/recv: shifts, exchanges, self, repeated peers, mixed datatypes",
   fail.report();
 }
 
+TEST_CASE("send/recv: groups with more operations than one schedule holds", "[coll_p2p]") {
+  // NCCL puts no bound on the operations of a group. A schedule (Program) holds 256 lanes
+  // and 256 buffers per direction; a group beyond that must still run, in order.
+  TestEnv env;
+  Failures fail;
+  {
+    Comms comms(2);
+    std::vector<Msg> msgs;
+    for (int i = 0; i < 300; ++i) {
+      msgs.push_back({0, 1, kAllTypes[i % 12], static_cast<size_t>(1 + (i * 37) % 600)});
+      msgs.push_back({1, 0, ncclInt32, static_cast<size_t>(i % 5 == 0 ? 3 * kP2pSlot / 4 + 1 : 2)});
+      if (i % 3 == 0) msgs.push_back({i % 2, i % 2, ncclUint8, static_cast<size_t>(i)});
+    }
+    runP2p(comms, msgs, Drive::Group, 11, "300 each way", fail);
+    runP2p(comms, msgs, Drive::Threads, 12, "300 each way", fail);
+  }
+  {
+    Comms comms(4);
+    std::vector<Msg> msgs;
+    for (int rep = 0; rep < 40; ++rep)
+      for (int s = 0; s < 4; ++s)
+        for (int d = 0; d < 4; ++d) msgs.push_back({s, d, ncclFloat16, static_cast<size_t>(1 + rep + s)});
+    runP2p(comms, msgs, Drive::Threads, 13, "40 to every peer", fail);
+  }
+  fail.report();
+}
+
 TEST_CASE("send/recv outside a group: one sender, one receiver", "[coll_p2p]") {
   TestEnv env;
   Failures fail;
@@ -600,19 +667,6 @@ void runWorksInOneGroup(std::vector<std::unique_ptr<Work>>& works, Failures& fai
       else if (std::string why = w->data ? w->coll[r]->check() : w->p2p[r]->check(); !why.empty())
         fail.add(what + why);
     }
-}
-
-CollCase mk(Coll coll, ncclDataType_t t, Op op, size_t count, int root, bool inPlace,
-            uint64_t seed) {
-  CollCase c;
-  c.coll = coll;
-  c.type = t;
-  c.op = collReduces(coll) ? op : Op::Copy;
-  c.count = count;
-  c.root = root;
-  c.inPlace = inPlace;
-  c.seed = seed;
-  return c;
 }
 
 // Splits `parent` by color (NCCL_SPLIT_NOCOLOR: none) and key; returns each color's
