@@ -16,9 +16,10 @@ uint64_t mix(uint64_t x) {
   return x ^ (x >> 31);
 }
 
-uint64_t hashOf(uint64_t seed, uint64_t a, uint64_t b) {
-  return mix(seed ^ mix(a * 0x100000001b3ull + 0x51) ^ mix(b + 0x2545f4914f6cdd1dull));
-}
+// A per-(seed, rank) key, then one mix per element.
+uint64_t keyOf(uint64_t seed, uint64_t a) { return mix(seed ^ mix(a * 0x100000001b3ull + 0x51)); }
+uint64_t hashAt(uint64_t key, uint64_t index) { return mix(key + index * 0xd1342543de82ef95ull); }
+uint64_t hashOf(uint64_t seed, uint64_t a, uint64_t b) { return hashAt(keyOf(seed, a), b); }
 
 bool isPow2(int n) { return n > 0 && (n & (n - 1)) == 0; }
 
@@ -139,10 +140,12 @@ double defaultScalar(Op op, ncclDataType_t type) {
   return f ? 0.5 : 5.0;
 }
 
-void genElem(const DataSpec& s, int rank, uint64_t index, void* out) {
+namespace {
+
+void genElemKeyed(const DataSpec& s, int rank, uint64_t key, uint64_t index, void* out) {
   const ncclDataType_t t = s.type;
   const size_t size = typeSize(t);
-  const uint64_t h = hashOf(s.seed, static_cast<uint64_t>(rank), index);
+  const uint64_t h = hashAt(key, index);
   const bool f = typeIsFloat(t);
   const int n = s.nranks;
   auto putInt = [&](int64_t v) {
@@ -217,10 +220,17 @@ void genElem(const DataSpec& s, int rank, uint64_t index, void* out) {
   }
 }
 
+}  // namespace
+
+void genElem(const DataSpec& spec, int rank, uint64_t index, void* out) {
+  genElemKeyed(spec, rank, keyOf(spec.seed, static_cast<uint64_t>(rank)), index, out);
+}
+
 void genInput(const DataSpec& spec, int rank, uint64_t first, size_t count, void* out) {
   const size_t size = typeSize(spec.type);
+  const uint64_t key = keyOf(spec.seed, static_cast<uint64_t>(rank));
   uint8_t* p = static_cast<uint8_t*>(out);
-  for (size_t k = 0; k < count; ++k) genElem(spec, rank, first + k, p + k * size);
+  for (size_t k = 0; k < count; ++k) genElemKeyed(spec, rank, key, first + k, p + k * size);
 }
 
 void scalarBytes(const DataSpec& spec, void* out) {

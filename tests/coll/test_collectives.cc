@@ -16,6 +16,7 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "coll/coll_check.h"
@@ -76,12 +77,20 @@ struct Failures {
 
 // How the ranks' calls are made.
 enum class Drive {
-  Threads,   // one thread per rank, each issuing the batch's calls one after another
-  Group,     // one thread: per case, ncclGroupStart, every rank's call, ncclGroupEnd
-  OneGroup,  // one thread: the whole batch, every rank, in a single group
+  Threads,       // one thread per rank, each issuing the batch's calls one after another
+  Group,         // one thread: per case, ncclGroupStart, every rank's call, ncclGroupEnd
+  OneGroup,      // one thread: the whole batch, every rank, in a single group
+  ThreadGroups,  // one thread per rank, each issuing the whole batch in its own group
 };
+constexpr Drive kDrives[] = {Drive::Threads, Drive::Group, Drive::OneGroup, Drive::ThreadGroups};
 const char* driveName(Drive d) {
-  return d == Drive::Threads ? "threads" : d == Drive::Group ? "group" : "one-group";
+  switch (d) {
+    case Drive::Threads: return "threads";
+    case Drive::Group: return "group";
+    case Drive::OneGroup: return "one-group";
+    case Drive::ThreadGroups: return "thread-groups";
+  }
+  return "?";
 }
 
 // Element counts that sit on the boundaries of a collective's data movement: slots of
@@ -165,6 +174,14 @@ void runCases(const Comms& comms, const std::vector<CollCase>& cases, Drive driv
         if (e != ncclSuccess) res[0][0] = e;
         break;
       }
+      case Drive::ThreadGroups:
+        runThreads(n, [&](int r) {
+          ncclGroupStart();
+          for (size_t i = 0; i < nb; ++i) res[i][r] = ranks[i][r]->issue();
+          ncclResult_t e = ncclGroupEnd();
+          if (e != ncclSuccess) res[0][r] = e;
+        });
+        break;
     }
     for (size_t i = 0; i < nb; ++i)
       for (int r = 0; r < n; ++r) {
@@ -178,34 +195,40 @@ void runCases(const Comms& comms, const std::vector<CollCase>& cases, Drive driv
   }
 }
 
-// The full datatype x op matrix of one reducing collective on 1, 2, 3, 4 and 8 ranks,
-// counts rotating through the boundary classes, in and out of place alternating, and each
-// rank count driven two ways.
+// The full datatype x op matrix of one reducing collective on 1, 2, 3, 4 and 8 ranks: per
+// (ranks, datatype, op) two cases, one in place and one out of place, with counts rotating
+// through the boundary classes. A quarter of the matrix runs in each drive mode, half of
+// it on several channels.
 void reduceMatrix(Coll coll, Failures& fail) {
   TestEnv env;
   int rot = 0;
   for (int n : {1, 2, 3, 4, 8}) {
     Comms comms(n);
-    std::vector<CollCase> cases;
+    std::vector<CollCase> cases[4];
+    int k = 0;
     for (ncclDataType_t t : kAllTypes)
-      for (Op op : kReduceOps) {
-        CollCase c;
-        c.coll = coll;
-        c.type = t;
-        c.op = op;
-        std::vector<size_t> counts = countsFor(coll, t, n, 1);
-        c.count = counts[1 + rot % (counts.size() - 1)];  // count 0 has its own cases
-        c.inPlace = rot % 2 == 1;
-        c.root = rot % n;
-        c.nullUnused = rot % 3 == 0;
-        c.seed = 1000 + rot;
-        ++rot;
-        cases.push_back(c);
-      }
-    std::vector<CollCase> first(cases.begin(), cases.begin() + cases.size() / 2);
-    std::vector<CollCase> second(cases.begin() + cases.size() / 2, cases.end());
-    runCases(comms, first, n % 2 ? Drive::Group : Drive::Threads, fail);
-    runCases(comms, second, n % 2 ? Drive::Threads : Drive::OneGroup, fail);
+      for (Op op : kReduceOps)
+        for (bool inPlace : {false, true}) {
+          const int nch = k % 4 < 2 ? 1 : 2 + (k % 2) * 2;
+          CollCase c;
+          c.coll = coll;
+          c.type = t;
+          c.op = op;
+          std::vector<size_t> counts = countsFor(coll, t, n, nch);
+          c.count = counts[1 + (rot * 5) % (counts.size() - 1)];  // count 0: the sweeps
+          c.inPlace = inPlace;
+          c.root = rot % n;
+          c.nullUnused = rot % 3 == 0;
+          c.seed = 1000 + rot;
+          ++rot;
+          cases[k++ % 4].push_back(c);
+        }
+    for (int q = 0; q < 4; ++q) {
+      Channels channels(q < 2 ? 1 : 2 + (q % 2) * 2);
+      char label[32];
+      std::snprintf(label, sizeof label, "ch=%d ", q < 2 ? 1 : 2 + (q % 2) * 2);
+      runCases(comms, cases[q], kDrives[(q + n) % 4], fail, label);
+    }
   }
 }
 
@@ -244,30 +267,34 @@ void countSweep(Coll coll, std::initializer_list<int> rankCounts,
   }
 }
 
-// Every datatype at a few counts for a collective that only moves data, each root.
+// Every datatype at three counts for a collective that only moves data, roots rotating,
+// in and out of place, on 1, 2 and 4 channels, in every drive mode.
 void copyMatrix(Coll coll, Failures& fail) {
   TestEnv env;
   int rot = 0;
   for (int n : {1, 2, 3, 4, 8}) {
     Comms comms(n);
-    std::vector<CollCase> cases;
-    for (ncclDataType_t t : kAllTypes) {
-      std::vector<size_t> counts = countsFor(coll, t, n, 1);
-      for (int k = 0; k < 2; ++k) {
+    for (int nch : {1, 2, 4}) {
+      Channels channels(nch);
+      std::vector<CollCase> cases;
+      for (ncclDataType_t t : kAllTypes) {
+        std::vector<size_t> counts = countsFor(coll, t, n, nch);
         CollCase c;
         c.coll = coll;
         c.type = t;
         c.op = Op::Copy;
-        c.count = counts[1 + (rot * 3) % (counts.size() - 1)];
+        c.count = counts[1 + (rot * 5) % (counts.size() - 1)];
         c.inPlace = rot % 2 == 1;
-        c.root = rot % n;
+        c.root = (rot / 2) % n;
         c.nullUnused = rot % 3 == 2;
         c.seed = 9000 + rot;
         ++rot;
         cases.push_back(c);
       }
+      char label[32];
+      std::snprintf(label, sizeof label, "ch=%d ", nch);
+      runCases(comms, cases, kDrives[(rot + n) % 4], fail, label);
     }
-    runCases(comms, cases, static_cast<Drive>(rot % 3), fail);
   }
 }
 
@@ -555,6 +582,22 @@ TEST_CASE("send/recv: shifts, exchanges, self, repeated peers, mixed datatypes",
                          static_cast<size_t>(rep == 0 ? 1 + s * 700 + d * 300 : 3 * p2pF32 + s + d)});
     runP2p(comms, all, Drive::Group, seed++, "all pairs", fail);
     runP2p(comms, all, Drive::Threads, seed++, "all pairs", fail);
+    // Random permutations: every rank sends to perm[r] and receives from its preimage, a
+    // few rounds in one group, counts varying per round.
+    std::vector<Msg> perms;
+    uint64_t h = 0x1234 + n;
+    for (int round = 0; round < 4; ++round) {
+      std::vector<int> perm(n);
+      for (int r = 0; r < n; ++r) perm[r] = r;
+      for (int r = n - 1; r > 0; --r) {
+        h = h * 6364136223846793005ull + 1442695040888963407ull;
+        std::swap(perm[r], perm[(h >> 33) % (r + 1)]);
+      }
+      for (int r = 0; r < n; ++r)
+        perms.push_back({r, perm[r], kAllTypes[(round * 3 + r) % 12],
+                         static_cast<size_t>(1 + (h >> 40) % (6 * kP2pSlot))});
+    }
+    runP2p(comms, perms, n % 2 ? Drive::Group : Drive::Threads, seed++, "permutations", fail);
     // Self only: several send/recv to self of different sizes, zero among them.
     std::vector<Msg> self;
     for (int r = 0; r < n; ++r)
@@ -647,18 +690,37 @@ std::unique_ptr<Work> p2pWork(const Comms& comms, const std::vector<Msg>& msgs, 
   return w;
 }
 
-// Everything in one ncclGroupStart/End from this thread, work by work, rank by rank.
-void runWorksInOneGroup(std::vector<std::unique_ptr<Work>>& works, Failures& fail,
-                        const std::string& label) {
-  REQUIRE(ncclGroupStart() == ncclSuccess);
+// Drive::Group: everything in one ncclGroupStart/End from this thread, work by work, rank
+// by rank. Drive::ThreadGroups: thread r issues rank r of every work (of every
+// communicator that has a rank r) in one group of its own, as a thread driving one device
+// with several communicators does.
+void runWorks(std::vector<std::unique_ptr<Work>>& works, Drive drive, Failures& fail,
+              const std::string& label) {
+  int maxRanks = 0;
   for (auto& w : works) {
-    const int n = w->comms->size();
-    w->res.assign(n, ncclSuccess);
-    for (int r = 0; r < n; ++r)
-      w->res[r] = w->data ? w->coll[r]->issue() : w->p2p[r]->issue((*w->comms)[r]);
+    w->res.assign(w->comms->size(), ncclSuccess);
+    maxRanks = std::max(maxRanks, w->comms->size());
   }
-  ncclResult_t end = ncclGroupEnd();
-  if (end != ncclSuccess) fail.add(label + ": ncclGroupEnd returned " + ncclGetErrorString(end));
+  auto issue = [&](Work& w, int r) {
+    w.res[r] = w.data ? w.coll[r]->issue() : w.p2p[r]->issue((*w.comms)[r]);
+  };
+  std::vector<ncclResult_t> ends(maxRanks, ncclSuccess);
+  if (drive == Drive::ThreadGroups) {
+    runThreads(maxRanks, [&](int r) {
+      ncclGroupStart();
+      for (auto& w : works)
+        if (r < w->comms->size()) issue(*w, r);
+      ends[r] = ncclGroupEnd();
+    });
+  } else {
+    REQUIRE(ncclGroupStart() == ncclSuccess);
+    for (auto& w : works)
+      for (int r = 0; r < w->comms->size(); ++r) issue(*w, r);
+    ends[0] = ncclGroupEnd();
+  }
+  for (ncclResult_t end : ends)
+    if (end != ncclSuccess)
+      fail.add(label + " [" + driveName(drive) + "]: ncclGroupEnd returned " + ncclGetErrorString(end));
   for (auto& w : works)
     for (int r = 0; r < w->comms->size(); ++r) {
       std::string what = label + ": " + w->name + " rank " + std::to_string(r) + ": ";
@@ -705,8 +767,8 @@ TEST_CASE("one group: collectives and send/recv of several datatypes on several 
   TestEnv env;
   Failures fail;
   Comms a(4), b(3), c(2);
-  for (int round = 0; round < 3; ++round) {
-    Channels channels(round == 2 ? 2 : 0);
+  for (int round = 0; round < 4; ++round) {
+    Channels channels(round >= 2 ? 2 * (round - 1) : 0);
     const uint64_t s = 100 * (round + 1);
     const size_t big = round == 1 ? 5 * kRingSlot + 3 : 37;
     std::vector<std::unique_ptr<Work>> works;
@@ -728,7 +790,8 @@ TEST_CASE("one group: collectives and send/recv of several datatypes on several 
     works.push_back(collWork(a, mk(Coll::AllReduce, ncclFloat64, Op::PreMulHost, big, 0, true, s + 11)));
     works.push_back(collWork(c, mk(Coll::Scatter, ncclUint8, Op::Copy, big, 0, false, s + 12)));
     works.push_back(collWork(b, mk(Coll::AllReduce, ncclFloat16, Op::Avg, big, 0, false, s + 13)));
-    runWorksInOneGroup(works, fail, "round " + std::to_string(round));
+    runWorks(works, round % 2 ? Drive::ThreadGroups : Drive::Group, fail,
+             "round " + std::to_string(round));
   }
   fail.report();
 }
@@ -764,7 +827,8 @@ TEST_CASE("split communicators run collectives, alone and grouped with their par
   auto quarters = split(*subs[0], {0, 0, 1, 1}, {0, 0, 0, 0}, 2);
   REQUIRE(quarters[0]->size() == 2);
   // Parent, children and grandchildren in one group.
-  for (int round = 0; round < 2; ++round) {
+  for (int round = 0; round < 3; ++round) {
+    Channels channels(round == 2 ? 4 : 0);
     std::vector<std::unique_ptr<Work>> works;
     const uint64_t s = 700 + 50 * round;
     works.push_back(collWork(parent, mk(Coll::AllReduce, ncclFloat32, Op::Sum, 1000, 0, round == 0, s)));
@@ -775,7 +839,8 @@ TEST_CASE("split communicators run collectives, alone and grouped with their par
     works.push_back(p2pWork(parent, {{0, 7, ncclInt32, 500}, {7, 0, ncclInt32, 500}, {3, 3, ncclUint8, 7}},
                             s + 5, "p2p on parent"));
     works.push_back(collWork(parent, mk(Coll::AlltoAll, ncclUint8, Op::Copy, 17, 0, false, s + 6)));
-    runWorksInOneGroup(works, fail, "nested round " + std::to_string(round));
+    runWorks(works, round % 2 ? Drive::ThreadGroups : Drive::Group, fail,
+             "nested round " + std::to_string(round));
   }
   fail.report();
 }
@@ -785,13 +850,13 @@ TEST_CASE("split communicators run collectives, alone and grouped with their par
 TEST_CASE("every collective from forked processes over shm", "[coll_fork]") {
   TestEnv env;
   for (int n : {2, 3, 4}) {
-    // The case list: every collective, a rotation of datatypes, ops and boundary counts,
-    // on one and on two channels.
+    // The case list: every collective with every datatype on one and on two channels, ops,
+    // roots and boundary counts rotating; every collective twice on four channels.
     std::vector<std::pair<int, CollCase>> cases;  // (channels, case)
     int rot = n;
-    for (int nch : {1, 2})
+    for (int nch : {1, 2, 4})
       for (Coll coll : kAllColls)
-        for (int k = 0; k < 3; ++k) {
+        for (int k = 0; k < (nch == 4 ? 2 : 12); ++k) {
           ncclDataType_t t = kAllTypes[(rot * 5) % 12];
           std::vector<size_t> counts = countsFor(coll, t, n, nch);
           CollCase c = mk(coll, t, kReduceOps[rot % 7], counts[(rot * 7) % counts.size()],
@@ -833,6 +898,36 @@ TEST_CASE("every collective from forked processes over shm", "[coll_fork]") {
           ++bad;
         }
       }
+      // One group per process: several collectives and the messages together.
+      if (bad == 0) {
+        std::vector<std::unique_ptr<CaseData>> data;
+        std::vector<std::unique_ptr<CollRank>> mine;
+        for (int k = 0; k < 6; ++k) {
+          data.push_back(std::make_unique<CaseData>(
+              mk(kAllColls[(k * 4 + n) % 9], kAllTypes[(k * 7 + n) % 12], kReduceOps[k % 7],
+                 k % 2 ? 3 * kRingSlot / 2 + k : 11 + k, k % n, k % 3 == 0, 7000 + k),
+              n));
+          mine.push_back(std::make_unique<CollRank>(*data.back(), rank, comm));
+        }
+        P2pRank p2p(msgs, rank, rank % 2 == 1, 80);
+        ncclResult_t r = ncclGroupStart();
+        for (auto& m : mine)
+          if (r == ncclSuccess) r = m->issue();
+        if (r == ncclSuccess) r = p2p.issue(comm);
+        ncclResult_t end = ncclGroupEnd();
+        if (r == ncclSuccess) r = end;
+        for (size_t k = 0; k <= mine.size(); ++k) {
+          std::string why = r != ncclSuccess ? std::string("returned ") + ncclGetErrorString(r)
+                            : k < mine.size() ? mine[k]->check()
+                                              : p2p.check();
+          if (!why.empty()) {
+            std::fprintf(stderr, "[fork group] %s rank %d: %s\n",
+                         k < mine.size() ? data[k]->c.describe(n).c_str() : "p2p", rank,
+                         why.c_str());
+            ++bad;
+          }
+        }
+      }
       if (ncclCommDestroy(comm) != ncclSuccess) ++bad;
       return bad > 0 ? 1 : 0;
     });
@@ -865,5 +960,95 @@ TEST_CASE("32 MiB all-reduce, all-gather and reduce-scatter", "[coll_large]") {
     runCases(comms, {mk(Coll::AllReduce, ncclFloat32, Op::Sum, mib32 / 4 + 1, 0, true, 5)},
              Drive::Group, fail);
   }
+  fail.report();
+}
+
+// ---- more channels, non-blocking communicators ------------------------------------------
+
+TEST_CASE("every collective on 8 and 32 channels: most channels get little or nothing",
+          "[coll_channels]") {
+  TestEnv env;
+  Failures fail;
+  int rot = 0;
+  for (int nch : {8, 32}) {
+    Channels channels(nch);
+    Comms comms(3);
+    std::vector<CollCase> cases;
+    for (Coll coll : kAllColls)
+      for (size_t count : countsFor(coll, ncclFloat16, 3, nch)) {
+        CollCase c = mk(coll, ncclFloat16, kReduceOps[rot % 7], count, rot % 3, rot % 2, 600 + rot);
+        c.nullUnused = rot % 5 == 0;
+        cases.push_back(c);
+        ++rot;
+      }
+    runCases(comms, cases, nch == 8 ? Drive::Group : Drive::ThreadGroups, fail,
+             ("ch=" + std::to_string(nch) + " ").c_str());
+  }
+  fail.report();
+}
+
+namespace {
+
+// Polls a non-blocking communicator until its state leaves ncclInProgress (bounded).
+ncclResult_t settle(ncclComm_t comm) {
+  ncclResult_t state = ncclInProgress;
+  for (int i = 0; i < 20000 && state == ncclInProgress; ++i) {
+    if (ncclCommGetAsyncError(comm, &state) != ncclSuccess) return ncclInternalError;
+    if (state == ncclInProgress) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return state;
+}
+
+}  // namespace
+
+TEST_CASE("non-blocking communicators run collectives", "[coll_channels]") {
+  // A call on a non-blocking communicator may answer ncclInProgress; the result is valid
+  // once ncclCommGetAsyncError says ncclSuccess.
+  TestEnv env;
+  Failures fail;
+  const int n = 3;
+  ncclUniqueId id = newUniqueId();
+  std::vector<ncclComm_t> raw(n, nullptr);
+  std::vector<ncclResult_t> res(n);
+  runThreads(n, [&](int r) {
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    res[r] = ncclCommInitRankConfig(&raw[r], n, id, r, &config);
+    if (res[r] == ncclInProgress || res[r] == ncclSuccess) res[r] = settle(raw[r]);
+  });
+  for (int r = 0; r < n; ++r) REQUIRE(res[r] == ncclSuccess);
+  Comms comms(raw);
+  int rot = 0;
+  for (Coll coll : kAllColls)
+    for (Drive drive : {Drive::Threads, Drive::Group}) {
+      CaseData data(mk(coll, ncclBfloat16, kReduceOps[rot % 7], 3 * kRingSlot / 2 + rot, rot % n,
+                       rot % 2, 650 + rot),
+                    n);
+      ++rot;
+      std::vector<std::unique_ptr<CollRank>> ranks;
+      for (int r = 0; r < n; ++r) ranks.push_back(std::make_unique<CollRank>(data, r, comms[r]));
+      if (drive == Drive::Threads) {
+        runThreads(n, [&](int r) {
+          res[r] = ranks[r]->issue();
+          if (res[r] == ncclInProgress) res[r] = settle(comms[r]);
+        });
+      } else {
+        ncclGroupStart();
+        for (int r = 0; r < n; ++r) res[r] = ranks[r]->issue();
+        ncclResult_t end = ncclGroupEnd();
+        for (int r = 0; r < n; ++r) {
+          if (res[r] == ncclSuccess && end != ncclSuccess) res[r] = end;
+          if (res[r] == ncclInProgress) res[r] = settle(comms[r]);
+        }
+      }
+      for (int r = 0; r < n; ++r) {
+        std::string what = std::string("[") + driveName(drive) + "] " + data.c.describe(n) +
+                           " rank " + std::to_string(r) + ": ";
+        if (res[r] != ncclSuccess)
+          fail.add(what + "returned " + ncclGetErrorString(res[r]));
+        else if (std::string why = ranks[r]->check(); !why.empty())
+          fail.add(what + why);
+      }
+    }
   fail.report();
 }
