@@ -632,6 +632,21 @@ TEST_CASE("send/recv: groups with more operations than one schedule holds", "[co
         for (int d = 0; d < 4; ++d) msgs.push_back({s, d, ncclFloat16, static_cast<size_t>(1 + rep + s)});
     runP2p(comms, msgs, Drive::Threads, 13, "40 to every peer", fail);
   }
+  {
+    // Lopsided: each rank's operations split into rounds differently, and every message is
+    // larger than a p2p FIFO, so a rank that waited for the wrong round would hang.
+    Comms comms(3);
+    std::vector<Msg> msgs;
+    const size_t big = 5 * kP2pSlot + 7;  // bytes: more than the 8 slots of a connection
+    for (int i = 0; i < 130; ++i) {
+      msgs.push_back({0, 1, ncclUint8, big + i});
+      msgs.push_back({2, 1, ncclUint8, big});
+      if (i < 50) msgs.push_back({1, 0, ncclUint8, big});
+      if (i < 90) msgs.push_back({2, 2, ncclUint8, 3});
+    }
+    runP2p(comms, msgs, Drive::Threads, 14, "lopsided", fail);
+    runP2p(comms, msgs, Drive::Group, 15, "lopsided", fail);
+  }
   fail.report();
 }
 
