@@ -30,12 +30,18 @@ bool typeSigned(ncclDataType_t t) {
 // Largest magnitude up to which every integer is exact in a float type.
 double exactLimit(ncclDataType_t t) {
   switch (t) {
-    case ncclFloat16: return 2048;
-    case ncclBfloat16: return 256;
-    case ncclFloat8e4m3: return 16;
-    case ncclFloat8e5m2: return 8;
-    case ncclFloat32: return 16777216.0;
-    default: return 1e15;  // float64 (2^53), kept well inside
+    case ncclFloat16:
+      return 2048;
+    case ncclBfloat16:
+      return 256;
+    case ncclFloat8e4m3:
+      return 16;
+    case ncclFloat8e5m2:
+      return 8;
+    case ncclFloat32:
+      return 16777216.0;
+    default:
+      return 1e15;  // float64 (2^53), kept well inside
   }
 }
 
@@ -43,24 +49,60 @@ double exactLimit(ncclDataType_t t) {
 
 double decodeFloat(ncclDataType_t t, const void* p) {
   switch (t) {
-    case ncclFloat16: { uint16_t b; std::memcpy(&b, p, 2); return halfToFloat(Half{b}); }
-    case ncclBfloat16: { uint16_t b; std::memcpy(&b, p, 2); return bf16ToFloat(BFloat16{b}); }
-    case ncclFloat8e4m3: return fp8e4m3ToFloat(Fp8E4M3{*static_cast<const uint8_t*>(p)});
-    case ncclFloat8e5m2: return fp8e5m2ToFloat(Fp8E5M2{*static_cast<const uint8_t*>(p)});
-    case ncclFloat32: { float f; std::memcpy(&f, p, 4); return f; }
-    default: { double d; std::memcpy(&d, p, 8); return d; }
+    case ncclFloat16: {
+      uint16_t b;
+      std::memcpy(&b, p, 2);
+      return halfToFloat(Half{b});
+    }
+    case ncclBfloat16: {
+      uint16_t b;
+      std::memcpy(&b, p, 2);
+      return bf16ToFloat(BFloat16{b});
+    }
+    case ncclFloat8e4m3:
+      return fp8e4m3ToFloat(Fp8E4M3{*static_cast<const uint8_t*>(p)});
+    case ncclFloat8e5m2:
+      return fp8e5m2ToFloat(Fp8E5M2{*static_cast<const uint8_t*>(p)});
+    case ncclFloat32: {
+      float f;
+      std::memcpy(&f, p, 4);
+      return f;
+    }
+    default: {
+      double d;
+      std::memcpy(&d, p, 8);
+      return d;
+    }
   }
 }
 
 // Rounds to the type (through float for the narrow formats, as the library computes).
 void encodeFloat(ncclDataType_t t, double v, void* p) {
   switch (t) {
-    case ncclFloat16: { uint16_t b = floatToHalf(static_cast<float>(v)).bits; std::memcpy(p, &b, 2); break; }
-    case ncclBfloat16: { uint16_t b = floatToBf16(static_cast<float>(v)).bits; std::memcpy(p, &b, 2); break; }
-    case ncclFloat8e4m3: *static_cast<uint8_t*>(p) = floatToFp8e4m3(static_cast<float>(v)).bits; break;
-    case ncclFloat8e5m2: *static_cast<uint8_t*>(p) = floatToFp8e5m2(static_cast<float>(v)).bits; break;
-    case ncclFloat32: { float f = static_cast<float>(v); std::memcpy(p, &f, 4); break; }
-    default: std::memcpy(p, &v, 8); break;
+    case ncclFloat16: {
+      uint16_t b = floatToHalf(static_cast<float>(v)).bits;
+      std::memcpy(p, &b, 2);
+      break;
+    }
+    case ncclBfloat16: {
+      uint16_t b = floatToBf16(static_cast<float>(v)).bits;
+      std::memcpy(p, &b, 2);
+      break;
+    }
+    case ncclFloat8e4m3:
+      *static_cast<uint8_t*>(p) = floatToFp8e4m3(static_cast<float>(v)).bits;
+      break;
+    case ncclFloat8e5m2:
+      *static_cast<uint8_t*>(p) = floatToFp8e5m2(static_cast<float>(v)).bits;
+      break;
+    case ncclFloat32: {
+      float f = static_cast<float>(v);
+      std::memcpy(p, &f, 4);
+      break;
+    }
+    default:
+      std::memcpy(p, &v, 8);
+      break;
   }
 }
 
@@ -80,11 +122,25 @@ double computeMul(ncclDataType_t t, double a, double b) {
 // Integer element, sign- or zero-extended to 64 bits.
 uint64_t decodeInt(ncclDataType_t t, const void* p) {
   switch (t) {
-    case ncclInt8: return static_cast<uint64_t>(static_cast<int64_t>(*static_cast<const int8_t*>(p)));
-    case ncclUint8: return *static_cast<const uint8_t*>(p);
-    case ncclInt32: { int32_t v; std::memcpy(&v, p, 4); return static_cast<uint64_t>(static_cast<int64_t>(v)); }
-    case ncclUint32: { uint32_t v; std::memcpy(&v, p, 4); return v; }
-    default: { uint64_t v; std::memcpy(&v, p, 8); return v; }
+    case ncclInt8:
+      return static_cast<uint64_t>(static_cast<int64_t>(*static_cast<const int8_t*>(p)));
+    case ncclUint8:
+      return *static_cast<const uint8_t*>(p);
+    case ncclInt32: {
+      int32_t v;
+      std::memcpy(&v, p, 4);
+      return static_cast<uint64_t>(static_cast<int64_t>(v));
+    }
+    case ncclUint32: {
+      uint32_t v;
+      std::memcpy(&v, p, 4);
+      return v;
+    }
+    default: {
+      uint64_t v;
+      std::memcpy(&v, p, 8);
+      return v;
+    }
   }
 }
 
@@ -101,32 +157,53 @@ int64_t drawInt(uint64_t h, int64_t lo, int64_t hi) {
 
 const char* typeName(ncclDataType_t type) {
   switch (type) {
-    case ncclInt8: return "int8";
-    case ncclUint8: return "uint8";
-    case ncclInt32: return "int32";
-    case ncclUint32: return "uint32";
-    case ncclInt64: return "int64";
-    case ncclUint64: return "uint64";
-    case ncclFloat16: return "half";
-    case ncclFloat32: return "float";
-    case ncclFloat64: return "double";
-    case ncclBfloat16: return "bf16";
-    case ncclFloat8e4m3: return "fp8e4m3";
-    case ncclFloat8e5m2: return "fp8e5m2";
-    default: return "?";
+    case ncclInt8:
+      return "int8";
+    case ncclUint8:
+      return "uint8";
+    case ncclInt32:
+      return "int32";
+    case ncclUint32:
+      return "uint32";
+    case ncclInt64:
+      return "int64";
+    case ncclUint64:
+      return "uint64";
+    case ncclFloat16:
+      return "half";
+    case ncclFloat32:
+      return "float";
+    case ncclFloat64:
+      return "double";
+    case ncclBfloat16:
+      return "bf16";
+    case ncclFloat8e4m3:
+      return "fp8e4m3";
+    case ncclFloat8e5m2:
+      return "fp8e5m2";
+    default:
+      return "?";
   }
 }
 
 const char* opName(Op op) {
   switch (op) {
-    case Op::Copy: return "copy";
-    case Op::Sum: return "sum";
-    case Op::Prod: return "prod";
-    case Op::Max: return "max";
-    case Op::Min: return "min";
-    case Op::Avg: return "avg";
-    case Op::PreMulHost: return "premulsum(host)";
-    case Op::PreMulDevice: return "premulsum(device)";
+    case Op::Copy:
+      return "copy";
+    case Op::Sum:
+      return "sum";
+    case Op::Prod:
+      return "prod";
+    case Op::Max:
+      return "max";
+    case Op::Min:
+      return "min";
+    case Op::Avg:
+      return "avg";
+    case Op::PreMulHost:
+      return "premulsum(host)";
+    case Op::PreMulDevice:
+      return "premulsum(device)";
   }
   return "?";
 }
@@ -259,7 +336,9 @@ void reduceInto(const DataSpec& s, const std::vector<const uint8_t*>& inputs, si
       for (int b = 1; b < n; ++b) {
         uint64_t v = decodeInt(t, inputs[b] + at);
         switch (s.op) {
-          case Op::Prod: acc *= v; break;
+          case Op::Prod:
+            acc *= v;
+            break;
           case Op::Max:
             if (sgn ? static_cast<int64_t>(v) > static_cast<int64_t>(acc) : v > acc) acc = v;
             break;
@@ -267,8 +346,12 @@ void reduceInto(const DataSpec& s, const std::vector<const uint8_t*>& inputs, si
             if (sgn ? static_cast<int64_t>(v) < static_cast<int64_t>(acc) : v < acc) acc = v;
             break;
           case Op::PreMulHost:
-          case Op::PreMulDevice: acc += v * scalar; break;
-          default: acc += v; break;  // sum, avg
+          case Op::PreMulDevice:
+            acc += v * scalar;
+            break;
+          default:
+            acc += v;
+            break;  // sum, avg
         }
       }
       if (s.op == Op::Avg) {
@@ -276,7 +359,8 @@ void reduceInto(const DataSpec& s, const std::vector<const uint8_t*>& inputs, si
         uint8_t tmp[8];
         encodeInt(t, acc, tmp);
         uint64_t v = decodeInt(t, tmp);
-        acc = sgn ? static_cast<uint64_t>(static_cast<int64_t>(v) / n) : v / static_cast<uint64_t>(n);
+        acc =
+            sgn ? static_cast<uint64_t>(static_cast<int64_t>(v) / n) : v / static_cast<uint64_t>(n);
       }
       encodeInt(t, acc, out + k * size);
     }
@@ -304,14 +388,18 @@ void reduceInto(const DataSpec& s, const std::vector<const uint8_t*>& inputs, si
         continue;
       }
       switch (s.op) {
-        case Op::Prod: acc *= v; break;
+        case Op::Prod:
+          acc *= v;
+          break;
         case Op::Max:
           if (v > acc || (v == acc && !std::signbit(v))) acc = v;
           break;
         case Op::Min:
           if (v < acc || (v == acc && std::signbit(v))) acc = v;
           break;
-        default: acc += v; break;  // sum, avg, premulsum
+        default:
+          acc += v;
+          break;  // sum, avg, premulsum
       }
     }
     if (s.op == Op::Max || s.op == Op::Min) {
@@ -393,15 +481,24 @@ std::string RankRun::check() const {
 
 const char* collName(Coll coll) {
   switch (coll) {
-    case Coll::AllReduce: return "allreduce";
-    case Coll::Broadcast: return "broadcast";
-    case Coll::Bcast: return "bcast";
-    case Coll::Reduce: return "reduce";
-    case Coll::AllGather: return "allgather";
-    case Coll::ReduceScatter: return "reducescatter";
-    case Coll::AlltoAll: return "alltoall";
-    case Coll::Gather: return "gather";
-    case Coll::Scatter: return "scatter";
+    case Coll::AllReduce:
+      return "allreduce";
+    case Coll::Broadcast:
+      return "broadcast";
+    case Coll::Bcast:
+      return "bcast";
+    case Coll::Reduce:
+      return "reduce";
+    case Coll::AllGather:
+      return "allgather";
+    case Coll::ReduceScatter:
+      return "reducescatter";
+    case Coll::AlltoAll:
+      return "alltoall";
+    case Coll::Gather:
+      return "gather";
+    case Coll::Scatter:
+      return "scatter";
   }
   return "?";
 }
@@ -417,9 +514,9 @@ bool collRooted(Coll c) {
 
 std::string CollCase::describe(int nranks) const {
   char buf[256];
-  std::snprintf(buf, sizeof buf, "%s %s %s n=%d count=%zu%s%s root=%d seed=%llu",
-                collName(coll), typeName(type), collReduces(coll) ? opName(op) : "", nranks,
-                count, inPlace ? " in-place" : "", nullUnused ? " null-unused" : "", root,
+  std::snprintf(buf, sizeof buf, "%s %s %s n=%d count=%zu%s%s root=%d seed=%llu", collName(coll),
+                typeName(type), collReduces(coll) ? opName(op) : "", nranks, count,
+                inPlace ? " in-place" : "", nullUnused ? " null-unused" : "", root,
                 static_cast<unsigned long long>(seed));
   return buf;
 }
@@ -449,8 +546,10 @@ size_t CaseData::sendElems() const {
   switch (c.coll) {
     case Coll::ReduceScatter:
     case Coll::AlltoAll:
-    case Coll::Scatter: return c.count * nranks;
-    default: return c.count;
+    case Coll::Scatter:
+      return c.count * nranks;
+    default:
+      return c.count;
   }
 }
 
@@ -458,8 +557,10 @@ size_t CaseData::recvElems() const {
   switch (c.coll) {
     case Coll::AllGather:
     case Coll::AlltoAll:
-    case Coll::Gather: return c.count * nranks;
-    default: return c.count;
+    case Coll::Gather:
+      return c.count * nranks;
+    default:
+      return c.count;
   }
 }
 
@@ -532,14 +633,16 @@ CollRank::CollRank(const CaseData& d, int rank, ncclComm_t comm)
         if (isRoot) expectAt(s, 0, d.reduced.data(), blk);
       } else if (isRoot || !c.nullUnused) {
         // A non-root recvbuff is a canary: it must not be written.
-        Region* r = run_.add(isRoot ? "recvbuff" : "recvbuff (non-root canary)", blk, c.type, gseed + 1);
+        Region* r =
+            run_.add(isRoot ? "recvbuff" : "recvbuff (non-root canary)", blk, c.type, gseed + 1);
         if (isRoot) expectAt(r, 0, d.reduced.data(), blk);
         recv_ = r->data();
       }
       break;
     }
     case Coll::AllGather: {
-      Region* r = run_.add(inPlace ? "recvbuff (in place)" : "recvbuff", blk * n, c.type, gseed + 1);
+      Region* r =
+          run_.add(inPlace ? "recvbuff (in place)" : "recvbuff", blk * n, c.type, gseed + 1);
       if (inPlace) {
         copyIn(r, rank * blk, mine.data(), blk);
         r->snapshot();
@@ -594,7 +697,8 @@ CollRank::CollRank(const CaseData& d, int rank, ncclComm_t comm)
       s->snapshot();
       send_ = s->data();
       if (isRoot || !c.nullUnused) {
-        Region* r = run_.add(isRoot ? "recvbuff" : "recvbuff (non-root canary)", blk * n, c.type, gseed + 1);
+        Region* r = run_.add(isRoot ? "recvbuff" : "recvbuff (non-root canary)", blk * n, c.type,
+                             gseed + 1);
         if (isRoot)
           for (int b = 0; b < n; ++b) expectAt(r, b * blk, d.input[b].data(), blk);
         recv_ = r->data();
@@ -614,7 +718,8 @@ CollRank::CollRank(const CaseData& d, int rank, ncclComm_t comm)
       expectAt(r, 0, rootIn.data() + rank * blk, blk);
       recv_ = r->data();
       if (isRoot || !c.nullUnused) {
-        Region* s = run_.add(isRoot ? "sendbuff" : "sendbuff (non-root canary)", blk * n, c.type, gseed);
+        Region* s =
+            run_.add(isRoot ? "sendbuff" : "sendbuff (non-root canary)", blk * n, c.type, gseed);
         if (isRoot) copyIn(s, 0, rootIn.data(), blk * n);
         s->snapshot();
         send_ = s->data();
@@ -626,11 +731,21 @@ CollRank::CollRank(const CaseData& d, int rank, ncclComm_t comm)
 
   if (collReduces(c.coll)) {
     switch (c.op) {
-      case Op::Sum: op_ = ncclSum; break;
-      case Op::Prod: op_ = ncclProd; break;
-      case Op::Max: op_ = ncclMax; break;
-      case Op::Min: op_ = ncclMin; break;
-      case Op::Avg: op_ = ncclAvg; break;
+      case Op::Sum:
+        op_ = ncclSum;
+        break;
+      case Op::Prod:
+        op_ = ncclProd;
+        break;
+      case Op::Max:
+        op_ = ncclMax;
+        break;
+      case Op::Min:
+        op_ = ncclMin;
+        break;
+      case Op::Avg:
+        op_ = ncclAvg;
+        break;
       case Op::PreMulHost:
       case Op::PreMulDevice: {
         scalarBytes(d.spec, scalar_);
@@ -638,10 +753,12 @@ CollRank::CollRank(const CaseData& d, int rank, ncclComm_t comm)
             c.op == Op::PreMulHost ? ncclScalarHostImmediate : ncclScalarDevice;
         if (ncclRedOpCreatePreMulSum(&op_, scalar_, c.type, res, comm) == ncclSuccess)
           userOp_ = true;
-        if (c.op == Op::PreMulHost) std::memset(scalar_, 0xee, sizeof scalar_);  // copied at creation
+        if (c.op == Op::PreMulHost)
+          std::memset(scalar_, 0xee, sizeof scalar_);  // copied at creation
         break;
       }
-      case Op::Copy: break;
+      case Op::Copy:
+        break;
     }
   }
 }
@@ -655,18 +772,24 @@ ncclResult_t CollRank::issue() {
   if (collReduces(c.coll) && (c.op == Op::PreMulHost || c.op == Op::PreMulDevice) && !userOp_)
     return ncclInternalError;
   switch (c.coll) {
-    case Coll::AllReduce: return ncclAllReduce(send_, recv_, c.count, c.type, op_, comm_, nullptr);
+    case Coll::AllReduce:
+      return ncclAllReduce(send_, recv_, c.count, c.type, op_, comm_, nullptr);
     case Coll::Broadcast:
       return ncclBroadcast(send_, recv_, c.count, c.type, c.root, comm_, nullptr);
-    case Coll::Bcast: return ncclBcast(recv_, c.count, c.type, c.root, comm_, nullptr);
+    case Coll::Bcast:
+      return ncclBcast(recv_, c.count, c.type, c.root, comm_, nullptr);
     case Coll::Reduce:
       return ncclReduce(send_, recv_, c.count, c.type, op_, c.root, comm_, nullptr);
-    case Coll::AllGather: return ncclAllGather(send_, recv_, c.count, c.type, comm_, nullptr);
+    case Coll::AllGather:
+      return ncclAllGather(send_, recv_, c.count, c.type, comm_, nullptr);
     case Coll::ReduceScatter:
       return ncclReduceScatter(send_, recv_, c.count, c.type, op_, comm_, nullptr);
-    case Coll::AlltoAll: return ncclAlltoAll(send_, recv_, c.count, c.type, comm_, nullptr);
-    case Coll::Gather: return ncclGather(send_, recv_, c.count, c.type, c.root, comm_, nullptr);
-    case Coll::Scatter: return ncclScatter(send_, recv_, c.count, c.type, c.root, comm_, nullptr);
+    case Coll::AlltoAll:
+      return ncclAlltoAll(send_, recv_, c.count, c.type, comm_, nullptr);
+    case Coll::Gather:
+      return ncclGather(send_, recv_, c.count, c.type, c.root, comm_, nullptr);
+    case Coll::Scatter:
+      return ncclScatter(send_, recv_, c.count, c.type, c.root, comm_, nullptr);
   }
   return ncclInternalError;
 }

@@ -44,8 +44,8 @@ namespace ringcc::test {
 // ---- datatypes and ops ------------------------------------------------------------------
 
 inline constexpr ncclDataType_t kAllTypes[] = {
-    ncclInt8,    ncclUint8,   ncclInt32,    ncclUint32,     ncclInt64,     ncclUint64,
-    ncclFloat16, ncclFloat32, ncclFloat64, ncclBfloat16,  ncclFloat8e4m3, ncclFloat8e5m2};
+    ncclInt8,    ncclUint8,   ncclInt32,   ncclUint32,   ncclInt64,      ncclUint64,
+    ncclFloat16, ncclFloat32, ncclFloat64, ncclBfloat16, ncclFloat8e4m3, ncclFloat8e5m2};
 
 enum class Op { Copy, Sum, Prod, Max, Min, Avg, PreMulHost, PreMulDevice };
 inline constexpr Op kReduceOps[] = {Op::Sum, Op::Prod,       Op::Max,         Op::Min,
@@ -118,10 +118,20 @@ struct RankRun {
 
 // ---- collectives ------------------------------------------------------------------------
 
-enum class Coll { AllReduce, Broadcast, Bcast, Reduce, AllGather, ReduceScatter, AlltoAll, Gather, Scatter };
-inline constexpr Coll kAllColls[] = {Coll::AllReduce,     Coll::Broadcast, Coll::Bcast,
-                                     Coll::Reduce,        Coll::AllGather, Coll::ReduceScatter,
-                                     Coll::AlltoAll,      Coll::Gather,    Coll::Scatter};
+enum class Coll {
+  AllReduce,
+  Broadcast,
+  Bcast,
+  Reduce,
+  AllGather,
+  ReduceScatter,
+  AlltoAll,
+  Gather,
+  Scatter
+};
+inline constexpr Coll kAllColls[] = {Coll::AllReduce, Coll::Broadcast, Coll::Bcast,
+                                     Coll::Reduce,    Coll::AllGather, Coll::ReduceScatter,
+                                     Coll::AlltoAll,  Coll::Gather,    Coll::Scatter};
 const char* collName(Coll coll);
 bool collReduces(Coll coll);
 bool collRooted(Coll coll);
@@ -129,10 +139,10 @@ bool collRooted(Coll coll);
 struct CollCase {
   Coll coll = Coll::AllReduce;
   ncclDataType_t type = ncclFloat32;
-  Op op = Op::Sum;  // ignored (Copy) for the collectives that do not reduce
+  Op op = Op::Sum;   // ignored (Copy) for the collectives that do not reduce
   size_t count = 0;  // the API's count (per rank block for the blocked collectives)
   int root = 0;
-  bool inPlace = false;  // NCCL's layouts; all-to-all has none and runs out of place
+  bool inPlace = false;     // NCCL's layouts; all-to-all has none and runs out of place
   bool nullUnused = false;  // pass nullptr for the buffers a rank need not supply
   uint64_t seed = 1;
   double scalar = 0;  // PreMul*: 0 = defaultScalar

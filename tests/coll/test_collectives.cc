@@ -1,15 +1,15 @@
 // Multi-rank correctness of every collective through the public NCCL API, with exact data
 // (tests/coll/coll_check.h): every datatype and op, in and out of place, counts at slot,
-// chunk and loop boundaries, 1..8 ranks as threads and 2..4 as processes, 1..4 channels,
-// grouped mixes over several communicators, and split communicators. Every rank's buffers
-// must equal the reference bit for bit, guards and canaries included.
+// chunk and loop boundaries, 1..8 ranks as threads and 2..4 as processes, 1..32 channels,
+// grouped mixes over several communicators, split and non-blocking communicators. Every rank's
+// buffers must equal the reference bit for bit, guards and canaries included.
 //
 // NCCL_BUFFSIZE=64K (8 slots of 8 KiB on ring connections, 8 of 2 KiB on p2p connections)
 // keeps the boundaries small; connections keep the geometry they were made with, so the
 // variable is set before the communicators are made and kept for their whole life.
-#include <catch2/catch.hpp>
-
+#include <algorithm>
 #include <atomic>
+#include <catch2/catch.hpp>
 #include <chrono>
 #include <cstdio>
 #include <cstring>
@@ -46,8 +46,10 @@ struct TestEnv {
 struct Channels {
   ScopedEnv minCh, maxCh;
   explicit Channels(int n)
-      : minCh("NCCL_MIN_NCHANNELS", n ? std::optional<std::string>(std::to_string(n)) : std::nullopt),
-        maxCh("NCCL_MAX_NCHANNELS", n ? std::optional<std::string>(std::to_string(n)) : std::nullopt) {}
+      : minCh("NCCL_MIN_NCHANNELS",
+              n ? std::optional<std::string>(std::to_string(n)) : std::nullopt),
+        maxCh("NCCL_MAX_NCHANNELS",
+              n ? std::optional<std::string>(std::to_string(n)) : std::nullopt) {}
 };
 
 struct Comms {
@@ -85,52 +87,50 @@ enum class Drive {
 constexpr Drive kDrives[] = {Drive::Threads, Drive::Group, Drive::OneGroup, Drive::ThreadGroups};
 const char* driveName(Drive d) {
   switch (d) {
-    case Drive::Threads: return "threads";
-    case Drive::Group: return "group";
-    case Drive::OneGroup: return "one-group";
-    case Drive::ThreadGroups: return "thread-groups";
+    case Drive::Threads:
+      return "threads";
+    case Drive::Group:
+      return "group";
+    case Drive::OneGroup:
+      return "one-group";
+    case Drive::ThreadGroups:
+      return "thread-groups";
   }
   return "?";
 }
 
 // Element counts that sit on the boundaries of a collective's data movement: slots of
-// `slotBytes` and loops of `loopSlots` slots per channel.
-std::vector<size_t> countClasses(ncclDataType_t type, size_t slotBytes, size_t loopSlots,
-                                 int nch) {
+// `slotBytes` and loops of `loopSlots` slots per channel. The last spans several loops;
+// with `deep`, also more than a connection's 8 slots per channel, so that a sender must
+// wait for free slots within one call. (Ring collectives over blocks pass n blocks through
+// each connection anyway.)
+std::vector<size_t> countClasses(ncclDataType_t type, size_t slotBytes, size_t loopSlots, int nch,
+                                 bool deep) {
   const size_t s = slotBytes / typeSize(type);
   const size_t loop = s * loopSlots * static_cast<size_t>(nch);
-  return {0, 1, 7, s - 1, s, s + 1, loop - 1, loop + 1, 3 * loop + 5};
+  const size_t many = std::max(3 * loop, deep ? 9 * s * static_cast<size_t>(nch) : 0) + 5;
+  return {0, 1, 7, s - 1, s, s + 1, loop - 1, loop + 1, many};
 }
 
-// Slot size and slots per loop (per channel) of a collective on n ranks.
-void geometry(Coll c, int n, size_t* slotBytes, size_t* loopSlots) {
+std::vector<size_t> countsFor(Coll c, ncclDataType_t type, int n, int nch) {
   switch (c) {
     case Coll::AlltoAll:
     case Coll::Gather:
     case Coll::Scatter:
-      *slotBytes = kP2pSlot;
-      *loopSlots = 1;
-      break;
-    case Coll::AllReduce:
-      *slotBytes = kRingSlot;
-      *loopSlots = static_cast<size_t>(n);  // a loop moves n chunks of one slot
-      break;
+      return countClasses(type, kP2pSlot, 1, nch, true);
+    case Coll::AllReduce:  // a loop moves n chunks of one slot
+      return countClasses(type, kRingSlot, static_cast<size_t>(n), nch, true);
+    case Coll::AllGather:
+    case Coll::ReduceScatter:
+      return countClasses(type, kRingSlot, 1, nch, false);
     default:
-      *slotBytes = kRingSlot;
-      *loopSlots = 1;
-      break;
+      return countClasses(type, kRingSlot, 1, nch, true);  // broadcast, reduce chains
   }
 }
 
-std::vector<size_t> countsFor(Coll c, ncclDataType_t type, int n, int nch) {
-  size_t slot, loop;
-  geometry(c, n, &slot, &loop);
-  return countClasses(type, slot, loop, nch);
-}
-
 // Runs `cases` on `comms` in batches; failures name the case, the rank and the difference.
-void runCases(const Comms& comms, const std::vector<CollCase>& cases, Drive drive,
-              Failures& fail, const char* label = "") {
+void runCases(const Comms& comms, const std::vector<CollCase>& cases, Drive drive, Failures& fail,
+              const char* label = "") {
   const int n = comms.size();
   size_t next = 0;
   while (next < cases.size()) {
@@ -143,7 +143,8 @@ void runCases(const Comms& comms, const std::vector<CollCase>& cases, Drive driv
       const CaseData& d = *data.back();
       bytes += (d.sendElems() + d.recvElems()) * typeSize(d.c.type) * n * 3;
       ranks.emplace_back();
-      for (int r = 0; r < n; ++r) ranks.back().push_back(std::make_unique<CollRank>(d, r, comms[r]));
+      for (int r = 0; r < n; ++r)
+        ranks.back().push_back(std::make_unique<CollRank>(d, r, comms[r]));
     }
     const size_t nb = data.size();
     std::vector<std::vector<ncclResult_t>> res(nb, std::vector<ncclResult_t>(n, ncclSuccess));
@@ -342,7 +343,8 @@ class P2pRank {
       for (size_t i = 0; i < msgs_.size(); ++i) {
         const Msg& m = msgs_[i];
         ncclResult_t r = ncclSuccess;
-        if (sends && m.src == rank_) r = ncclSend(sendPtr_[i], m.count, m.type, m.dst, comm, nullptr);
+        if (sends && m.src == rank_)
+          r = ncclSend(sendPtr_[i], m.count, m.type, m.dst, comm, nullptr);
         if (r == ncclSuccess && recvs && m.dst == rank_)
           r = ncclRecv(recvPtr_[i], m.count, m.type, m.src, comm, nullptr);
         if (first == ncclSuccess) first = r;
@@ -495,8 +497,7 @@ TEST_CASE("a communicator keeps the NCCL_BUFFSIZE it was made with", "[coll_allr
 
 // ---- reduce-scatter ---------------------------------------------------------------------
 
-TEST_CASE("reduce-scatter: every datatype x op on 1, 2, 3, 4 and 8 ranks",
-          "[coll_reducescatter]") {
+TEST_CASE("reduce-scatter: every datatype x op on 1, 2, 3, 4 and 8 ranks", "[coll_reducescatter]") {
   Failures fail;
   reduceMatrix(Coll::ReduceScatter, fail);
   fail.report();
@@ -538,8 +539,7 @@ TEST_CASE("rooted collectives: slot, chunk and loop boundaries on 1, 2 and 4 cha
 
 // ---- all-gather, all-to-all ---------------------------------------------------------------
 
-TEST_CASE("all-gather and all-to-all: every datatype on 1, 2, 3, 4 and 8 ranks",
-          "[coll_gather]") {
+TEST_CASE("all-gather and all-to-all: every datatype on 1, 2, 3, 4 and 8 ranks", "[coll_gather]") {
   Failures fail;
   copyMatrix(Coll::AllGather, fail);
   copyMatrix(Coll::AlltoAll, fail);
@@ -556,8 +556,7 @@ TEST_CASE("all-gather and all-to-all: slot, chunk and loop boundaries on 1, 2 an
 
 // ---- send / recv --------------------------------------------------------------------------
 
-TEST_CASE("send/recv: shifts, exchanges, self, repeated peers, mixed datatypes",
-          "[coll_p2p]") {
+TEST_CASE("send/recv: shifts, exchanges, self, repeated peers, mixed datatypes", "[coll_p2p]") {
   TestEnv env;
   Failures fail;
   const size_t p2pF32 = kP2pSlot / 4;  // float elements per p2p slot
@@ -565,11 +564,13 @@ TEST_CASE("send/recv: shifts, exchanges, self, repeated peers, mixed datatypes",
   for (int n : {1, 2, 3, 4, 8}) {
     Comms comms(n);
     // Ring shifts by 1 and by n/2, counts around the p2p slot and several FIFO lengths.
-    for (size_t count : {size_t{0}, size_t{1}, p2pF32 - 1, p2pF32 + 1, 8 * p2pF32 + 3, 40 * p2pF32}) {
+    for (size_t count :
+         {size_t{0}, size_t{1}, p2pF32 - 1, p2pF32 + 1, 8 * p2pF32 + 3, 40 * p2pF32}) {
       std::vector<Msg> msgs;
       for (int r = 0; r < n; ++r) msgs.push_back({r, (r + 1) % n, ncclFloat32, count});
       for (int r = 0; r < n; ++r) msgs.push_back({r, (r + n / 2) % n, ncclUint8, count * 3 + 1});
-      runP2p(comms, msgs, seed % 2 ? Drive::Threads : Drive::Group, seed, "shift count " + std::to_string(count), fail);
+      runP2p(comms, msgs, seed % 2 ? Drive::Threads : Drive::Group, seed,
+             "shift count " + std::to_string(count), fail);
       ++seed;
     }
     // All pairs, self included, a different count and datatype per pair; two messages
@@ -578,8 +579,9 @@ TEST_CASE("send/recv: shifts, exchanges, self, repeated peers, mixed datatypes",
     for (int rep = 0; rep < 2; ++rep)
       for (int s = 0; s < n; ++s)
         for (int d = 0; d < n; ++d)
-          all.push_back({s, d, kAllTypes[(s * 5 + d * 3 + rep) % 12],
-                         static_cast<size_t>(rep == 0 ? 1 + s * 700 + d * 300 : 3 * p2pF32 + s + d)});
+          all.push_back(
+              {s, d, kAllTypes[(s * 5 + d * 3 + rep) % 12],
+               static_cast<size_t>(rep == 0 ? 1 + s * 700 + d * 300 : 3 * p2pF32 + s + d)});
     runP2p(comms, all, Drive::Group, seed++, "all pairs", fail);
     runP2p(comms, all, Drive::Threads, seed++, "all pairs", fail);
     // Random permutations: every rank sends to perm[r] and receives from its preimage, a
@@ -629,7 +631,8 @@ TEST_CASE("send/recv: groups with more operations than one schedule holds", "[co
     std::vector<Msg> msgs;
     for (int rep = 0; rep < 40; ++rep)
       for (int s = 0; s < 4; ++s)
-        for (int d = 0; d < 4; ++d) msgs.push_back({s, d, ncclFloat16, static_cast<size_t>(1 + rep + s)});
+        for (int d = 0; d < 4; ++d)
+          msgs.push_back({s, d, ncclFloat16, static_cast<size_t>(1 + rep + s)});
     runP2p(comms, msgs, Drive::Threads, 13, "40 to every peer", fail);
   }
   {
@@ -652,7 +655,6 @@ TEST_CASE("send/recv: groups with more operations than one schedule holds", "[co
 
 TEST_CASE("send/recv outside a group: one sender, one receiver", "[coll_p2p]") {
   TestEnv env;
-  Failures fail;
   Comms comms(2);
   for (size_t count : {size_t{1}, 3 * kP2pSlot / 2 + 1, 50 * kP2pSlot / 2}) {
     DataSpec spec;
@@ -668,7 +670,6 @@ TEST_CASE("send/recv outside a group: one sender, one receiver", "[coll_p2p]") {
     CHECK(res[1] == ncclSuccess);
     CHECK(src == dst);
   }
-  fail.report();
 }
 
 // ---- groups over several communicators, split communicators -------------------------------
@@ -735,7 +736,8 @@ void runWorks(std::vector<std::unique_ptr<Work>>& works, Drive drive, Failures& 
   }
   for (ncclResult_t end : ends)
     if (end != ncclSuccess)
-      fail.add(label + " [" + driveName(drive) + "]: ncclGroupEnd returned " + ncclGetErrorString(end));
+      fail.add(label + " [" + driveName(drive) + "]: ncclGroupEnd returned " +
+               ncclGetErrorString(end));
   for (auto& w : works)
     for (int r = 0; r < w->comms->size(); ++r) {
       std::string what = label + ": " + w->name + " rank " + std::to_string(r) + ": ";
@@ -753,7 +755,8 @@ std::vector<std::unique_ptr<Comms>> split(const Comms& parent, const std::vector
   const int n = parent.size();
   std::vector<ncclComm_t> sub(n, nullptr);
   std::vector<ncclResult_t> res(n);
-  runThreads(n, [&](int r) { res[r] = ncclCommSplit(parent[r], color[r], key[r], &sub[r], nullptr); });
+  runThreads(n,
+             [&](int r) { res[r] = ncclCommSplit(parent[r], color[r], key[r], &sub[r], nullptr); });
   for (int r = 0; r < n; ++r) REQUIRE(res[r] == ncclSuccess);
   std::vector<std::vector<ncclComm_t>> byColor(nColors);
   for (int r = 0; r < n; ++r) {
@@ -789,20 +792,31 @@ TEST_CASE("one group: collectives and send/recv of several datatypes on several 
     std::vector<std::unique_ptr<Work>> works;
     works.push_back(collWork(a, mk(Coll::AllReduce, ncclInt32, Op::Sum, big, 0, false, s + 1)));
     works.push_back(collWork(b, mk(Coll::AllGather, ncclUint8, Op::Copy, big + 1, 0, true, s + 2)));
-    works.push_back(collWork(a, mk(Coll::Broadcast, ncclFloat16, Op::Copy, big, 2, round == 0, s + 3)));
-    works.push_back(p2pWork(a, {{0, 1, ncclFloat64, big}, {1, 0, ncclInt8, 2 * big + 1},
-                                {2, 2, ncclBfloat16, big + 5}, {3, 1, ncclFloat32, 9},
-                                {2, 3, ncclFloat8e5m2, big}, {3, 3, ncclUint64, 1}},
+    works.push_back(
+        collWork(a, mk(Coll::Broadcast, ncclFloat16, Op::Copy, big, 2, round == 0, s + 3)));
+    works.push_back(p2pWork(a,
+                            {{0, 1, ncclFloat64, big},
+                             {1, 0, ncclInt8, 2 * big + 1},
+                             {2, 2, ncclBfloat16, big + 5},
+                             {3, 1, ncclFloat32, 9},
+                             {2, 3, ncclFloat8e5m2, big},
+                             {3, 3, ncclUint64, 1}},
                             s + 4, "p2p mix on a"));
-    works.push_back(collWork(c, mk(Coll::ReduceScatter, ncclBfloat16, Op::Max, big, 0, round == 1, s + 5)));
+    works.push_back(
+        collWork(c, mk(Coll::ReduceScatter, ncclBfloat16, Op::Max, big, 0, round == 1, s + 5)));
     works.push_back(collWork(b, mk(Coll::AlltoAll, ncclFloat32, Op::Copy, big, 0, false, s + 6)));
-    works.push_back(collWork(a, mk(Coll::ReduceScatter, ncclFloat8e4m3, Op::Avg, big, 0, true, s + 7)));
+    works.push_back(
+        collWork(a, mk(Coll::ReduceScatter, ncclFloat8e4m3, Op::Avg, big, 0, true, s + 7)));
     works.push_back(collWork(b, mk(Coll::Reduce, ncclInt64, Op::Prod, big, 1, false, s + 8)));
-    works.push_back(p2pWork(b, {{0, 1, ncclUint32, big}, {1, 2, ncclUint32, big},
-                                {2, 0, ncclUint32, big}, {0, 0, ncclFloat16, 3}},
+    works.push_back(p2pWork(b,
+                            {{0, 1, ncclUint32, big},
+                             {1, 2, ncclUint32, big},
+                             {2, 0, ncclUint32, big},
+                             {0, 0, ncclFloat16, 3}},
                             s + 9, "p2p ring on b"));
     works.push_back(collWork(c, mk(Coll::Gather, ncclInt32, Op::Copy, big, 1, round == 2, s + 10)));
-    works.push_back(collWork(a, mk(Coll::AllReduce, ncclFloat64, Op::PreMulHost, big, 0, true, s + 11)));
+    works.push_back(
+        collWork(a, mk(Coll::AllReduce, ncclFloat64, Op::PreMulHost, big, 0, true, s + 11)));
     works.push_back(collWork(c, mk(Coll::Scatter, ncclUint8, Op::Copy, big, 0, false, s + 12)));
     works.push_back(collWork(b, mk(Coll::AllReduce, ncclFloat16, Op::Avg, big, 0, false, s + 13)));
     runWorks(works, round % 2 ? Drive::ThreadGroups : Drive::Group, fail,
@@ -832,8 +846,8 @@ TEST_CASE("split communicators run collectives, alone and grouped with their par
     int rot = c;
     for (Coll coll : kAllColls)
       for (ncclDataType_t t : {ncclFloat32, ncclInt8, ncclBfloat16}) {
-        cases.push_back(mk(coll, t, kReduceOps[rot % 7], rot % 4 == 0 ? kRingSlot + 1 : 33, rot % subs[c]->size(),
-                           rot % 2 == 0, 300 + rot));
+        cases.push_back(mk(coll, t, kReduceOps[rot % 7], rot % 4 == 0 ? kRingSlot + 1 : 33,
+                           rot % subs[c]->size(), rot % 2 == 0, 300 + rot));
         ++rot;
       }
     runCases(*subs[c], cases, c == 0 ? Drive::Threads : Drive::Group, fail, c ? "odd " : "even ");
@@ -846,12 +860,18 @@ TEST_CASE("split communicators run collectives, alone and grouped with their par
     Channels channels(round == 2 ? 4 : 0);
     std::vector<std::unique_ptr<Work>> works;
     const uint64_t s = 700 + 50 * round;
-    works.push_back(collWork(parent, mk(Coll::AllReduce, ncclFloat32, Op::Sum, 1000, 0, round == 0, s)));
-    works.push_back(collWork(*subs[0], mk(Coll::AllReduce, ncclUint32, Op::Max, 999, 0, false, s + 1)));
-    works.push_back(collWork(*subs[1], mk(Coll::Broadcast, ncclFloat64, Op::Copy, 1001, 2, true, s + 2)));
-    works.push_back(collWork(*quarters[0], mk(Coll::AllGather, ncclInt64, Op::Copy, 65, 0, false, s + 3)));
-    works.push_back(collWork(*quarters[1], mk(Coll::ReduceScatter, ncclFloat16, Op::Sum, 65, 0, true, s + 4)));
-    works.push_back(p2pWork(parent, {{0, 7, ncclInt32, 500}, {7, 0, ncclInt32, 500}, {3, 3, ncclUint8, 7}},
+    works.push_back(
+        collWork(parent, mk(Coll::AllReduce, ncclFloat32, Op::Sum, 1000, 0, round == 0, s)));
+    works.push_back(
+        collWork(*subs[0], mk(Coll::AllReduce, ncclUint32, Op::Max, 999, 0, false, s + 1)));
+    works.push_back(
+        collWork(*subs[1], mk(Coll::Broadcast, ncclFloat64, Op::Copy, 1001, 2, true, s + 2)));
+    works.push_back(
+        collWork(*quarters[0], mk(Coll::AllGather, ncclInt64, Op::Copy, 65, 0, false, s + 3)));
+    works.push_back(
+        collWork(*quarters[1], mk(Coll::ReduceScatter, ncclFloat16, Op::Sum, 65, 0, true, s + 4)));
+    works.push_back(p2pWork(parent,
+                            {{0, 7, ncclInt32, 500}, {7, 0, ncclInt32, 500}, {3, 3, ncclUint8, 7}},
                             s + 5, "p2p on parent"));
     works.push_back(collWork(parent, mk(Coll::AlltoAll, ncclUint8, Op::Copy, 17, 0, false, s + 6)));
     runWorks(works, round % 2 ? Drive::ThreadGroups : Drive::Group, fail,
@@ -874,8 +894,8 @@ TEST_CASE("every collective from forked processes over shm", "[coll_fork]") {
         for (int k = 0; k < (nch == 4 ? 2 : 12); ++k) {
           ncclDataType_t t = kAllTypes[(rot * 5) % 12];
           std::vector<size_t> counts = countsFor(coll, t, n, nch);
-          CollCase c = mk(coll, t, kReduceOps[rot % 7], counts[(rot * 7) % counts.size()],
-                          rot % n, rot % 2 == 0, 4000 + rot);
+          CollCase c = mk(coll, t, kReduceOps[rot % 7], counts[(rot * 7) % counts.size()], rot % n,
+                          rot % 2 == 0, 4000 + rot);
           c.nullUnused = rot % 3 == 0;
           cases.push_back({nch, c});
           ++rot;
@@ -896,7 +916,8 @@ TEST_CASE("every collective from forked processes over shm", "[coll_fork]") {
         CaseData data(c, n);
         CollRank me(data, rank, comm);
         ncclResult_t r = me.issue();
-        std::string why = r != ncclSuccess ? std::string("returned ") + ncclGetErrorString(r) : me.check();
+        std::string why =
+            r != ncclSuccess ? std::string("returned ") + ncclGetErrorString(r) : me.check();
         if (!why.empty()) {
           std::fprintf(stderr, "[fork ch=%d] %s rank %d: %s\n", nch, c.describe(n).c_str(), rank,
                        why.c_str());
@@ -907,7 +928,8 @@ TEST_CASE("every collective from forked processes over shm", "[coll_fork]") {
       for (int round = 0; round < 2 && bad == 0; ++round) {
         P2pRank me(msgs, rank, (rank + round) % 2 == 0, 60 + round);
         ncclResult_t r = me.issue(comm);
-        std::string why = r != ncclSuccess ? std::string("returned ") + ncclGetErrorString(r) : me.check();
+        std::string why =
+            r != ncclSuccess ? std::string("returned ") + ncclGetErrorString(r) : me.check();
         if (!why.empty()) {
           std::fprintf(stderr, "[fork] p2p n=%d rank %d: %s\n", n, rank, why.c_str());
           ++bad;
@@ -932,7 +954,7 @@ TEST_CASE("every collective from forked processes over shm", "[coll_fork]") {
         ncclResult_t end = ncclGroupEnd();
         if (r == ncclSuccess) r = end;
         for (size_t k = 0; k <= mine.size(); ++k) {
-          std::string why = r != ncclSuccess ? std::string("returned ") + ncclGetErrorString(r)
+          std::string why = r != ncclSuccess  ? std::string("returned ") + ncclGetErrorString(r)
                             : k < mine.size() ? mine[k]->check()
                                               : p2p.check();
           if (!why.empty()) {
@@ -966,8 +988,7 @@ TEST_CASE("32 MiB all-reduce, all-gather and reduce-scatter", "[coll_large]") {
              Drive::Group, fail);
     runCases(comms, {mk(Coll::AllGather, ncclFloat32, Op::Copy, mib32 / 4 / 2 + 1, 0, false, 3)},
              Drive::Threads, fail);
-    runCases(comms,
-             {mk(Coll::ReduceScatter, ncclFloat32, Op::Max, mib32 / 4 / 2 + 5, 0, true, 4)},
+    runCases(comms, {mk(Coll::ReduceScatter, ncclFloat32, Op::Max, mib32 / 4 / 2 + 5, 0, true, 4)},
              Drive::Group, fail);
   }
   {
