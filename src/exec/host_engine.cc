@@ -59,7 +59,8 @@ void wakeWord(void*, uint32_t* word) {
 struct HostEngine::Job {
   int channel = 0;
   const char* name = "";
-  const Program* program = nullptr;  // from the plan cache, or the engine's p2p Program
+  const Program* program = nullptr;  // from the plan cache, or ownProgram
+  std::unique_ptr<Program> ownProgram;  // grouped send/recv, built for this batch
   std::vector<const void*> inputs;
   std::vector<void*> outputs;
   ncclDataType_t type = ncclInt8;
@@ -79,8 +80,6 @@ HostEngine::HostEngine(ncclComm* comm)
     : comm_(comm),
       params_{static_cast<int>(positive("MAX_NCHANNELS")),
               static_cast<int>(positive("MIN_NCHANNELS")),
-              connSpecFor(kPortRing).slotBytes,
-              connSpecFor(kPortP2p).slotBytes,
               static_cast<int>(positive("SPIN_COUNT")),
               std::chrono::milliseconds(positive("TIMEOUT"))},
       conns_(comm) {
@@ -170,38 +169,11 @@ ncclResult_t HostEngine::runBatch(const std::vector<CollArgs>& ops) {
 
 ncclResult_t HostEngine::planBatch(const std::vector<CollArgs>& ops) {
   const int nranks = comm_->nranks;
-  const uint32_t ringSlotBytes = params_.ringSlotBytes;
-  const uint32_t p2pSlotBytes = params_.p2pSlotBytes;
-
-  // Every send and receive of the batch joins one grouped Program. It counts bytes, so that
-  // operations of different datatypes can share it.
-  P2pDesc p2p;
-  Job* p2pJob = nullptr;
-
+  std::vector<const CollArgs*> p2pOps;  // every send and receive, in posting order
   for (const CollArgs& a : ops) {
     if (a.count == 0) continue;  // nothing moves, on every rank alike
-    const size_t elemSize = dataTypeSize(a.datatype);
-
     if (a.kind == CollKind::Send || a.kind == CollKind::Recv) {
-      if (!p2pJob) {
-        p2pJob = newJob();
-        p2pJob->channel = 0;
-        p2pJob->type = ncclUint8;
-        p2pJob->op = makeRedOp(ncclSum, ncclUint8, nranks);
-        p2pJob->name = "send/recv";
-      }
-      P2pOp p;
-      p.send = a.kind == CollKind::Send;
-      p.peer = a.root;
-      p.count = a.count * elemSize;
-      if (p.send) {
-        p.buffer = static_cast<int>(p2pJob->inputs.size());
-        p2pJob->inputs.push_back(a.sendbuff);
-      } else {
-        p.buffer = static_cast<int>(p2pJob->outputs.size());
-        p2pJob->outputs.push_back(a.recvbuff);
-      }
-      p2p.ops.push_back(p);
+      p2pOps.push_back(&a);
       continue;
     }
 
@@ -216,10 +188,9 @@ ncclResult_t HostEngine::planBatch(const std::vector<CollArgs>& ops) {
       op = makeRedOp(a.op, a.datatype, nranks);
     }
     const Coll coll = toColl(a.kind);
-    const uint32_t slotBytes = collPortKind(coll) == kPortP2p ? p2pSlotBytes : ringSlotBytes;
-
+    const size_t elemSize = dataTypeSize(a.datatype);
     TuneInput tune{opBytes(a, nranks), nranks, params_.maxChannels, params_.minChannels};
-    int nch = chooseChannels(tune);
+    const int nch = chooseChannels(tune);
     for (int c = 0; c < nch; ++c) {
       CollDesc d;
       d.coll = coll;
@@ -230,7 +201,7 @@ ncclResult_t HostEngine::planBatch(const std::vector<CollArgs>& ops) {
       d.root = a.root;
       d.nChannels = nch;
       d.channel = c;
-      d.sliceElems = slotBytes / elemSize;
+      d.sliceElems = conns_.spec(collPortKind(coll)).slotBytes / elemSize;
       const Program* program = nullptr;
       RINGCC_CHECK(plans_.get(d, &program));
       Job* job = newJob();
@@ -243,21 +214,76 @@ ncclResult_t HostEngine::planBatch(const std::vector<CollArgs>& ops) {
       job->outputs.assign(std::max<int>(1, program->nBuffers), a.recvbuff);
     }
   }
+  return planP2p(p2pOps);
+}
 
-  if (p2pJob) {
+// The sends and receives of a batch run as grouped Programs on channel 0, after its
+// collectives. They count bytes, so that operations of different datatypes share them.
+//
+// NCCL bounds neither the operations of a group nor those to one peer; a Program holds
+// kMaxLanes lanes and kMaxBuffers buffers. So the i-th operation to a given peer and
+// direction belongs to round i / perRound, with perRound = kMaxLanes / (2 nranks) so that a
+// round fits one Program, and whole rounds are packed into Programs in order. Every rank
+// computes the rounds alike, so an operation and its match on the peer are in the same
+// round. A Program starts when the one before it is done, so round k never waits for a
+// later round on any rank, whichever rounds each rank packed together: the rounds finish
+// one after another everywhere. A group that fits one Program is one Program.
+ncclResult_t HostEngine::planP2p(const std::vector<const CollArgs*>& ops) {
+  if (ops.empty()) return ncclSuccess;
+  const int nranks = comm_->nranks;
+  const size_t perRound = std::max(1, kMaxLanes / (2 * nranks));
+  std::vector<size_t> posted(2 * static_cast<size_t>(nranks), 0);  // per (peer, direction)
+  std::vector<size_t> round(ops.size());
+  std::vector<size_t> roundOps;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const CollArgs& a = *ops[i];
+    size_t& k = posted[2 * static_cast<size_t>(a.root) + (a.kind == CollKind::Send ? 1 : 0)];
+    round[i] = k++ / perRound;
+    if (round[i] >= roundOps.size()) roundOps.resize(round[i] + 1, 0);
+    ++roundOps[round[i]];
+  }
+
+  for (size_t first = 0; first < roundOps.size();) {
+    size_t last = first, total = roundOps[first];
+    while (last + 1 < roundOps.size() && total + roundOps[last + 1] <= kMaxLanes)
+      total += roundOps[++last];
+    Job* job = newJob();
+    job->channel = 0;
+    job->type = ncclUint8;
+    job->op = makeRedOp(ncclSum, ncclUint8, nranks);
+    job->name = "send/recv";
+    P2pDesc p2p;
+    for (size_t i = 0; i < ops.size(); ++i) {
+      if (round[i] < first || round[i] > last) continue;
+      const CollArgs& a = *ops[i];
+      P2pOp p;
+      p.send = a.kind == CollKind::Send;
+      p.peer = a.root;
+      p.count = a.count * dataTypeSize(a.datatype);
+      if (p.send) {
+        p.buffer = static_cast<int>(job->inputs.size());
+        job->inputs.push_back(a.sendbuff);
+      } else {
+        p.buffer = static_cast<int>(job->outputs.size());
+        job->outputs.push_back(a.recvbuff);
+      }
+      p2p.ops.push_back(p);
+    }
     p2p.nranks = nranks;
     p2p.rank = comm_->rank;
     p2p.nChannels = 1;
     p2p.channel = 0;
     p2p.elemSize = 1;
-    p2p.sliceElems = p2pSlotBytes;
-    RINGCC_CHECK(buildP2p(p2p, &p2pProgram_));
-    p2pJob->program = &p2pProgram_;
+    p2p.sliceElems = conns_.spec(kPortP2p).slotBytes;
+    if (!job->ownProgram) job->ownProgram = std::make_unique<Program>();
+    RINGCC_CHECK(buildP2p(p2p, job->ownProgram.get()));
+    job->program = job->ownProgram.get();
     // The runner indexes inputs and outputs by the same buffer number.
-    size_t n = std::max<size_t>({p2pJob->inputs.size(), p2pJob->outputs.size(),
-                                 static_cast<size_t>(p2pProgram_.nBuffers), 1});
-    p2pJob->inputs.resize(n, nullptr);
-    p2pJob->outputs.resize(n, nullptr);
+    size_t n = std::max<size_t>({job->inputs.size(), job->outputs.size(),
+                                 static_cast<size_t>(job->program->nBuffers), 1});
+    job->inputs.resize(n, nullptr);
+    job->outputs.resize(n, nullptr);
+    first = last + 1;
   }
   return ncclSuccess;
 }

@@ -52,13 +52,12 @@ class HostEngine final : public CommEngine {
   struct Params {
     int maxChannels;
     int minChannels;
-    uint32_t ringSlotBytes;
-    uint32_t p2pSlotBytes;
     int spinCount;
     std::chrono::milliseconds timeout;
   };
 
   ncclResult_t planBatch(const std::vector<CollArgs>& ops);
+  ncclResult_t planP2p(const std::vector<const CollArgs*>& ops);
   ncclResult_t bindJobs();
   ncclResult_t runJobs();
   void reportStuck() const;
@@ -73,7 +72,6 @@ class HostEngine final : public CommEngine {
   // buffer tables are not allocated again.
   std::vector<std::unique_ptr<Job>> jobs_;
   size_t nJobs_ = 0;
-  Program p2pProgram_;  // the batch's grouped send/recv Program
 
   std::mutex mu_;
   std::condition_variable cv_;
