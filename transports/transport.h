@@ -109,7 +109,7 @@ inline constexpr uint64_t kMaxConnBytes = uint64_t{1} << 30;  // nSlots * slotBy
 // [nSlots * 64, kMaxConnBytes] and each slot rounded down to a multiple of 64.
 ConnSpec connSpecForBuffer(int64_t bytes, uint32_t nSlots = kDefaultSlots);
 
-// connSpecForBuffer(NCCL_BUFFSIZE): kDefaultSlots slots (4 MiB -> 8 x 512 KiB). A BUFFSIZE out
+// connSpecForBuffer(NCCL_BUFFSIZE): kDefaultSlots slots (512 KiB -> 8 x 64 KiB). A BUFFSIZE out
 // of range is clamped with a WARN. The caller fills channel, self and peer.
 ConnSpec defaultConnSpec();
 

@@ -34,8 +34,11 @@ ConnSpec connSpecFor(uint8_t kind) {
   return connSpecForBuffer(bytes);
 }
 
+ConnectionTable::ConnectionTable(ncclComm* comm)
+    : comm_(comm), ringSpec_(connSpecFor(kPortRing)), p2pSpec_(connSpecFor(kPortP2p)) {}
+
 ncclResult_t ConnectionTable::connectionSpec(const PortKey& key, ConnSpec* spec) const {
-  *spec = connSpecFor(key.kind);
+  *spec = this->spec(key.kind);
   spec->channel = key.channel;
   spec->self = comm_->peers[comm_->rank];
   spec->peer = comm_->peers[key.peer];

@@ -38,13 +38,19 @@ struct PortKey {
   bool operator<(const PortKey& o) const { return tie() < o.tie(); }
 };
 
-// FIFO geometry of a new connection of `kind` (PortKind), from NCCL_BUFFSIZE. Programs size
-// their slices from it, so that every slice fits a slot of the connections it uses.
+// FIFO geometry of a new connection of `kind` (PortKind), from NCCL_BUFFSIZE now.
 ConnSpec connSpecFor(uint8_t kind);
 
 class ConnectionTable {
  public:
-  explicit ConnectionTable(ncclComm* comm) : comm_(comm) {}
+  // Reads the geometry of both connection kinds once, here (at communicator init), as NCCL
+  // reads its parameters once: every connection the table makes later gets it, whatever the
+  // environment says by then.
+  explicit ConnectionTable(ncclComm* comm);
+
+  // The geometry of this table's connections of `kind`. Programs size their slices from it,
+  // so that every slice fits a slot of the connections it uses.
+  const ConnSpec& spec(uint8_t kind) const { return kind == kPortP2p ? p2pSpec_ : ringSpec_; }
 
   // Makes every connection in `keys` that does not exist yet. Collective with the peers
   // named in the missing keys. Waiting for a peer's offer ends with ncclRemoteError once *stop
@@ -65,6 +71,8 @@ class ConnectionTable {
   ncclResult_t connectionSpec(const PortKey& key, ConnSpec* spec) const;
 
   ncclComm* comm_;
+  ConnSpec ringSpec_;
+  ConnSpec p2pSpec_;
   std::map<PortKey, std::unique_ptr<Connector>> conns_;
 };
 

@@ -29,6 +29,10 @@ class CommEngine {
   // Blocks until the submitted batch is done; returns its first error.
   virtual ncclResult_t wait() = 0;
 
+  // Runs a batch to completion on the calling thread: for batches that touch only this
+  // communicator, it saves the two thread hand-offs of submit() and wait().
+  virtual ncclResult_t run(const std::vector<CollArgs>& ops) = 0;
+
   // Stops operations in flight (they return an error); the engine stays destroyable.
   virtual void abortOps() = 0;
 };

@@ -53,6 +53,12 @@ ncclResult_t launchOps(const std::vector<CollArgs>& ops) {
   // Abort and destroy wait for these guards, so the engines outlive the launch.
   std::vector<std::unique_ptr<CallGuard>> guards;
   for (ncclComm* comm : comms) guards.push_back(std::make_unique<CallGuard>(comm));
+  if (comms.size() == 1) {
+    // One communicator: nothing else must progress meanwhile, so run on this thread.
+    ncclResult_t r = comms[0]->engine->run(perComm[0]);
+    if (r != ncclSuccess) comms[0]->recordError(r);
+    return r;
+  }
   ncclResult_t first = ncclSuccess;
   std::vector<bool> submitted(comms.size(), false);
   for (size_t i = 0; i < comms.size(); ++i) {

@@ -59,7 +59,8 @@ void wakeWord(void*, uint32_t* word) {
 struct HostEngine::Job {
   int channel = 0;
   const char* name = "";
-  Program program{};
+  const Program* program = nullptr;  // from the plan cache, or ownProgram
+  std::unique_ptr<Program> ownProgram;  // grouped send/recv, built for this batch
   std::vector<const void*> inputs;
   std::vector<void*> outputs;
   ncclDataType_t type = ncclInt8;
@@ -69,8 +70,28 @@ struct HostEngine::Job {
   ProgramRunner runner;
 };
 
-HostEngine::HostEngine(ncclComm* comm) : comm_(comm), conns_(comm) {
+namespace {
+
+int64_t positive(const char* name) { return std::max<int64_t>(1, paramInt(name)); }
+
+}  // namespace
+
+HostEngine::HostEngine(ncclComm* comm)
+    : comm_(comm),
+      params_{static_cast<int>(positive("MAX_NCHANNELS")),
+              static_cast<int>(positive("MIN_NCHANNELS")),
+              static_cast<int>(positive("SPIN_COUNT")),
+              std::chrono::milliseconds(positive("TIMEOUT"))},
+      conns_(comm) {
   thread_ = std::thread([this] { threadMain(); });
+}
+
+HostEngine::Job* HostEngine::newJob() {
+  if (nJobs_ == jobs_.size()) jobs_.push_back(std::make_unique<Job>());
+  Job* job = jobs_[nJobs_++].get();
+  job->inputs.clear();
+  job->outputs.clear();
+  return job;
 }
 
 HostEngine::~HostEngine() {
@@ -108,11 +129,21 @@ ncclResult_t HostEngine::wait() {
   return result_;
 }
 
+ncclResult_t HostEngine::run(const std::vector<CollArgs>& ops) {
+  LogRankScope scope(comm_->rank);
+  return runBatch(ops);
+}
+
 void HostEngine::abortOps() { abortOps_.store(true); }
 
 bool HostEngine::stopRequested() const {
   return abortOps_.load(std::memory_order_relaxed) ||
          comm_->abortFlag.load(std::memory_order_relaxed);
+}
+
+ncclResult_t HostEngine::stopped(const char* phase) const {
+  return fail(ncclInvalidUsage, "collective", "stopped while %s: the communicator was %s", phase,
+              comm_->revoked.load() ? "revoked" : "aborted");
 }
 
 void HostEngine::threadMain() {
@@ -124,14 +155,6 @@ void HostEngine::threadMain() {
     std::vector<CollArgs> ops = batch_;
     lock.unlock();
     ncclResult_t r = runBatch(ops);
-    if (r != ncclSuccess && conns_.size() > 0) {
-      // The failed batch left our FIFOs out of step with the peers', so the connections are
-      // of no further use (and the communicator refuses new operations). Closing them tells
-      // every peer still inside this operation, which would otherwise wait on us until its
-      // NCCL_TIMEOUT: a failure spreads around the ring in bounded time.
-      LOG_INFO(kLogColl, "closing %zu connections after a failed operation", conns_.size());
-      conns_.closeAll();
-    }
     lock.lock();
     result_ = r;
     batchDone_ = true;
@@ -140,50 +163,37 @@ void HostEngine::threadMain() {
 }
 
 ncclResult_t HostEngine::runBatch(const std::vector<CollArgs>& ops) {
-  if (stopRequested()) return fail(ncclInvalidUsage, "collective", "communicator was aborted");
-  std::vector<std::unique_ptr<Job>> jobs;
-  RINGCC_CHECK(planBatch(ops, &jobs));
-  if (jobs.empty()) return ncclSuccess;
-  RINGCC_CHECK(bindJobs(jobs));
-  return runJobs(jobs);
+  ncclResult_t r = planAndRun(ops);
+  if (r != ncclSuccess && conns_.size() > 0) {
+    // The failed batch left our FIFOs out of step with the peers', so the connections are
+    // of no further use (and the communicator refuses new operations). Closing them tells
+    // every peer still inside this operation, which would otherwise wait on us until its
+    // NCCL_TIMEOUT: a failure spreads around the ring in bounded time.
+    LOG_INFO(kLogColl, "closing %zu connections after a failed operation", conns_.size());
+    for (size_t j = 0; j < nJobs_; ++j) jobs_[j]->connectors.clear();
+    nJobs_ = 0;
+    conns_.closeAll();
+  }
+  return r;
 }
 
-ncclResult_t HostEngine::planBatch(const std::vector<CollArgs>& ops,
-                                   std::vector<std::unique_ptr<Job>>* jobs) {
+ncclResult_t HostEngine::planAndRun(const std::vector<CollArgs>& ops) {
+  if (stopRequested()) return fail(ncclInvalidUsage, "collective", "communicator was aborted");
+  nJobs_ = 0;
+  plans_.beginBatch();
+  RINGCC_CHECK(planBatch(ops));
+  if (nJobs_ == 0) return ncclSuccess;
+  RINGCC_CHECK(bindJobs());
+  return runJobs();
+}
+
+ncclResult_t HostEngine::planBatch(const std::vector<CollArgs>& ops) {
   const int nranks = comm_->nranks;
-  const int maxChannels = std::max<int>(1, static_cast<int>(paramInt("MAX_NCHANNELS")));
-  const int minChannels = static_cast<int>(paramInt("MIN_NCHANNELS"));
-  const uint32_t ringSlotBytes = connSpecFor(kPortRing).slotBytes;
-  const uint32_t p2pSlotBytes = connSpecFor(kPortP2p).slotBytes;
-
-  // Every send and receive of the batch joins one grouped Program. It counts bytes, so that
-  // operations of different datatypes can share it.
-  P2pDesc p2p;
-  std::unique_ptr<Job> p2pJob;
-
+  std::vector<const CollArgs*> p2pOps;  // every send and receive, in posting order
   for (const CollArgs& a : ops) {
     if (a.count == 0) continue;  // nothing moves, on every rank alike
-    const size_t elemSize = dataTypeSize(a.datatype);
-
     if (a.kind == CollKind::Send || a.kind == CollKind::Recv) {
-      if (!p2pJob) {
-        p2pJob = std::make_unique<Job>();
-        p2pJob->type = ncclUint8;
-        p2pJob->op = makeRedOp(ncclSum, ncclUint8, nranks);
-        p2pJob->name = "send/recv";
-      }
-      P2pOp p;
-      p.send = a.kind == CollKind::Send;
-      p.peer = a.root;
-      p.count = a.count * elemSize;
-      if (p.send) {
-        p.buffer = static_cast<int>(p2pJob->inputs.size());
-        p2pJob->inputs.push_back(a.sendbuff);
-      } else {
-        p.buffer = static_cast<int>(p2pJob->outputs.size());
-        p2pJob->outputs.push_back(a.recvbuff);
-      }
-      p2p.ops.push_back(p);
+      p2pOps.push_back(&a);
       continue;
     }
 
@@ -198,12 +208,10 @@ ncclResult_t HostEngine::planBatch(const std::vector<CollArgs>& ops,
       op = makeRedOp(a.op, a.datatype, nranks);
     }
     const Coll coll = toColl(a.kind);
-    const uint32_t slotBytes = collPortKind(coll) == kPortP2p ? p2pSlotBytes : ringSlotBytes;
-
-    TuneInput tune{opBytes(a, nranks), nranks, maxChannels, minChannels};
-    int nch = chooseChannels(tune);
+    const size_t elemSize = dataTypeSize(a.datatype);
+    TuneInput tune{opBytes(a, nranks), nranks, params_.maxChannels, params_.minChannels};
+    const int nch = chooseChannels(tune);
     for (int c = 0; c < nch; ++c) {
-      auto job = std::make_unique<Job>();
       CollDesc d;
       d.coll = coll;
       d.count = a.count;
@@ -213,48 +221,110 @@ ncclResult_t HostEngine::planBatch(const std::vector<CollArgs>& ops,
       d.root = a.root;
       d.nChannels = nch;
       d.channel = c;
-      d.sliceElems = slotBytes / elemSize;
-      RINGCC_CHECK(buildProgram(d, &job->program));
+      d.sliceElems = conns_.spec(collPortKind(coll)).slotBytes / elemSize;
+      const Program* program = nullptr;
+      RINGCC_CHECK(plans_.get(d, &program));
+      Job* job = newJob();
+      job->program = program;
       job->channel = c;
       job->name = collName(a.kind);
       job->type = a.datatype;
       job->op = op;
-      job->inputs.assign(std::max<int>(1, job->program.nBuffers), a.sendbuff);
-      job->outputs.assign(std::max<int>(1, job->program.nBuffers), a.recvbuff);
-      jobs->push_back(std::move(job));
+      job->inputs.assign(std::max<int>(1, program->nBuffers), a.sendbuff);
+      job->outputs.assign(std::max<int>(1, program->nBuffers), a.recvbuff);
     }
   }
+  return planP2p(p2pOps);
+}
 
-  if (p2pJob) {
+// The sends and receives of a batch run as grouped Programs on channel 0, after its
+// collectives. They count bytes, so that operations of different datatypes share them.
+//
+// NCCL bounds neither the operations of a group nor those to one peer; a Program holds
+// kMaxLanes lanes and kMaxBuffers buffers. So the i-th operation to a given peer and
+// direction belongs to round i / perRound, with perRound = kMaxLanes / (2 nranks) so that a
+// round fits one Program, and whole rounds are packed into Programs in order. Every rank
+// computes the rounds alike, so an operation and its match on the peer are in the same
+// round. A Program starts when the one before it is done, so round k never waits for a
+// later round on any rank, whichever rounds each rank packed together: the rounds finish
+// one after another everywhere. A group that fits one Program is one Program.
+ncclResult_t HostEngine::planP2p(const std::vector<const CollArgs*>& ops) {
+  if (ops.empty()) return ncclSuccess;
+  const int nranks = comm_->nranks;
+  const size_t perRound = std::max(1, kMaxLanes / (2 * nranks));
+  std::vector<size_t> posted(2 * static_cast<size_t>(nranks), 0);  // per (peer, direction)
+  std::vector<size_t> round(ops.size());
+  std::vector<size_t> roundOps;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const CollArgs& a = *ops[i];
+    size_t& k = posted[2 * static_cast<size_t>(a.root) + (a.kind == CollKind::Send ? 1 : 0)];
+    round[i] = k++ / perRound;
+    if (round[i] >= roundOps.size()) roundOps.resize(round[i] + 1, 0);
+    ++roundOps[round[i]];
+  }
+
+  for (size_t first = 0; first < roundOps.size();) {
+    size_t last = first, total = roundOps[first];
+    while (last + 1 < roundOps.size() && total + roundOps[last + 1] <= kMaxLanes)
+      total += roundOps[++last];
+    Job* job = newJob();
+    job->channel = 0;
+    job->type = ncclUint8;
+    job->op = makeRedOp(ncclSum, ncclUint8, nranks);
+    job->name = "send/recv";
+    P2pDesc p2p;
+    for (size_t i = 0; i < ops.size(); ++i) {
+      if (round[i] < first || round[i] > last) continue;
+      const CollArgs& a = *ops[i];
+      P2pOp p;
+      p.send = a.kind == CollKind::Send;
+      p.peer = a.root;
+      p.count = a.count * dataTypeSize(a.datatype);
+      if (p.send) {
+        p.buffer = static_cast<int>(job->inputs.size());
+        job->inputs.push_back(a.sendbuff);
+      } else {
+        p.buffer = static_cast<int>(job->outputs.size());
+        job->outputs.push_back(a.recvbuff);
+      }
+      p2p.ops.push_back(p);
+    }
     p2p.nranks = nranks;
     p2p.rank = comm_->rank;
     p2p.nChannels = 1;
     p2p.channel = 0;
     p2p.elemSize = 1;
-    p2p.sliceElems = p2pSlotBytes;
-    RINGCC_CHECK(buildP2p(p2p, &p2pJob->program));
+    p2p.sliceElems = conns_.spec(kPortP2p).slotBytes;
+    if (!job->ownProgram) job->ownProgram = std::make_unique<Program>();
+    RINGCC_CHECK(buildP2p(p2p, job->ownProgram.get()));
+    job->program = job->ownProgram.get();
     // The runner indexes inputs and outputs by the same buffer number.
-    size_t n = std::max<size_t>({p2pJob->inputs.size(), p2pJob->outputs.size(),
-                                 static_cast<size_t>(p2pJob->program.nBuffers), 1});
-    p2pJob->inputs.resize(n, nullptr);
-    p2pJob->outputs.resize(n, nullptr);
-    jobs->push_back(std::move(p2pJob));
+    size_t n = std::max<size_t>({job->inputs.size(), job->outputs.size(),
+                                 static_cast<size_t>(job->program->nBuffers), 1});
+    job->inputs.resize(n, nullptr);
+    job->outputs.resize(n, nullptr);
+    first = last + 1;
   }
   return ncclSuccess;
 }
 
-ncclResult_t HostEngine::bindJobs(std::vector<std::unique_ptr<Job>>& jobs) {
+ncclResult_t HostEngine::bindJobs() {
   std::vector<PortKey> keys;
-  for (const auto& job : jobs)
-    for (int i = 0; i < job->program.nPorts; ++i) {
-      const Port& p = job->program.ports[i];
-      keys.push_back(PortKey{job->channel, p.kind, p.peer, p.dir});
+  for (size_t j = 0; j < nJobs_; ++j) {
+    const Job& job = *jobs_[j];
+    for (int i = 0; i < job.program->nPorts; ++i) {
+      const Port& p = job.program->ports[i];
+      keys.push_back(PortKey{job.channel, p.kind, p.peer, p.dir});
     }
+  }
   // Making connections waits on the peers like the rest of the operation does: until an
   // abort or revoke, or NCCL_TIMEOUT.
-  RINGCC_CHECK(conns_.ensure(keys, &abortOps_, paramInt("TIMEOUT")));
-  for (auto& job : jobs) {
-    const Program& g = job->program;
+  ncclResult_t connected = conns_.ensure(keys, &abortOps_, params_.timeout.count());
+  if (connected != ncclSuccess && stopRequested()) return stopped("connecting");
+  RINGCC_CHECK(connected);
+  for (size_t j = 0; j < nJobs_; ++j) {
+    Job* job = jobs_[j].get();
+    const Program& g = *job->program;
     job->views.resize(g.nPorts);
     job->connectors.resize(g.nPorts);
     for (int i = 0; i < g.nPorts; ++i) {
@@ -267,7 +337,7 @@ ncclResult_t HostEngine::bindJobs(std::vector<std::unique_ptr<Job>>& jobs) {
       job->connectors[i] = conn;
     }
     ProgramRunner::Params params{};
-    params.program = &job->program;
+    params.program = job->program;
     params.ports = job->views.data();
     params.inputs = job->inputs.data();
     params.outputs = job->outputs.data();
@@ -281,18 +351,16 @@ ncclResult_t HostEngine::bindJobs(std::vector<std::unique_ptr<Job>>& jobs) {
   return ncclSuccess;
 }
 
-ncclResult_t HostEngine::runJobs(std::vector<std::unique_ptr<Job>>& jobs) {
+ncclResult_t HostEngine::runJobs() {
   // Per channel, jobs run in call order; channels run side by side.
   int nChannels = 0;
-  for (const auto& job : jobs) nChannels = std::max(nChannels, job->channel + 1);
+  for (size_t j = 0; j < nJobs_; ++j) nChannels = std::max(nChannels, jobs_[j]->channel + 1);
   std::vector<std::vector<Job*>> queues(nChannels);
-  for (auto& job : jobs) queues[job->channel].push_back(job.get());
+  for (size_t j = 0; j < nJobs_; ++j) queues[jobs_[j]->channel].push_back(jobs_[j].get());
   std::vector<size_t> head(nChannels, 0);
 
-  const int spinCount = static_cast<int>(std::max<int64_t>(1, paramInt("SPIN_COUNT")));
-  const auto timeout = std::chrono::milliseconds(paramInt("TIMEOUT"));
-  auto lastProgress = Clock::now();
-  auto lastPeerCheck = lastProgress;
+  // The clock is read only once the loop has gone idle, not on every round.
+  Clock::time_point lastProgress{}, lastPeerCheck{};
   int idleRounds = 0;
   GonePeer gone;
 
@@ -305,8 +373,7 @@ ncclResult_t HostEngine::runJobs(std::vector<std::unique_ptr<Job>>& jobs) {
       while (head[c] < queues[c].size()) {
         Job* job = queues[c][head[c]];
         AdvanceResult r = job->runner.advance();
-        if (r.error)
-          return fail(ncclInternalError, job->name, "channel %d: %s", c, r.error);
+        if (r.error) return fail(ncclInternalError, job->name, "channel %d: %s", c, r.error);
         progressed |= r.progressed;
         if (!r.done) {
           if (r.waitOn && blocked++ == 0) {
@@ -322,11 +389,8 @@ ncclResult_t HostEngine::runJobs(std::vector<std::unique_ptr<Job>>& jobs) {
     }
     if (allDone) return ncclSuccess;
 
-    if (stopRequested())
-      return fail(ncclInvalidUsage, "collective", "aborted while running (communicator aborted)");
-    auto now = Clock::now();
+    if (stopRequested()) return stopped("running");
     if (progressed) {
-      lastProgress = now;
       idleRounds = 0;
       gone = GonePeer{};
       continue;
@@ -335,21 +399,23 @@ ncclResult_t HostEngine::runJobs(std::vector<std::unique_ptr<Job>>& jobs) {
       return failPeer(ncclRemoteError, gone.conn->peerRank(), gone.job->name,
                       "channel %d: peer %s its connection mid-operation", gone.job->channel,
                       gone.state == PeerState::Dead ? "died and left" : "closed");
-    if (++idleRounds < spinCount) continue;
+    if (++idleRounds < params_.spinCount) continue;
 
-    // Nobody moved for a while: look at the peers we wait on, the deadline, then sleep briefly.
+    // Nobody moved for a while: look at the peers we wait on and the deadline, then nap.
+    auto now = Clock::now();
+    if (idleRounds == params_.spinCount) lastProgress = lastPeerCheck = now;
     if (now - lastPeerCheck > std::chrono::milliseconds(20)) {
       lastPeerCheck = now;
       gone = findGonePeer(queues, head);
       // Look once more before failing: what the peer sent before it left still counts.
       if (gone.conn) continue;
     }
-    if (now - lastProgress > timeout) {
-      reportStuck(jobs);
+    if (now - lastProgress > params_.timeout) {
+      reportStuck();
       return fail(ncclRemoteError, "collective",
                   "no progress for %lld ms (NCCL_TIMEOUT); see the WARN lines above for where "
                   "each channel waits",
-                  static_cast<long long>(timeout.count()));
+                  static_cast<long long>(params_.timeout.count()));
     }
     // Sleep on one counter we wait for; with several blocked lanes the nap is shorter,
     // since the one that moves first may be another.
@@ -364,7 +430,7 @@ HostEngine::GonePeer HostEngine::findGonePeer(const std::vector<std::vector<Job*
   for (size_t c = 0; c < queues.size(); ++c) {
     if (head[c] == queues[c].size()) continue;
     const Job* job = queues[c][head[c]];
-    for (int l = 0; l < job->program.nLanes; ++l) {
+    for (int l = 0; l < job->program->nLanes; ++l) {
       LaneStatus s = job->runner.laneStatus(l);
       if ((s.wait != kLaneWaitRecv && s.wait != kLaneWaitSend) || s.port >= job->connectors.size())
         continue;
@@ -376,19 +442,22 @@ HostEngine::GonePeer HostEngine::findGonePeer(const std::vector<std::vector<Job*
   return GonePeer{};
 }
 
-void HostEngine::reportStuck(const std::vector<std::unique_ptr<Job>>& jobs) const {
-  for (const auto& job : jobs) {
-    if (job->runner.done()) continue;
-    for (int l = 0; l < job->program.nLanes; ++l) {
-      LaneStatus s = job->runner.laneStatus(l);
-      if (s.wait == kLaneDone) continue;
-      int peer = s.port != kNoPort ? job->program.ports[s.port].peer : -1;
+void HostEngine::reportStuck() const {
+  for (size_t j = 0; j < nJobs_; ++j) {
+    const Job& job = *jobs_[j];
+    if (job.runner.done()) continue;
+    for (int l = 0; l < job.program->nLanes; ++l) {
+      LaneStatus st = job.runner.laneStatus(l);
+      if (st.wait == kLaneDone) continue;
+      int peer = st.port != kNoPort ? job.program->ports[st.port].peer : -1;
+      const char* what = st.wait == kLaneWaitRecv   ? "receive from"
+                         : st.wait == kLaneWaitSend ? "send to"
+                                                    : "start after lane";
       LOG_WARN("%s channel %d lane %d: waiting to %s peer %d at step %u loop %u (%llu/%llu "
                "elements of the step done, slot %u)",
-               job->name, job->channel, l,
-               s.wait == kLaneWaitRecv ? "receive from" : s.wait == kLaneWaitSend ? "send to" : "start after lane",
-               peer, s.step, s.loop, static_cast<unsigned long long>(s.stepDone),
-               static_cast<unsigned long long>(s.stepCount), s.counter);
+               job.name, job.channel, l, what, peer, st.step, st.loop,
+               static_cast<unsigned long long>(st.stepDone),
+               static_cast<unsigned long long>(st.stepCount), st.counter);
     }
   }
 }

@@ -11,14 +11,17 @@
 //      (futex), waking at least every millisecond to notice aborts, dead peers and the
 //      NCCL_TIMEOUT deadline. A peer counts as gone (ncclRemoteError) only if a lane is blocked
 //      on its connection and is still blocked one round after the peer was seen to leave.
+// The thread exists for the communicator's life and sleeps between batches. A batch that
+// touches only this communicator runs on the caller's thread instead (run()), the same code
+// without the hand-offs; batch after batch, only one thread at a time drives the engine.
 // A batch that fails closes all the engine's connections, so that peers still inside the
 // operation fail too instead of waiting on this rank (the communicator takes no new
 // operations after an error anyway). Making connections (step 2) ends on the same abort,
 // revoke and NCCL_TIMEOUT as running does.
-// The thread exists for the communicator's life and sleeps between batches.
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <memory>
 #include <mutex>
@@ -27,6 +30,8 @@
 
 #include "src/exec/connections.h"
 #include "src/exec/engine.h"
+#include "src/exec/plan_cache.h"
+#include "src/sched/program.h"
 
 namespace ringcc {
 
@@ -40,6 +45,7 @@ class HostEngine final : public CommEngine {
 
   ncclResult_t submit(const std::vector<CollArgs>& ops) override;
   ncclResult_t wait() override;
+  ncclResult_t run(const std::vector<CollArgs>& ops) override;
   void abortOps() override;
 
  private:
@@ -53,16 +59,35 @@ class HostEngine final : public CommEngine {
 
   void threadMain();
   ncclResult_t runBatch(const std::vector<CollArgs>& ops);
-  ncclResult_t planBatch(const std::vector<CollArgs>& ops, std::vector<std::unique_ptr<Job>>* jobs);
-  ncclResult_t bindJobs(std::vector<std::unique_ptr<Job>>& jobs);
-  ncclResult_t runJobs(std::vector<std::unique_ptr<Job>>& jobs);
+  ncclResult_t planAndRun(const std::vector<CollArgs>& ops);
+  // Knobs read once, when the communicator is made (NCCL reads its parameters at init too).
+  struct Params {
+    int maxChannels;
+    int minChannels;
+    int spinCount;
+    std::chrono::milliseconds timeout;
+  };
+
+  ncclResult_t planBatch(const std::vector<CollArgs>& ops);
+  ncclResult_t planP2p(const std::vector<const CollArgs*>& ops);
+  ncclResult_t bindJobs();
+  ncclResult_t runJobs();
   GonePeer findGonePeer(const std::vector<std::vector<Job*>>& queues,
                         const std::vector<size_t>& head) const;
-  void reportStuck(const std::vector<std::unique_ptr<Job>>& jobs) const;
+  void reportStuck() const;
   bool stopRequested() const;
+  // The error of an operation stopped by abort or revoke (ncclInvalidUsage), logged.
+  ncclResult_t stopped(const char* phase) const;
+  Job* newJob();
 
   ncclComm* comm_;
+  const Params params_;
   ConnectionTable conns_;
+  PlanCache plans_;
+  // The current batch's jobs: jobs_[0, nJobs_). Kept between batches so that runners and
+  // buffer tables are not allocated again.
+  std::vector<std::unique_ptr<Job>> jobs_;
+  size_t nJobs_ = 0;
 
   std::mutex mu_;
   std::condition_variable cv_;

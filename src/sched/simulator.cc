@@ -1,6 +1,8 @@
 // Simulator: all ranks' Programs, the real ProgramRunner, heap FIFOs, one thread.
 #include "src/sched/simulator.h"
 
+#include "kernels/dtypes.h"
+
 #include <algorithm>
 #include <cstdlib>
 #include <cstring>
@@ -9,6 +11,7 @@
 #include <random>
 #include <tuple>
 
+#include "kernels/dtypes.h"
 #include "kernels/prims.h"
 #include "src/core/error.h"
 
@@ -260,25 +263,6 @@ InPlace inPlaceLayout(const SimSpec& s, int rank, size_t* offsetElems) {
 
 }  // namespace
 
-size_t simTypeBytes(ncclDataType_t type) {
-  switch (type) {
-    case ncclInt8:
-    case ncclUint8:
-    case ncclFloat8e4m3:
-    case ncclFloat8e5m2:
-      return 1;
-    case ncclFloat16:
-    case ncclBfloat16:
-      return 2;
-    case ncclInt32:
-    case ncclUint32:
-    case ncclFloat32:
-      return 4;
-    default:
-      return 8;
-  }
-}
-
 size_t simInputElems(const SimSpec& s, int rank) {
   const size_t n = s.nranks;
   switch (s.coll) {
@@ -317,7 +301,7 @@ struct CaseMemory {
 bool prepareCase(const SimCase& c, int caseIndex, CaseMemory* mem,
                  std::vector<std::unique_ptr<SimJob>>* jobs, SimResult* res) {
   const SimSpec& spec = c.spec;
-  const size_t es = simTypeBytes(spec.type);
+  const size_t es = dataTypeSize(spec.type);
   auto failWith = [&](ncclResult_t code, const std::string& why) {
     res->result = code;
     res->error = why;
@@ -417,7 +401,7 @@ SimResult simulateBatch(std::vector<SimCase>* cases) {
     }
     if (!prepareCase((*cases)[i], (int)i, &mem[i], &jobs, &res)) return res;
     slotBytes =
-        std::max<uint32_t>(slotBytes, (uint32_t)(spec.sliceElems * simTypeBytes(spec.type)));
+        std::max<uint32_t>(slotBytes, (uint32_t)(spec.sliceElems * dataTypeSize(spec.type)));
   }
   EngineOptions o{first.nranks,       first.nSlots,        slotBytes,
                   first.counterStart, first.slicesPerTurn, first.seed};
@@ -425,7 +409,7 @@ SimResult simulateBatch(std::vector<SimCase>* cases) {
   if (res.result != ncclSuccess) return res;
   for (size_t i = 0; i < cases->size(); i++) {
     SimCase& c = (*cases)[i];
-    const size_t es = simTypeBytes(c.spec.type);
+    const size_t es = dataTypeSize(c.spec.type);
     for (int r = 0; r < c.spec.nranks; r++) {
       const uint8_t* at = (const uint8_t*)mem[i].outPtr[r];
       c.outputs[r].assign(at, at + simOutputElems(c.spec, r) * es);
@@ -445,7 +429,7 @@ SimResult simulate(const SimSpec& spec, const std::vector<Bytes>& inputs,
 SimResult simulateP2p(const SimP2pSpec& spec, const std::vector<std::vector<P2pOp>>& ops,
                       std::vector<std::vector<Bytes>>* buffers) {
   SimResult res;
-  const size_t es = simTypeBytes(spec.type);
+  const size_t es = dataTypeSize(spec.type);
   if ((int)ops.size() != spec.nranks || (int)buffers->size() != spec.nranks) {
     res.result = ncclInvalidArgument;
     res.error = "need ops and buffers for every rank";

@@ -98,7 +98,4 @@ struct SimP2pSpec {
 SimResult simulateP2p(const SimP2pSpec& spec, const std::vector<std::vector<P2pOp>>& ops,
                       std::vector<std::vector<Bytes>>* buffers);
 
-// Bytes per element of an NCCL datatype.
-size_t simTypeBytes(ncclDataType_t type);
-
 }  // namespace ringcc

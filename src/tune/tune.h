@@ -13,10 +13,9 @@ struct TuneInput {
   int minChannels;    // NCCL_MIN_NCHANNELS
 };
 
-// Channels for one collective. The host engine drives all channels of a communicator from
-// one thread, so extra channels only add per-slice overhead there: one channel unless
-// NCCL_MIN_NCHANNELS asks for more, or the message is large enough that splitting keeps
-// several connections' FIFOs busy at once.
+// Channels for one collective: NCCL_MIN_NCHANNELS (default 1) within NCCL_MAX_NCHANNELS, and
+// one for a single rank. The host engine drives all channels of a communicator from one
+// thread, so more channels do not add bandwidth there.
 int chooseChannels(const TuneInput& in);
 
 }  // namespace ringcc

@@ -24,8 +24,8 @@ using namespace ringcc::test;
 
 namespace {
 
-// 4 Mi floats (16 MiB): three channels, so the collective also makes connections on its first
-// call, and long enough that a peer dies while the others are inside it.
+// 4 Mi floats (16 MiB) on three channels (Env), so that the first collective also makes
+// connections, and long enough that a peer dies while the others are inside it.
 constexpr size_t kCount = size_t{4} << 20;
 // A survivor must see the error this soon after its peer died (peers are polled every 20 ms;
 // the slack is for 4 processes on 2 busy cores).
@@ -37,6 +37,7 @@ struct Env {
   ScopedEnv bootstrapTimeout{"NCCL_BOOTSTRAP_TIMEOUT", "5000"};
   ScopedEnv timeout{"NCCL_TIMEOUT", "60000"};  // a peer check must find it, not the deadline
   ScopedEnv p2p{"NCCL_P2P_DISABLE", std::nullopt};
+  ScopedEnv channels{"NCCL_MIN_NCHANNELS", "3"};
 };
 
 // Runs all-reduces until one fails or maxIter succeeded, checking each result exactly.

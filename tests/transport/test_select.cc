@@ -102,7 +102,7 @@ TEST_CASE("NCCL_BUFFSIZE becomes nSlots x slotBytes", "[select]") {
   ScopedEnv a("NCCL_BUFFSIZE", std::nullopt), b("RINGCC_BUFFSIZE", std::nullopt);
   ConnSpec s = defaultConnSpec();
   CHECK(s.nSlots == 8);
-  CHECK(s.slotBytes == 512 * 1024);
+  CHECK(s.slotBytes == 64 * 1024);
   CHECK(checkConnSpec(s, "test") == ncclSuccess);
   {
     ScopedEnv m("NCCL_BUFFSIZE", "1M");
