@@ -12,7 +12,8 @@ namespace {
 // Keep sorted by name; docs/env.md mirrors this table.
 constexpr ParamDef kParams[] = {
     {"ALGO", "", "Algorithms allowed: Ring, Tree (comma list, ^ to exclude)."},
-    {"BOOTSTRAP_TIMEOUT", "30000", "Milliseconds a bootstrap connect or read may take."},
+    {"BOOTSTRAP_TIMEOUT", "30000",
+     "Milliseconds a bootstrap connect or read may take; also how far apart ranks may arrive."},
     {"BUFFSIZE", "524288",
      "Bytes of slot memory per ring connection and channel, cut into 8 slots (p2p connections "
      "get a quarter). 512 KiB keeps a slot (64 KiB) in L2 on the host; NCCL's GPU default is 4 MiB."},
