@@ -27,8 +27,7 @@ std::vector<int> splitMembers(const std::vector<int>& colors, const std::vector<
 // `abortFlag` (the new communicator's; may be null), never the parent's: the group outlives
 // its parent, which may be aborted and freed while the group goes on.
 ncclResult_t bootstrapSubGroup(Bootstrap& parent, const std::vector<int>& members,
-                               const std::atomic<bool>* abortFlag,
-                               std::unique_ptr<Bootstrap>* out);
+                               const std::atomic<bool>* abortFlag, std::unique_ptr<Bootstrap>* out);
 
 // Collective over the parent: allGathers every rank's (color, key) and creates this rank's
 // group as splitMembers says. With color NCCL_SPLIT_NOCOLOR, *out is null. A color below

@@ -87,13 +87,13 @@ ncclResult_t ConnectionTable::ensure(const std::vector<PortKey>& keys,
     if (rc != ncclSuccess) {
       // Stopped on purpose (abort, revoke): whoever stopped us has said why.
       if ((stop && stop->load()) || comm_->abortFlag.load()) return rc;
-      return failPeer(rc, k.peer, "connect",
-                      "channel %d %s: no connection offer from peer %d within %lld ms "
-                      "(NCCL_TIMEOUT or NCCL_BOOTSTRAP_TIMEOUT) or its bootstrap link ended; "
-                      "has it joined this operation?",
-                      k.channel, k.kind == kPortRing ? "ring" : "p2p", k.peer,
-                      static_cast<long long>(std::min<int64_t>(
-                          timeoutMs, comm_->bootstrap->timeoutMs())));
+      return failPeer(
+          rc, k.peer, "connect",
+          "channel %d %s: no connection offer from peer %d within %lld ms "
+          "(NCCL_TIMEOUT or NCCL_BOOTSTRAP_TIMEOUT) or its bootstrap link ended; "
+          "has it joined this operation?",
+          k.channel, k.kind == kPortRing ? "ring" : "p2p", k.peer,
+          static_cast<long long>(std::min<int64_t>(timeoutMs, comm_->bootstrap->timeoutMs())));
     }
     spec.nSlots = offer.nSlots;
     spec.slotBytes = offer.slotBytes;

@@ -29,17 +29,17 @@ inline double msBetween(int64_t fromNs, int64_t toNs) { return (toNs - fromNs) /
 struct RankReport {
   int pid;
   int initResult;
-  int iterations;    // collectives that succeeded with exact results
-  int badResults;    // collectives that succeeded with wrong results
-  int failResult;    // the first collective that failed: its code (0: none failed)
-  int asyncError;    // ncclCommGetAsyncError after that failure
-  int laterResult;   // a collective attempted after the failure or revoke
-  int endResult;     // ncclCommAbort / ncclCommDestroy
-  int extraResult;   // scenario-specific (shrink, second communicator)
+  int iterations;   // collectives that succeeded with exact results
+  int badResults;   // collectives that succeeded with wrong results
+  int failResult;   // the first collective that failed: its code (0: none failed)
+  int asyncError;   // ncclCommGetAsyncError after that failure
+  int laterResult;  // a collective attempted after the failure or revoke
+  int endResult;    // ncclCommAbort / ncclCommDestroy
+  int extraResult;  // scenario-specific (shrink, second communicator)
   int extraIterations;
   int64_t failStartNs, failEndNs;  // the failing call
   int64_t endStartNs, endEndNs;    // abort / destroy
-  int64_t eventNs;   // the fault: the victim's death, the abort or revoke call
+  int64_t eventNs;                 // the fault: the victim's death, the abort or revoke call
 };
 
 // n zero-filled T in an anonymous shared mapping: made before fork, written by children, read

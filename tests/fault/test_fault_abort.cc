@@ -32,8 +32,8 @@ constexpr double kPromptMs = 1000;
 
 struct Shape {
   const char* name;
-  size_t count;              // floats
-  const char* minChannels;   // NCCL_MIN_NCHANNELS
+  size_t count;             // floats
+  const char* minChannels;  // NCCL_MIN_NCHANNELS
 };
 // 4 Ki floats on one channel; 4 Mi floats on three channels, two of them connected on first
 // use (only channel 0's ring is connected at init).
@@ -52,8 +52,8 @@ class LonelyCall {
       : send_(count, 1.0f), recv_(count), rep_(rep) {
     thread_ = std::thread([this, comm, count] {
       rep_.failStartNs = nowNs();
-      rep_.failResult = ncclAllReduce(send_.data(), recv_.data(), count, ncclFloat, ncclSum, comm,
-                                      nullptr);
+      rep_.failResult =
+          ncclAllReduce(send_.data(), recv_.data(), count, ncclFloat, ncclSum, comm, nullptr);
       rep_.failEndNs = nowNs();
     });
   }
@@ -91,21 +91,24 @@ TEST_CASE("ncclCommAbort from another thread ends a collective whose peer never 
       ScopedEnv channels("NCCL_MIN_NCHANNELS", s.minChannels);
       SharedArray<RankReport> reps(1);
       REQUIRE(reps.ok());
-      int failed = runProcesses(1, [&](int) {
-        RankReport& rep = reps[0];
-        rep.pid = getpid();
-        ncclComm_t comms[2] = {};
-        rep.initResult = ncclCommInitAll(comms, 2, nullptr);
-        if (rep.initResult != ncclSuccess) return 10;
-        LonelyCall call(comms[0], s.count, rep);
-        sleepMs(kBlockedMs);
-        rep.eventNs = nowNs();
-        rep.endResult = ncclCommAbort(comms[0]);
-        rep.endEndNs = nowNs();
-        call.join();
-        rep.extraResult = ncclCommDestroy(comms[1]);
-        return 0;
-      }, kScenarioLimitS);
+      int failed = runProcesses(
+          1,
+          [&](int) {
+            RankReport& rep = reps[0];
+            rep.pid = getpid();
+            ncclComm_t comms[2] = {};
+            rep.initResult = ncclCommInitAll(comms, 2, nullptr);
+            if (rep.initResult != ncclSuccess) return 10;
+            LonelyCall call(comms[0], s.count, rep);
+            sleepMs(kBlockedMs);
+            rep.eventNs = nowNs();
+            rep.endResult = ncclCommAbort(comms[0]);
+            rep.endEndNs = nowNs();
+            call.join();
+            rep.extraResult = ncclCommDestroy(comms[1]);
+            return 0;
+          },
+          kScenarioLimitS);
       std::string what = label(s, t);
       INFO(what);
       CHECK(failed == 0);
@@ -127,31 +130,34 @@ TEST_CASE("ncclCommRevoke ends a blocked collective, refuses later ones, and des
       ScopedEnv channels("NCCL_MIN_NCHANNELS", s.minChannels);
       SharedArray<RankReport> reps(2);
       REQUIRE(reps.ok());
-      int failed = runProcesses(1, [&](int) {
-        RankReport& rep = reps[0];
-        RankReport& peer = reps[1];
-        rep.pid = getpid();
-        ncclComm_t comms[2] = {};
-        rep.initResult = ncclCommInitAll(comms, 2, nullptr);
-        if (rep.initResult != ncclSuccess) return 10;
-        LonelyCall call(comms[0], s.count, rep);
-        sleepMs(kBlockedMs);
-        rep.eventNs = nowNs();
-        rep.extraResult = ncclCommRevoke(comms[0], NCCL_REVOKE_DEFAULT);
-        call.join();
-        std::vector<float> buf(s.count, 1.0f);
-        rep.laterResult =
-            ncclAllReduce(buf.data(), buf.data(), s.count, ncclFloat, ncclSum, comms[0], nullptr);
-        // The peer that joins late finds the revoked rank gone instead of waiting for it.
-        peer.failStartNs = nowNs();
-        peer.failResult =
-            ncclAllReduce(buf.data(), buf.data(), s.count, ncclFloat, ncclSum, comms[1], nullptr);
-        peer.failEndNs = nowNs();
-        rep.endResult = ncclCommDestroy(comms[0]);
-        rep.endEndNs = nowNs();
-        peer.endResult = ncclCommDestroy(comms[1]);
-        return 0;
-      }, kScenarioLimitS);
+      int failed = runProcesses(
+          1,
+          [&](int) {
+            RankReport& rep = reps[0];
+            RankReport& peer = reps[1];
+            rep.pid = getpid();
+            ncclComm_t comms[2] = {};
+            rep.initResult = ncclCommInitAll(comms, 2, nullptr);
+            if (rep.initResult != ncclSuccess) return 10;
+            LonelyCall call(comms[0], s.count, rep);
+            sleepMs(kBlockedMs);
+            rep.eventNs = nowNs();
+            rep.extraResult = ncclCommRevoke(comms[0], NCCL_REVOKE_DEFAULT);
+            call.join();
+            std::vector<float> buf(s.count, 1.0f);
+            rep.laterResult = ncclAllReduce(buf.data(), buf.data(), s.count, ncclFloat, ncclSum,
+                                            comms[0], nullptr);
+            // The peer that joins late finds the revoked rank gone instead of waiting for it.
+            peer.failStartNs = nowNs();
+            peer.failResult = ncclAllReduce(buf.data(), buf.data(), s.count, ncclFloat, ncclSum,
+                                            comms[1], nullptr);
+            peer.failEndNs = nowNs();
+            rep.endResult = ncclCommDestroy(comms[0]);
+            rep.endEndNs = nowNs();
+            peer.endResult = ncclCommDestroy(comms[1]);
+            return 0;
+          },
+          kScenarioLimitS);
       std::string what = label(s, t);
       INFO(what);
       CHECK(failed == 0);
@@ -161,10 +167,11 @@ TEST_CASE("ncclCommRevoke ends a blocked collective, refuses later ones, and des
       CHECK(reps[1].failResult == ncclRemoteError);
       CHECK(msBetween(reps[1].failStartNs, reps[1].failEndNs) < kPromptMs);
       CHECK(reps[1].endResult == ncclSuccess);
-      std::printf("fault_revoke %s: call ended %.1f ms after the revoke; the late peer failed in "
-                  "%.1f ms\n",
-                  what.c_str(), msBetween(reps[0].eventNs, reps[0].failEndNs),
-                  msBetween(reps[1].failStartNs, reps[1].failEndNs));
+      std::printf(
+          "fault_revoke %s: call ended %.1f ms after the revoke; the late peer failed in "
+          "%.1f ms\n",
+          what.c_str(), msBetween(reps[0].eventNs, reps[0].failEndNs),
+          msBetween(reps[1].failStartNs, reps[1].failEndNs));
       CHECK(describeSegments(shmSegmentsOf(scenarioPids(&reps[0], 1))) == "nothing");
     }
   }
@@ -180,19 +187,22 @@ TEST_CASE("NCCL_TIMEOUT ends a collective whose peer never joins, naming channel
       CapturedLog log;
       SharedArray<RankReport> reps(1);
       REQUIRE(reps.ok());
-      int failed = runProcesses(1, [&](int) {
-        RankReport& rep = reps[0];
-        rep.pid = getpid();
-        ncclComm_t comms[2] = {};
-        rep.initResult = ncclCommInitAll(comms, 2, nullptr);
-        if (rep.initResult != ncclSuccess) return 10;
-        LonelyCall call(comms[0], s.count, rep);
-        call.join();
-        ncclCommGetAsyncError(comms[0], reinterpret_cast<ncclResult_t*>(&rep.asyncError));
-        rep.endResult = ncclCommDestroy(comms[0]);
-        rep.extraResult = ncclCommDestroy(comms[1]);
-        return 0;
-      }, kScenarioLimitS);
+      int failed = runProcesses(
+          1,
+          [&](int) {
+            RankReport& rep = reps[0];
+            rep.pid = getpid();
+            ncclComm_t comms[2] = {};
+            rep.initResult = ncclCommInitAll(comms, 2, nullptr);
+            if (rep.initResult != ncclSuccess) return 10;
+            LonelyCall call(comms[0], s.count, rep);
+            call.join();
+            ncclCommGetAsyncError(comms[0], reinterpret_cast<ncclResult_t*>(&rep.asyncError));
+            rep.endResult = ncclCommDestroy(comms[0]);
+            rep.extraResult = ncclCommDestroy(comms[1]);
+            return 0;
+          },
+          kScenarioLimitS);
       std::string what = label(s, t);
       INFO(what);
       CHECK(failed == 0);
@@ -224,35 +234,38 @@ TEST_CASE("a peer that finished its part with us and left is not a fault", "[fau
     ScopedEnv p2p("NCCL_P2P_DISABLE", t.p2pDisable);
     SharedArray<RankReport> reps(3);
     REQUIRE(reps.ok());
-    int failed = runProcesses(1, [&](int) {
-      reps[0].pid = getpid();
-      ncclComm_t comms[3] = {};
-      if (ncclCommInitAll(comms, 3, nullptr) != ncclSuccess) return 10;
-      const size_t count = 1 << 16;
-      runThreads(3, [&](int r) {
-        RankReport& rep = reps[r];
-        std::vector<int> out(count, 100 + r), in(count, -1);
-        if (r == 0) {
-          ncclGroupStart();
-          ncclSend(out.data(), count, ncclInt32, 1, comms[0], nullptr);
-          ncclRecv(in.data(), count, ncclInt32, 2, comms[0], nullptr);
-          rep.failResult = ncclGroupEnd();
-          rep.iterations = in == std::vector<int>(count, 102) ? 1 : 0;
-        } else if (r == 1) {
-          rep.failResult = ncclRecv(in.data(), count, ncclInt32, 0, comms[1], nullptr);
-          rep.iterations = in == std::vector<int>(count, 100) ? 1 : 0;
-          rep.eventNs = nowNs();
-          rep.endResult = ncclCommDestroy(comms[1]);
-        } else {
-          sleepMs(kBlockedMs);
-          rep.failResult = ncclSend(out.data(), count, ncclInt32, 0, comms[2], nullptr);
-          rep.iterations = 1;
-        }
-      });
-      reps[0].endResult = ncclCommDestroy(comms[0]);
-      reps[2].endResult = ncclCommDestroy(comms[2]);
-      return 0;
-    }, kScenarioLimitS);
+    int failed = runProcesses(
+        1,
+        [&](int) {
+          reps[0].pid = getpid();
+          ncclComm_t comms[3] = {};
+          if (ncclCommInitAll(comms, 3, nullptr) != ncclSuccess) return 10;
+          const size_t count = 1 << 16;
+          runThreads(3, [&](int r) {
+            RankReport& rep = reps[r];
+            std::vector<int> out(count, 100 + r), in(count, -1);
+            if (r == 0) {
+              ncclGroupStart();
+              ncclSend(out.data(), count, ncclInt32, 1, comms[0], nullptr);
+              ncclRecv(in.data(), count, ncclInt32, 2, comms[0], nullptr);
+              rep.failResult = ncclGroupEnd();
+              rep.iterations = in == std::vector<int>(count, 102) ? 1 : 0;
+            } else if (r == 1) {
+              rep.failResult = ncclRecv(in.data(), count, ncclInt32, 0, comms[1], nullptr);
+              rep.iterations = in == std::vector<int>(count, 100) ? 1 : 0;
+              rep.eventNs = nowNs();
+              rep.endResult = ncclCommDestroy(comms[1]);
+            } else {
+              sleepMs(kBlockedMs);
+              rep.failResult = ncclSend(out.data(), count, ncclInt32, 0, comms[2], nullptr);
+              rep.iterations = 1;
+            }
+          });
+          reps[0].endResult = ncclCommDestroy(comms[0]);
+          reps[2].endResult = ncclCommDestroy(comms[2]);
+          return 0;
+        },
+        kScenarioLimitS);
     INFO(t.name);
     CHECK(failed == 0);
     for (int r = 0; r < 3; ++r) {
@@ -270,28 +283,31 @@ TEST_CASE("split children keep working after their parents are aborted", "[fault
   ScopedEnv channels("NCCL_MIN_NCHANNELS", "3");
   SharedArray<RankReport> reps(3);
   REQUIRE(reps.ok());
-  int failed = runProcesses(1, [&](int) {
-    reps[0].pid = getpid();
-    ncclComm_t parents[3] = {}, children[3] = {};
-    if (ncclCommInitAll(parents, 3, nullptr) != ncclSuccess) return 10;
-    runThreads(3, [&](int r) {
-      RankReport& rep = reps[r];
-      rep.extraResult = ncclCommSplit(parents[r], 0, r, &children[r], nullptr);
-      if (rep.extraResult != ncclSuccess) return;
-      rep.endResult = ncclCommAbort(parents[r]);
-      // Three channels: the child connects two of them through its bootstrap now.
-      std::vector<float> send(size_t{4} << 20), recv(send.size());
-      for (int it = 0; it < 2; ++it) {
-        fillInput(send, r, it);
-        rep.failResult = ncclAllReduce(send.data(), recv.data(), send.size(), ncclFloat, ncclSum,
-                                       children[r], nullptr);
-        if (rep.failResult != ncclSuccess) return;
-        if (isSumOfInputs(recv, 3, it)) ++rep.iterations;
-      }
-      rep.laterResult = ncclCommDestroy(children[r]);
-    });
-    return 0;
-  }, kScenarioLimitS);
+  int failed = runProcesses(
+      1,
+      [&](int) {
+        reps[0].pid = getpid();
+        ncclComm_t parents[3] = {}, children[3] = {};
+        if (ncclCommInitAll(parents, 3, nullptr) != ncclSuccess) return 10;
+        runThreads(3, [&](int r) {
+          RankReport& rep = reps[r];
+          rep.extraResult = ncclCommSplit(parents[r], 0, r, &children[r], nullptr);
+          if (rep.extraResult != ncclSuccess) return;
+          rep.endResult = ncclCommAbort(parents[r]);
+          // Three channels: the child connects two of them through its bootstrap now.
+          std::vector<float> send(size_t{4} << 20), recv(send.size());
+          for (int it = 0; it < 2; ++it) {
+            fillInput(send, r, it);
+            rep.failResult = ncclAllReduce(send.data(), recv.data(), send.size(), ncclFloat,
+                                           ncclSum, children[r], nullptr);
+            if (rep.failResult != ncclSuccess) return;
+            if (isSumOfInputs(recv, 3, it)) ++rep.iterations;
+          }
+          rep.laterResult = ncclCommDestroy(children[r]);
+        });
+        return 0;
+      },
+      kScenarioLimitS);
   CHECK(failed == 0);
   for (int r = 0; r < 3; ++r) {
     INFO("rank " << r);

@@ -44,20 +44,19 @@ int initThenAllReduce(const ncclUniqueId& id, int n, int r, RankReport& rep) {
   if (rep.initResult != ncclSuccess) return 0;
   std::vector<float> buf(1 << 16, 1.0f);
   rep.failStartNs = nowNs();
-  rep.failResult = ncclAllReduce(buf.data(), buf.data(), buf.size(), ncclFloat, ncclSum, comm,
-                                 nullptr);
+  rep.failResult =
+      ncclAllReduce(buf.data(), buf.data(), buf.size(), ncclFloat, ncclSum, comm, nullptr);
   rep.failEndNs = nowNs();
   rep.endResult = ncclCommAbort(comm);
   return 0;
 }
 
-void checkSurvivors(const SharedArray<RankReport>& reps, const std::vector<int>& status,
-                    int victim, double boundMs, const char* scenario) {
+void checkSurvivors(const SharedArray<RankReport>& reps, const std::vector<int>& status, int victim,
+                    double boundMs, const char* scenario) {
   for (int r = 0; r < static_cast<int>(reps.size()); ++r) {
     if (r == victim) continue;
     const RankReport& rep = reps[r];
-    INFO(scenario << ": rank " << r << " init " << rep.initResult << " result "
-                  << rep.failResult);
+    INFO(scenario << ": rank " << r << " init " << rep.initResult << " result " << rep.failResult);
     CHECK(WIFEXITED(status[r]));
     CHECK(WEXITSTATUS(status[r]) == 0);
     CHECK(rep.failResult != ncclSuccess);
@@ -80,10 +79,13 @@ TEST_CASE("a rank that never joins: ncclCommInitRank fails within NCCL_BOOTSTRAP
   SharedArray<RankReport> reps(n);
   REQUIRE(reps.ok());
   ncclUniqueId id = newUniqueId();
-  std::vector<int> status = runProcessesStatus(n, [&](int r) {
-    if (r == victim) return 0;  // exits before it ever reaches the rendezvous
-    return initThenAllReduce(id, n, r, reps[r]);
-  }, kScenarioLimitS);
+  std::vector<int> status = runProcessesStatus(
+      n,
+      [&](int r) {
+        if (r == victim) return 0;  // exits before it ever reaches the rendezvous
+        return initThenAllReduce(id, n, r, reps[r]);
+      },
+      kScenarioLimitS);
   checkSurvivors(reps, status, victim, kBootstrapTimeoutMs + kSlackMs, "fault_init never joins");
   for (int r = 0; r < n; ++r)
     if (r != victim) CHECK(reps[r].initResult == ncclRemoteError);
@@ -97,17 +99,20 @@ TEST_CASE("a rank that dies after the rendezvous: ncclCommInitRank fails in boun
   SharedArray<RankReport> reps(n);
   REQUIRE(reps.ok());
   ncclUniqueId id = newUniqueId();
-  std::vector<int> status = runProcessesStatus(n, [&](int r) {
-    if (r != victim) return initThenAllReduce(id, n, r, reps[r]);
-    // The victim does what init does first, joining the rendezvous and the bootstrap ring,
-    // then dies before the peer-info exchange that the others are waiting in.
-    reps[r].pid = getpid();
-    std::unique_ptr<ringcc::Bootstrap> b;
-    if (ringcc::Bootstrap::create(id, r, n, nullptr, &b) != ncclSuccess) return 3;
-    reps[r].eventNs = nowNs();
-    kill(getpid(), SIGKILL);
-    return 4;
-  }, kScenarioLimitS);
+  std::vector<int> status = runProcessesStatus(
+      n,
+      [&](int r) {
+        if (r != victim) return initThenAllReduce(id, n, r, reps[r]);
+        // The victim does what init does first, joining the rendezvous and the bootstrap ring,
+        // then dies before the peer-info exchange that the others are waiting in.
+        reps[r].pid = getpid();
+        std::unique_ptr<ringcc::Bootstrap> b;
+        if (ringcc::Bootstrap::create(id, r, n, nullptr, &b) != ncclSuccess) return 3;
+        reps[r].eventNs = nowNs();
+        kill(getpid(), SIGKILL);
+        return 4;
+      },
+      kScenarioLimitS);
   CHECK(WIFSIGNALED(status[victim]));
   checkSurvivors(reps, status, victim, kBootstrapTimeoutMs + kSlackMs, "fault_init dies");
   for (int r = 0; r < n; ++r)
@@ -123,21 +128,24 @@ TEST_CASE("a rank killed at any moment of init: an init or collective error, nev
     SharedArray<RankReport> reps(n);
     REQUIRE(reps.ok());
     ncclUniqueId id = newUniqueId();
-    std::vector<int> status = runProcessesStatus(n, [&](int r) {
-      if (r != victim) return initThenAllReduce(id, n, r, reps[r]);
-      reps[r].pid = getpid();
-      std::thread([&, delayMs] {
-        sleepMs(delayMs);
-        reps[r].eventNs = nowNs();
-        kill(getpid(), SIGKILL);
-      }).detach();
-      ncclComm_t comm = nullptr;
-      if (ncclCommInitRank(&comm, n, id, r) == ncclSuccess) reps[r].initResult = 1;
-      pause();
-      return 5;
-    }, kScenarioLimitS);
-    INFO("killed " << delayMs << " ms into init; pids " << reps[0].pid << " " << reps[1].pid
-                    << " " << reps[2].pid << ", victim init " << reps[victim].initResult);
+    std::vector<int> status = runProcessesStatus(
+        n,
+        [&](int r) {
+          if (r != victim) return initThenAllReduce(id, n, r, reps[r]);
+          reps[r].pid = getpid();
+          std::thread([&, delayMs] {
+            sleepMs(delayMs);
+            reps[r].eventNs = nowNs();
+            kill(getpid(), SIGKILL);
+          }).detach();
+          ncclComm_t comm = nullptr;
+          if (ncclCommInitRank(&comm, n, id, r) == ncclSuccess) reps[r].initResult = 1;
+          pause();
+          return 5;
+        },
+        kScenarioLimitS);
+    INFO("killed " << delayMs << " ms into init; pids " << reps[0].pid << " " << reps[1].pid << " "
+                   << reps[2].pid << ", victim init " << reps[victim].initResult);
     CHECK(WIFSIGNALED(status[victim]));
     std::string scenario = "fault_init killed at " + std::to_string(delayMs) + " ms";
     checkSurvivors(reps, status, victim, kBootstrapTimeoutMs + kSlackMs, scenario.c_str());

@@ -50,8 +50,8 @@ ncclResult_t allReduceLoop(ncclComm_t comm, int nranks, int rank, int maxIter, R
     fillInput(send, rank, it);
     if (beforeIter) beforeIter(it);
     int64_t t0 = nowNs();
-    ncclResult_t rc = ncclAllReduce(send.data(), recv.data(), kCount, ncclFloat, ncclSum, comm,
-                                    nullptr);
+    ncclResult_t rc =
+        ncclAllReduce(send.data(), recv.data(), kCount, ncclFloat, ncclSum, comm, nullptr);
     int64_t t1 = nowNs();
     if (rc != ncclSuccess) {
       rep.failResult = rc;
@@ -96,11 +96,12 @@ void checkSurvivor(const RankReport& rep, int status, int minIterations, int64_t
   CHECK(errorMs < kErrorBoundMs);
   CHECK(rep.endResult == ncclSuccess);
   CHECK(msBetween(rep.endStartNs, rep.endEndNs) < 2000);
-  std::printf("%s: rank %d failed %.0f ms after the fault (in a call that began %.0f ms %s it, "
-              "after %d good ones), ended in %.1f ms\n",
-              scenario, rank, errorMs, std::abs(msBetween(rep.failStartNs, faultNs)),
-              rep.failStartNs <= faultNs ? "before" : "after", rep.iterations,
-              msBetween(rep.endStartNs, rep.endEndNs));
+  std::printf(
+      "%s: rank %d failed %.0f ms after the fault (in a call that began %.0f ms %s it, "
+      "after %d good ones), ended in %.1f ms\n",
+      scenario, rank, errorMs, std::abs(msBetween(rep.failStartNs, faultNs)),
+      rep.failStartNs <= faultNs ? "before" : "after", rep.iterations,
+      msBetween(rep.endStartNs, rep.endEndNs));
 }
 
 void checkNoSegments(const SharedArray<RankReport>& reps) {
@@ -116,21 +117,24 @@ TEST_CASE("a rank SIGKILLed mid-all-reduce: the survivors fail in bounded time, 
   SharedArray<RankReport> reps(n);
   REQUIRE(reps.ok());
   ncclUniqueId id = newUniqueId();
-  std::vector<int> status = runProcessesStatus(n, [&](int r) {
-    RankReport& rep = reps[r];
-    rep.pid = getpid();
-    ncclComm_t comm = nullptr;
-    rep.initResult = ncclCommInitRank(&comm, n, id, r);
-    if (rep.initResult != ncclSuccess) return 10;
-    allReduceLoop(comm, n, r, 1000, rep, [&](int it) {
-      if (r == victim && it == killIter) dieSoon(rep, 2);
-    });
-    if (r == victim) pause();  // the killer fires
-    rep.endStartNs = nowNs();
-    rep.endResult = ncclCommAbort(comm);
-    rep.endEndNs = nowNs();
-    return 0;
-  }, kScenarioLimitS);
+  std::vector<int> status = runProcessesStatus(
+      n,
+      [&](int r) {
+        RankReport& rep = reps[r];
+        rep.pid = getpid();
+        ncclComm_t comm = nullptr;
+        rep.initResult = ncclCommInitRank(&comm, n, id, r);
+        if (rep.initResult != ncclSuccess) return 10;
+        allReduceLoop(comm, n, r, 1000, rep, [&](int it) {
+          if (r == victim && it == killIter) dieSoon(rep, 2);
+        });
+        if (r == victim) pause();  // the killer fires
+        rep.endStartNs = nowNs();
+        rep.endResult = ncclCommAbort(comm);
+        rep.endEndNs = nowNs();
+        return 0;
+      },
+      kScenarioLimitS);
   INFO("victim status " << status[victim]);
   CHECK(WIFSIGNALED(status[victim]));
   CHECK(reps[victim].iterations >= killIter);
@@ -147,19 +151,22 @@ TEST_CASE("a rank that destroys its communicator mid-sequence: the others fail, 
   SharedArray<RankReport> reps(n);
   REQUIRE(reps.ok());
   ncclUniqueId id = newUniqueId();
-  std::vector<int> status = runProcessesStatus(n, [&](int r) {
-    RankReport& rep = reps[r];
-    rep.pid = getpid();
-    ncclComm_t comm = nullptr;
-    rep.initResult = ncclCommInitRank(&comm, n, id, r);
-    if (rep.initResult != ncclSuccess) return 10;
-    allReduceLoop(comm, n, r, r == leaver ? leaveAfter : 1000, rep);
-    if (r == leaver) rep.eventNs = nowNs();
-    rep.endStartNs = nowNs();
-    rep.endResult = ncclCommDestroy(comm);
-    rep.endEndNs = nowNs();
-    return 0;  // the leaver exits normally
-  }, kScenarioLimitS);
+  std::vector<int> status = runProcessesStatus(
+      n,
+      [&](int r) {
+        RankReport& rep = reps[r];
+        rep.pid = getpid();
+        ncclComm_t comm = nullptr;
+        rep.initResult = ncclCommInitRank(&comm, n, id, r);
+        if (rep.initResult != ncclSuccess) return 10;
+        allReduceLoop(comm, n, r, r == leaver ? leaveAfter : 1000, rep);
+        if (r == leaver) rep.eventNs = nowNs();
+        rep.endStartNs = nowNs();
+        rep.endResult = ncclCommDestroy(comm);
+        rep.endEndNs = nowNs();
+        return 0;  // the leaver exits normally
+      },
+      kScenarioLimitS);
   CHECK(WIFEXITED(status[leaver]));
   CHECK(WEXITSTATUS(status[leaver]) == 0);
   CHECK(reps[leaver].iterations == leaveAfter);
@@ -179,33 +186,36 @@ TEST_CASE("after a rank died, the survivors shrink it out and all-reduce exactly
   SharedArray<RankReport> reps(n);
   REQUIRE(reps.ok());
   ncclUniqueId id = newUniqueId();
-  std::vector<int> status = runProcessesStatus(n, [&](int r) {
-    RankReport& rep = reps[r];
-    rep.pid = getpid();
-    ncclComm_t comm = nullptr;
-    rep.initResult = ncclCommInitRank(&comm, n, id, r);
-    if (rep.initResult != ncclSuccess) return 10;
-    allReduceLoop(comm, n, r, 1000, rep, [&](int it) {
-      if (r == victim && it == killIter) dieSoon(rep, 2);
-    });
-    if (r == victim) pause();
-    // Survivors: shrink the dead rank out, drop the old communicator, carry on.
-    int exclude[] = {victim};
-    ncclComm_t small = nullptr;
-    rep.extraResult = ncclCommShrink(comm, exclude, 1, &small, nullptr, NCCL_SHRINK_ABORT);
-    rep.endStartNs = nowNs();
-    rep.endResult = ncclCommAbort(comm);
-    rep.endEndNs = nowNs();
-    if (rep.extraResult != ncclSuccess || small == nullptr) return 11;
-    int count = 0, rank = -1;
-    ncclCommCount(small, &count);
-    ncclCommUserRank(small, &rank);
-    if (count != n - 1 || rank != r - 1) return 12;
-    RankReport after{};
-    if (allReduceLoop(small, n - 1, rank, afterIters, after) != ncclSuccess) return 13;
-    rep.extraIterations = after.iterations;
-    return ncclCommDestroy(small) == ncclSuccess ? 0 : 14;
-  }, kScenarioLimitS);
+  std::vector<int> status = runProcessesStatus(
+      n,
+      [&](int r) {
+        RankReport& rep = reps[r];
+        rep.pid = getpid();
+        ncclComm_t comm = nullptr;
+        rep.initResult = ncclCommInitRank(&comm, n, id, r);
+        if (rep.initResult != ncclSuccess) return 10;
+        allReduceLoop(comm, n, r, 1000, rep, [&](int it) {
+          if (r == victim && it == killIter) dieSoon(rep, 2);
+        });
+        if (r == victim) pause();
+        // Survivors: shrink the dead rank out, drop the old communicator, carry on.
+        int exclude[] = {victim};
+        ncclComm_t small = nullptr;
+        rep.extraResult = ncclCommShrink(comm, exclude, 1, &small, nullptr, NCCL_SHRINK_ABORT);
+        rep.endStartNs = nowNs();
+        rep.endResult = ncclCommAbort(comm);
+        rep.endEndNs = nowNs();
+        if (rep.extraResult != ncclSuccess || small == nullptr) return 11;
+        int count = 0, rank = -1;
+        ncclCommCount(small, &count);
+        ncclCommUserRank(small, &rank);
+        if (count != n - 1 || rank != r - 1) return 12;
+        RankReport after{};
+        if (allReduceLoop(small, n - 1, rank, afterIters, after) != ncclSuccess) return 13;
+        rep.extraIterations = after.iterations;
+        return ncclCommDestroy(small) == ncclSuccess ? 0 : 14;
+      },
+      kScenarioLimitS);
   CHECK(WIFSIGNALED(status[victim]));
   for (int r = 0; r < n; ++r) {
     if (r == victim) continue;
@@ -223,29 +233,33 @@ TEST_CASE("connected shm segments have no name left; killing every rank leaves n
   SharedArray<RankReport> reps(n);
   REQUIRE(reps.ok());
   ncclUniqueId id = newUniqueId();
-  std::vector<int> status = runProcessesStatus(n, [&](int r) {
-    RankReport& rep = reps[r];
-    rep.pid = getpid();
-    ncclComm_t comm = nullptr;
-    rep.initResult = ncclCommInitRank(&comm, n, id, r);
-    if (rep.initResult != ncclSuccess) return 10;
-    // Ring connections on every channel, and point-to-point ones to every peer.
-    if (allReduceLoop(comm, n, r, 1, rep) != ncclSuccess) return 11;
-    std::vector<int> a2aSend(n * 1024, r), a2aRecv(n * 1024, -1);
-    if (ncclAlltoAll(a2aSend.data(), a2aRecv.data(), 1024, ncclInt32, comm, nullptr) != ncclSuccess)
-      return 12;
-    for (int p = 0; p < n; ++p)
-      if (a2aRecv[p * 1024] != p) return 13;
-    // Every connection this rank receives on has carried data, so its sender has attached and
-    // unlinked the name: the segments live on as mappings only.
-    if (!shmSegmentsOf({static_cast<int>(getpid())}).empty()) return 14;
-    // Then every rank dies at a different moment inside the next collectives.
-    allReduceLoop(comm, n, r, 1000, rep, [&](int it) {
-      if (it == 0) dieSoon(rep, 5 + 7 * r);
-    });
-    pause();
-    return 15;
-  }, kScenarioLimitS);
+  std::vector<int> status = runProcessesStatus(
+      n,
+      [&](int r) {
+        RankReport& rep = reps[r];
+        rep.pid = getpid();
+        ncclComm_t comm = nullptr;
+        rep.initResult = ncclCommInitRank(&comm, n, id, r);
+        if (rep.initResult != ncclSuccess) return 10;
+        // Ring connections on every channel, and point-to-point ones to every peer.
+        if (allReduceLoop(comm, n, r, 1, rep) != ncclSuccess) return 11;
+        std::vector<int> a2aSend(n * 1024, r), a2aRecv(n * 1024, -1);
+        if (ncclAlltoAll(a2aSend.data(), a2aRecv.data(), 1024, ncclInt32, comm, nullptr) !=
+            ncclSuccess)
+          return 12;
+        for (int p = 0; p < n; ++p)
+          if (a2aRecv[p * 1024] != p) return 13;
+        // Every connection this rank receives on has carried data, so its sender has attached and
+        // unlinked the name: the segments live on as mappings only.
+        if (!shmSegmentsOf({static_cast<int>(getpid())}).empty()) return 14;
+        // Then every rank dies at a different moment inside the next collectives.
+        allReduceLoop(comm, n, r, 1000, rep, [&](int it) {
+          if (it == 0) dieSoon(rep, 5 + 7 * r);
+        });
+        pause();
+        return 15;
+      },
+      kScenarioLimitS);
   for (int r = 0; r < n; ++r) {
     INFO("rank " << r << " status " << status[r]);
     CHECK(WIFSIGNALED(status[r]));

@@ -110,8 +110,7 @@ TEST_CASE("p2p: the receiver closing first leaves the sender's memory valid", "[
   CHECK(waitSlotFree(v, 2, testWaitOptions(c.send.get(), 10)) == ncclRemoteError);
 }
 
-TEST_CASE("p2p: a blob that outlived its receiver is refused, even at a reused address",
-          "[p2p]") {
+TEST_CASE("p2p: a blob that outlived its receiver is refused, even at a reused address", "[p2p]") {
   ConnSpec spec = smallSpec(4, 128);
   std::unique_ptr<Connector> recv, send;
   ConnBlob stale;

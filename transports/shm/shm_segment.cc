@@ -141,8 +141,10 @@ int ShmSegment::removeNamesOf(int pid) {
   for (const std::string& n : names) {
     if (shm_unlink(("/" + n).c_str()) != 0) continue;  // gone already (its peer attached)
     ++removed;
-    LOG_INFO(kLogShm, "shm: removed /dev/shm/%s, left by process %d, which exited before its "
-             "peer attached", n.c_str(), pid);
+    LOG_INFO(kLogShm,
+             "shm: removed /dev/shm/%s, left by process %d, which exited before its "
+             "peer attached",
+             n.c_str(), pid);
   }
   return removed;
 }

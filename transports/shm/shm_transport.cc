@@ -114,8 +114,8 @@ class ShmTransport final : public Transport {
   void cleanUpAfter(const PeerInfo& self, const PeerInfo& peer) override {
     // Its pid names its segments only within our pid namespace, and only once it has exited
     // (zombies count) are they surely orphans: a live receiver still waits for its sender.
-    if (!sameHost(self, peer) || peer.pidNamespace == 0 ||
-        peer.pidNamespace != self.pidNamespace || peer.pid <= 0 || peer.pid == self.pid)
+    if (!sameHost(self, peer) || peer.pidNamespace == 0 || peer.pidNamespace != self.pidNamespace ||
+        peer.pid <= 0 || peer.pid == self.pid)
       return;
     if (ProcessWatch(peer.pid).alive()) return;
     ShmSegment::removeNamesOf(peer.pid);
