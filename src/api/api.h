@@ -27,7 +27,24 @@ ncclResult_t checkComm(const Communicator* comm, const char* where);
 // ncclInvalidArgument if `ptr` is null; `what` names the argument.
 ncclResult_t checkNotNull(const void* ptr, const char* what, const char* where);
 
-// As checkComm, plus: the communicator has finished init and may run operations.
-ncclResult_t checkCommReady(const Communicator* comm, const char* where);
+// Holds a communicator "in use" for an API call, so that ncclCommAbort or ncclCommDestroy
+// from another thread waits for the call instead of freeing the communicator under it. The
+// liveness check and the registration happen under one lock, which abort and destroy also
+// take to unregister the handle: a call either enters before or is refused after.
+class ApiGuard {
+ public:
+  ApiGuard() = default;
+  ~ApiGuard();
+  ApiGuard(const ApiGuard&) = delete;
+  ApiGuard& operator=(const ApiGuard&) = delete;
+
+  // ncclInvalidArgument unless `comm` is live; then the call holds it.
+  ncclResult_t enter(Communicator* comm, const char* where);
+  // As enter, plus: the communicator finished init and may run operations.
+  ncclResult_t enterReady(Communicator* comm, const char* where);
+
+ private:
+  Communicator* comm_ = nullptr;
+};
 
 }  // namespace ringcc

@@ -43,8 +43,27 @@ ncclResult_t checkNotNull(const void* ptr, const char* what, const char* where) 
   return ncclSuccess;
 }
 
-ncclResult_t checkCommReady(const Communicator* comm, const char* where) {
-  RINGCC_CHECK(checkComm(comm, where));
+ApiGuard::~ApiGuard() {
+  if (comm_) comm_->leaveCall();
+}
+
+ncclResult_t ApiGuard::enter(Communicator* comm, const char* where) {
+  if (comm == nullptr) return fail(ncclInvalidArgument, where, "comm is NULL");
+  {
+    std::lock_guard<std::mutex> lock(gLiveMu);
+    if (liveComms().count(comm)) {
+      comm->enterCall();
+      comm_ = comm;
+      return ncclSuccess;
+    }
+  }
+  return fail(ncclInvalidArgument, where,
+              "comm %p is not a live communicator (destroyed, aborted or never created)",
+              static_cast<const void*>(comm));
+}
+
+ncclResult_t ApiGuard::enterReady(Communicator* comm, const char* where) {
+  RINGCC_CHECK(enter(comm, where));
   int state = comm->asyncError.load();
   if (state == ncclInProgress)
     return fail(ncclInvalidUsage, where, "communicator is still initializing");

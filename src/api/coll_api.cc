@@ -47,7 +47,8 @@ bool hasReduction(CollKind kind) {
 }
 
 ncclResult_t checkAndEnqueue(const CollArgs& a, const char* where) {
-  RINGCC_CHECK(checkCommReady(a.comm, where));
+  ApiGuard guard;
+  RINGCC_CHECK(guard.enterReady(a.comm, where));
   const ncclComm* comm = a.comm;
   if (static_cast<int>(a.datatype) < 0 || a.datatype >= ncclNumTypes)
     return fail(ncclInvalidArgument, where, "datatype %d is not a valid ncclDataType_t",
@@ -204,7 +205,8 @@ NCCL_API(ncclResult_t, ncclGroupSimulateEnd, ncclSimInfo_t* simInfo) {
 NCCL_API(ncclResult_t, ncclRedOpCreatePreMulSum, ncclRedOp_t* op, void* scalar,
          ncclDataType_t datatype, ncclScalarResidence_t residence, ncclComm_t comm) {
   const char* where = "ncclRedOpCreatePreMulSum";
-  RINGCC_CHECK(checkComm(comm, where));
+  ApiGuard guard;
+  RINGCC_CHECK(guard.enter(comm, where));
   RINGCC_CHECK(checkNotNull(op, "op (output pointer)", where));
   RINGCC_CHECK(checkNotNull(scalar, "scalar", where));
   if (static_cast<int>(datatype) < 0 || datatype >= ncclNumTypes)
@@ -226,7 +228,8 @@ NCCL_API(ncclResult_t, ncclRedOpCreatePreMulSum, ncclRedOp_t* op, void* scalar,
 
 NCCL_API(ncclResult_t, ncclRedOpDestroy, ncclRedOp_t op, ncclComm_t comm) {
   const char* where = "ncclRedOpDestroy";
-  RINGCC_CHECK(checkComm(comm, where));
+  ApiGuard guard;
+  RINGCC_CHECK(guard.enter(comm, where));
   if (op < ncclNumOps)
     return fail(ncclInvalidArgument, where, "op %d is a built-in operator",
                 static_cast<int>(op));

@@ -91,7 +91,8 @@ NCCL_API(ncclResult_t, ncclCommInitAll, ncclComm_t* comms, int ndev, const int* 
 NCCL_API(ncclResult_t, ncclCommSplit, ncclComm_t comm, int color, int key, ncclComm_t* newcomm,
          ncclConfig_t* config) {
   const char* where = "ncclCommSplit";
-  RINGCC_CHECK(checkCommReady(comm, where));
+  ApiGuard guard;
+  RINGCC_CHECK(guard.enterReady(comm, where));
   RINGCC_CHECK(checkNotNull(newcomm, "newcomm (output pointer)", where));
   *newcomm = nullptr;
   if (color < 0 && color != NCCL_SPLIT_NOCOLOR)
@@ -99,14 +100,14 @@ NCCL_API(ncclResult_t, ncclCommSplit, ncclComm_t comm, int color, int key, ncclC
                 color);
   CommConfig cfg = comm->config;
   if (config) RINGCC_CHECK(readConfig(config, where, &cfg));
-  CallGuard guard(comm);
   return finishInit(commSplit(comm, color, key, newcomm, cfg), newcomm);
 }
 
 NCCL_API(ncclResult_t, ncclCommShrink, ncclComm_t comm, int* excludeRanksList,
          int excludeRanksCount, ncclComm_t* newcomm, ncclConfig_t* config, int shrinkFlags) {
   const char* where = "ncclCommShrink";
-  RINGCC_CHECK(checkComm(comm, where));
+  ApiGuard guard;
+  RINGCC_CHECK(guard.enter(comm, where));
   RINGCC_CHECK(checkNotNull(newcomm, "newcomm (output pointer)", where));
   *newcomm = nullptr;
   if (excludeRanksCount < 0 || excludeRanksCount >= comm->nranks)
@@ -129,19 +130,20 @@ NCCL_API(ncclResult_t, ncclCommShrink, ncclComm_t comm, int* excludeRanksList,
   }
   CommConfig cfg = comm->config;
   if (config) RINGCC_CHECK(readConfig(config, where, &cfg));
-  CallGuard guard(comm);
   return finishInit(commShrink(comm, exclude, newcomm, cfg, shrinkFlags), newcomm);
 }
 
 NCCL_API(ncclResult_t, ncclCommFinalize, ncclComm_t comm) {
-  RINGCC_CHECK(checkComm(comm, "ncclCommFinalize"));
+  ApiGuard guard;
+  RINGCC_CHECK(guard.enter(comm, "ncclCommFinalize"));
   if (comm->revoked.load())
     return fail(ncclInvalidUsage, "ncclCommFinalize", "communicator was revoked");
   return commFinalize(comm);
 }
 
 NCCL_API(ncclResult_t, ncclCommRevoke, ncclComm_t comm, int revokeFlags) {
-  RINGCC_CHECK(checkComm(comm, "ncclCommRevoke"));
+  ApiGuard guard;
+  RINGCC_CHECK(guard.enter(comm, "ncclCommRevoke"));
   if (revokeFlags != NCCL_REVOKE_DEFAULT)
     return fail(ncclInvalidArgument, "ncclCommRevoke", "revokeFlags must be 0, not %d",
                 revokeFlags);
@@ -163,28 +165,32 @@ NCCL_API(ncclResult_t, ncclCommAbort, ncclComm_t comm) {
 }
 
 NCCL_API(ncclResult_t, ncclCommGetAsyncError, ncclComm_t comm, ncclResult_t* asyncError) {
-  RINGCC_CHECK(checkComm(comm, "ncclCommGetAsyncError"));
+  ApiGuard guard;
+  RINGCC_CHECK(guard.enter(comm, "ncclCommGetAsyncError"));
   RINGCC_CHECK(checkNotNull(asyncError, "asyncError", "ncclCommGetAsyncError"));
   *asyncError = static_cast<ncclResult_t>(comm->asyncError.load());
   return ncclSuccess;
 }
 
 NCCL_API(ncclResult_t, ncclCommCount, const ncclComm_t comm, int* count) {
-  RINGCC_CHECK(checkComm(comm, "ncclCommCount"));
+  ApiGuard guard;
+  RINGCC_CHECK(guard.enter(comm, "ncclCommCount"));
   RINGCC_CHECK(checkNotNull(count, "count", "ncclCommCount"));
   *count = comm->nranks;
   return ncclSuccess;
 }
 
 NCCL_API(ncclResult_t, ncclCommCuDevice, const ncclComm_t comm, int* device) {
-  RINGCC_CHECK(checkComm(comm, "ncclCommCuDevice"));
+  ApiGuard guard;
+  RINGCC_CHECK(guard.enter(comm, "ncclCommCuDevice"));
   RINGCC_CHECK(checkNotNull(device, "device", "ncclCommCuDevice"));
   *device = comm->cudaDev;
   return ncclSuccess;
 }
 
 NCCL_API(ncclResult_t, ncclCommUserRank, const ncclComm_t comm, int* rank) {
-  RINGCC_CHECK(checkComm(comm, "ncclCommUserRank"));
+  ApiGuard guard;
+  RINGCC_CHECK(guard.enter(comm, "ncclCommUserRank"));
   RINGCC_CHECK(checkNotNull(rank, "rank", "ncclCommUserRank"));
   *rank = comm->rank;
   return ncclSuccess;

@@ -56,7 +56,8 @@ NCCL_API(ncclResult_t, ncclMemFree, void* ptr) {
 NCCL_API(ncclResult_t, ncclCommRegister, const ncclComm_t comm, void* buff, size_t size,
          void** handle) {
   const char* where = "ncclCommRegister";
-  RINGCC_CHECK(checkComm(comm, where));
+  ApiGuard guard;
+  RINGCC_CHECK(guard.enter(comm, where));
   RINGCC_CHECK(checkNotNull(buff, "buff", where));
   RINGCC_CHECK(checkNotNull(handle, "handle", where));
   if (size == 0) return fail(ncclInvalidArgument, where, "size is 0");
@@ -66,7 +67,8 @@ NCCL_API(ncclResult_t, ncclCommRegister, const ncclComm_t comm, void* buff, size
 
 NCCL_API(ncclResult_t, ncclCommDeregister, const ncclComm_t comm, void* handle) {
   const char* where = "ncclCommDeregister";
-  RINGCC_CHECK(checkComm(comm, where));
+  ApiGuard guard;
+  RINGCC_CHECK(guard.enter(comm, where));
   RINGCC_CHECK(checkNotNull(handle, "handle", where));
   auto* reg = static_cast<Registration*>(handle);
   if (reg->comm != comm)
