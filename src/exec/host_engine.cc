@@ -1,5 +1,7 @@
 #include "src/exec/host_engine.h"
 
+#include <sched.h>
+
 #include <algorithm>
 #include <chrono>
 
@@ -18,6 +20,9 @@ namespace ringcc {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// Idle polls of the runners before the engine starts yielding the core between polls.
+constexpr int kPollsBeforeYield = 32;
 
 Coll toColl(CollKind kind) {
   switch (kind) {
@@ -399,7 +404,12 @@ ncclResult_t HostEngine::runJobs() {
       return failPeer(ncclRemoteError, gone.conn->peerRank(), gone.job->name,
                       "channel %d: peer %s its connection mid-operation", gone.job->channel,
                       gone.state == PeerState::Dead ? "died and left" : "closed");
-    if (++idleRounds < params_.spinCount) continue;
+    if (++idleRounds < params_.spinCount) {
+      // Give the core away between polls: on a machine with more ranks than cores the peer
+      // we wait for may need it; on an idle core sched_yield returns at once.
+      if (idleRounds > kPollsBeforeYield) sched_yield();
+      continue;
+    }
 
     // Nobody moved for a while: look at the peers we wait on and the deadline, then nap.
     auto now = Clock::now();
