@@ -1023,20 +1023,6 @@ TEST_CASE("every collective on 8 and 32 channels: most channels get little or no
   fail.report();
 }
 
-namespace {
-
-// Polls a non-blocking communicator until its state leaves ncclInProgress (bounded).
-ncclResult_t settle(ncclComm_t comm) {
-  ncclResult_t state = ncclInProgress;
-  for (int i = 0; i < 20000 && state == ncclInProgress; ++i) {
-    if (ncclCommGetAsyncError(comm, &state) != ncclSuccess) return ncclInternalError;
-    if (state == ncclInProgress) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  return state;
-}
-
-}  // namespace
-
 TEST_CASE("non-blocking communicators run collectives", "[coll_channels]") {
   // A call on a non-blocking communicator may answer ncclInProgress; the result is valid
   // once ncclCommGetAsyncError says ncclSuccess.
@@ -1050,7 +1036,8 @@ TEST_CASE("non-blocking communicators run collectives", "[coll_channels]") {
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0;
     res[r] = ncclCommInitRankConfig(&raw[r], n, id, r, &config);
-    if (res[r] == ncclInProgress || res[r] == ncclSuccess) res[r] = settle(raw[r]);
+    if (res[r] == ncclInProgress || res[r] == ncclSuccess)
+      res[r] = ringcc::test::waitCommReady(raw[r]);
   });
   for (int r = 0; r < n; ++r) REQUIRE(res[r] == ncclSuccess);
   Comms comms(raw);
@@ -1066,7 +1053,7 @@ TEST_CASE("non-blocking communicators run collectives", "[coll_channels]") {
       if (drive == Drive::Threads) {
         runThreads(n, [&](int r) {
           res[r] = ranks[r]->issue();
-          if (res[r] == ncclInProgress) res[r] = settle(comms[r]);
+          if (res[r] == ncclInProgress) res[r] = ringcc::test::waitCommReady(comms[r]);
         });
       } else {
         ncclGroupStart();
@@ -1074,7 +1061,7 @@ TEST_CASE("non-blocking communicators run collectives", "[coll_channels]") {
         ncclResult_t end = ncclGroupEnd();
         for (int r = 0; r < n; ++r) {
           if (res[r] == ncclSuccess && end != ncclSuccess) res[r] = end;
-          if (res[r] == ncclInProgress) res[r] = settle(comms[r]);
+          if (res[r] == ncclInProgress) res[r] = ringcc::test::waitCommReady(comms[r]);
         }
       }
       for (int r = 0; r < n; ++r) {

@@ -1,8 +1,7 @@
 // Communicator lifecycle through the public API: init (threads, processes, groups,
 // non-blocking), queries, split, shrink, finalize, revoke, destroy and abort.
-#include <catch2/catch.hpp>
-
 #include <atomic>
+#include <catch2/catch.hpp>
 #include <chrono>
 #include <cstring>
 #include <thread>
@@ -15,20 +14,7 @@
 using ringcc::test::newUniqueId;
 using ringcc::test::runProcesses;
 using ringcc::test::runThreads;
-
-namespace {
-
-// Polls a non-blocking communicator until it leaves ncclInProgress.
-ncclResult_t waitReady(ncclComm_t comm) {
-  ncclResult_t state = ncclInProgress;
-  for (int i = 0; i < 20000 && state == ncclInProgress; ++i) {
-    if (ncclCommGetAsyncError(comm, &state) != ncclSuccess) return ncclInternalError;
-    if (state == ncclInProgress) std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
-  return state;
-}
-
-}  // namespace
+using ringcc::test::waitCommReady;
 
 TEST_CASE("ncclCommInitAll makes one communicator per rank", "[lifecycle]") {
   for (int n : {1, 2, 4}) {
@@ -109,7 +95,7 @@ TEST_CASE("non-blocking init answers ncclInProgress and becomes ready", "[lifecy
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0;
     first[r] = ncclCommInitRankConfig(&comms[r], n, id, r, &config);
-    ready[r] = waitReady(comms[r]);
+    ready[r] = waitCommReady(comms[r]);
   });
   for (int r = 0; r < n; ++r) {
     CHECK((first[r] == ncclInProgress || first[r] == ncclSuccess));
@@ -142,9 +128,8 @@ TEST_CASE("ncclCommSplit groups by color and orders by key", "[split]") {
   std::vector<ncclResult_t> results(n);
   // Ranks 0 and 2 form color 0, rank 1 color 1 alone, rank 3 opts out; keys reverse order.
   const int colors[n] = {0, 1, 0, NCCL_SPLIT_NOCOLOR};
-  runThreads(n, [&](int r) {
-    results[r] = ncclCommSplit(comms[r], colors[r], -r, &sub[r], nullptr);
-  });
+  runThreads(n,
+             [&](int r) { results[r] = ncclCommSplit(comms[r], colors[r], -r, &sub[r], nullptr); });
   for (int r = 0; r < n; ++r) REQUIRE(results[r] == ncclSuccess);
   CHECK(sub[3] == nullptr);
   int count = 0, rank = -1;
@@ -185,8 +170,7 @@ TEST_CASE("ncclCommShrink leaves out excluded ranks, which do not take part", "[
   for (ncclComm_t c : comms) CHECK(ncclCommDestroy(c) == ncclSuccess);
 }
 
-TEST_CASE("abort from another thread ends an init that waits for missing peers",
-          "[abort]") {
+TEST_CASE("abort from another thread ends an init that waits for missing peers", "[abort]") {
   ncclUniqueId id = newUniqueId();
   ncclComm_t comm = nullptr;
   ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
@@ -203,8 +187,8 @@ TEST_CASE("abort from another thread ends an init that waits for missing peers",
   ncclResult_t aborted = ncclInternalError;
   std::thread t([&] { aborted = ncclCommAbort(comm); });
   t.join();
-  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(
-                std::chrono::steady_clock::now() - start)
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
+                                                                  start)
                 .count();
   CHECK(aborted == ncclSuccess);
   CHECK(ms < 5000);

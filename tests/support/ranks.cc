@@ -88,4 +88,13 @@ ncclUniqueId newUniqueId() {
   return id;
 }
 
+ncclResult_t waitCommReady(ncclComm_t comm) {
+  ncclResult_t state = ncclInProgress;
+  for (int i = 0; i < 20000 && state == ncclInProgress; ++i) {
+    if (ncclCommGetAsyncError(comm, &state) != ncclSuccess) return ncclInternalError;
+    if (state == ncclInProgress) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return state;
+}
+
 }  // namespace ringcc::test

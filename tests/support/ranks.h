@@ -25,4 +25,8 @@ std::vector<int> runProcessesStatus(int nranks, const std::function<int(int rank
 // A fresh unique id (starts a bootstrap root in this process).
 ncclUniqueId newUniqueId();
 
+// Polls a non-blocking communicator until its state leaves ncclInProgress (at most ~20 s);
+// returns that state.
+ncclResult_t waitCommReady(ncclComm_t comm);
+
 }  // namespace ringcc::test
