@@ -17,33 +17,33 @@ struct BufferNeeds {
   bool recv;
 };
 
-BufferNeeds buffersNeeded(CollKind kind, bool isRoot) {
+BufferNeeds buffersNeeded(Coll kind, bool isRoot) {
   switch (kind) {
-    case CollKind::Broadcast: return {isRoot, true};
-    case CollKind::Reduce: return {true, isRoot};
-    case CollKind::Gather: return {true, isRoot};
-    case CollKind::Scatter: return {isRoot, true};
-    case CollKind::Send: return {true, false};
-    case CollKind::Recv: return {false, true};
+    case Coll::Broadcast: return {isRoot, true};
+    case Coll::Reduce: return {true, isRoot};
+    case Coll::Gather: return {true, isRoot};
+    case Coll::Scatter: return {isRoot, true};
+    case Coll::Send: return {true, false};
+    case Coll::Recv: return {false, true};
     default: return {true, true};
   }
 }
 
-bool hasRootOrPeer(CollKind kind) {
+bool hasRootOrPeer(Coll kind) {
   switch (kind) {
-    case CollKind::Broadcast:
-    case CollKind::Reduce:
-    case CollKind::Gather:
-    case CollKind::Scatter:
-    case CollKind::Send:
-    case CollKind::Recv: return true;
+    case Coll::Broadcast:
+    case Coll::Reduce:
+    case Coll::Gather:
+    case Coll::Scatter:
+    case Coll::Send:
+    case Coll::Recv: return true;
     default: return false;
   }
 }
 
-bool hasReduction(CollKind kind) {
-  return kind == CollKind::AllReduce || kind == CollKind::Reduce ||
-         kind == CollKind::ReduceScatter;
+bool hasReduction(Coll kind) {
+  return kind == Coll::AllReduce || kind == Coll::Reduce ||
+         kind == Coll::ReduceScatter;
 }
 
 ncclResult_t checkAndEnqueue(const CollArgs& a, const char* where) {
@@ -71,7 +71,7 @@ ncclResult_t checkAndEnqueue(const CollArgs& a, const char* where) {
     }
   }
   if (hasRootOrPeer(a.kind) && (a.root < 0 || a.root >= comm->nranks)) {
-    const char* what = (a.kind == CollKind::Send || a.kind == CollKind::Recv) ? "peer" : "root";
+    const char* what = (a.kind == Coll::Send || a.kind == Coll::Recv) ? "peer" : "root";
     return fail(ncclInvalidArgument, where, "%s %d is out of range [0, %d)", what, a.root,
                 comm->nranks);
   }
@@ -92,7 +92,7 @@ ncclResult_t checkAndEnqueue(const CollArgs& a, const char* where) {
   return enqueueOp(a);
 }
 
-CollArgs makeArgs(CollKind kind, const void* sendbuff, void* recvbuff, size_t count,
+CollArgs makeArgs(Coll kind, const void* sendbuff, void* recvbuff, size_t count,
                   ncclDataType_t datatype, ncclRedOp_t op, int root, ncclComm_t comm,
                   cudaStream_t stream) {
   CollArgs a;
@@ -112,21 +112,21 @@ CollArgs makeArgs(CollKind kind, const void* sendbuff, void* recvbuff, size_t co
 
 NCCL_API(ncclResult_t, ncclAllReduce, const void* sendbuff, void* recvbuff, size_t count,
          ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
-  return checkAndEnqueue(makeArgs(CollKind::AllReduce, sendbuff, recvbuff, count, datatype, op,
+  return checkAndEnqueue(makeArgs(Coll::AllReduce, sendbuff, recvbuff, count, datatype, op,
                                   0, comm, stream),
                          "ncclAllReduce");
 }
 
 NCCL_API(ncclResult_t, ncclBroadcast, const void* sendbuff, void* recvbuff, size_t count,
          ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream) {
-  return checkAndEnqueue(makeArgs(CollKind::Broadcast, sendbuff, recvbuff, count, datatype,
+  return checkAndEnqueue(makeArgs(Coll::Broadcast, sendbuff, recvbuff, count, datatype,
                                   ncclSum, root, comm, stream),
                          "ncclBroadcast");
 }
 
 NCCL_API(ncclResult_t, ncclBcast, void* buff, size_t count, ncclDataType_t datatype, int root,
          ncclComm_t comm, cudaStream_t stream) {
-  return checkAndEnqueue(makeArgs(CollKind::Broadcast, buff, buff, count, datatype, ncclSum,
+  return checkAndEnqueue(makeArgs(Coll::Broadcast, buff, buff, count, datatype, ncclSum,
                                   root, comm, stream),
                          "ncclBcast");
 }
@@ -134,14 +134,14 @@ NCCL_API(ncclResult_t, ncclBcast, void* buff, size_t count, ncclDataType_t datat
 NCCL_API(ncclResult_t, ncclReduce, const void* sendbuff, void* recvbuff, size_t count,
          ncclDataType_t datatype, ncclRedOp_t op, int root, ncclComm_t comm,
          cudaStream_t stream) {
-  return checkAndEnqueue(makeArgs(CollKind::Reduce, sendbuff, recvbuff, count, datatype, op,
+  return checkAndEnqueue(makeArgs(Coll::Reduce, sendbuff, recvbuff, count, datatype, op,
                                   root, comm, stream),
                          "ncclReduce");
 }
 
 NCCL_API(ncclResult_t, ncclAllGather, const void* sendbuff, void* recvbuff, size_t sendcount,
          ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
-  return checkAndEnqueue(makeArgs(CollKind::AllGather, sendbuff, recvbuff, sendcount, datatype,
+  return checkAndEnqueue(makeArgs(Coll::AllGather, sendbuff, recvbuff, sendcount, datatype,
                                   ncclSum, 0, comm, stream),
                          "ncclAllGather");
 }
@@ -149,42 +149,42 @@ NCCL_API(ncclResult_t, ncclAllGather, const void* sendbuff, void* recvbuff, size
 NCCL_API(ncclResult_t, ncclReduceScatter, const void* sendbuff, void* recvbuff,
          size_t recvcount, ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
          cudaStream_t stream) {
-  return checkAndEnqueue(makeArgs(CollKind::ReduceScatter, sendbuff, recvbuff, recvcount,
+  return checkAndEnqueue(makeArgs(Coll::ReduceScatter, sendbuff, recvbuff, recvcount,
                                   datatype, op, 0, comm, stream),
                          "ncclReduceScatter");
 }
 
 NCCL_API(ncclResult_t, ncclAlltoAll, const void* sendbuff, void* recvbuff, size_t count,
          ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
-  return checkAndEnqueue(makeArgs(CollKind::AlltoAll, sendbuff, recvbuff, count, datatype,
+  return checkAndEnqueue(makeArgs(Coll::AllToAll, sendbuff, recvbuff, count, datatype,
                                   ncclSum, 0, comm, stream),
                          "ncclAlltoAll");
 }
 
 NCCL_API(ncclResult_t, ncclGather, const void* sendbuff, void* recvbuff, size_t count,
          ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream) {
-  return checkAndEnqueue(makeArgs(CollKind::Gather, sendbuff, recvbuff, count, datatype,
+  return checkAndEnqueue(makeArgs(Coll::Gather, sendbuff, recvbuff, count, datatype,
                                   ncclSum, root, comm, stream),
                          "ncclGather");
 }
 
 NCCL_API(ncclResult_t, ncclScatter, const void* sendbuff, void* recvbuff, size_t count,
          ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream) {
-  return checkAndEnqueue(makeArgs(CollKind::Scatter, sendbuff, recvbuff, count, datatype,
+  return checkAndEnqueue(makeArgs(Coll::Scatter, sendbuff, recvbuff, count, datatype,
                                   ncclSum, root, comm, stream),
                          "ncclScatter");
 }
 
 NCCL_API(ncclResult_t, ncclSend, const void* sendbuff, size_t count, ncclDataType_t datatype,
          int peer, ncclComm_t comm, cudaStream_t stream) {
-  return checkAndEnqueue(makeArgs(CollKind::Send, sendbuff, nullptr, count, datatype, ncclSum,
+  return checkAndEnqueue(makeArgs(Coll::Send, sendbuff, nullptr, count, datatype, ncclSum,
                                   peer, comm, stream),
                          "ncclSend");
 }
 
 NCCL_API(ncclResult_t, ncclRecv, void* recvbuff, size_t count, ncclDataType_t datatype,
          int peer, ncclComm_t comm, cudaStream_t stream) {
-  return checkAndEnqueue(makeArgs(CollKind::Recv, nullptr, recvbuff, count, datatype, ncclSum,
+  return checkAndEnqueue(makeArgs(Coll::Recv, nullptr, recvbuff, count, datatype, ncclSum,
                                   peer, comm, stream),
                          "ncclRecv");
 }

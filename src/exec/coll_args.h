@@ -5,28 +5,14 @@
 #include <cstddef>
 
 #include "nccl.h"
+#include "src/sched/builders.h"
 
 struct ncclComm;
 
 namespace ringcc {
 
-enum class CollKind {
-  AllReduce,
-  Broadcast,
-  Reduce,
-  AllGather,
-  ReduceScatter,
-  AlltoAll,
-  Gather,
-  Scatter,
-  Send,
-  Recv,
-};
-
-const char* collName(CollKind kind);
-
 struct CollArgs {
-  CollKind kind = CollKind::AllReduce;
+  Coll kind = Coll::AllReduce;
   const void* sendbuff = nullptr;
   void* recvbuff = nullptr;
   size_t count = 0;  // per-rank count as in the API (all-gather: sendcount, ...)

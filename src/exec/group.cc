@@ -86,14 +86,14 @@ double estimateOpMicros(const CostModel& model, const CollArgs& op) {
   const double bytes = static_cast<double>(op.count) * dataTypeSize(op.datatype);
   if (n == 1) return estimateMicros(model, 1, bytes);
   switch (op.kind) {
-    case CollKind::AllReduce: return estimateMicros(model, 2 * (n - 1), bytes / n);
-    case CollKind::AllGather:
-    case CollKind::ReduceScatter:
-    case CollKind::AlltoAll: return estimateMicros(model, n - 1, bytes);
-    case CollKind::Gather:
-    case CollKind::Scatter: return estimateMicros(model, 1, bytes * (n - 1));
-    case CollKind::Send:
-    case CollKind::Recv: return estimateMicros(model, 1, bytes);
+    case Coll::AllReduce: return estimateMicros(model, 2 * (n - 1), bytes / n);
+    case Coll::AllGather:
+    case Coll::ReduceScatter:
+    case Coll::AllToAll: return estimateMicros(model, n - 1, bytes);
+    case Coll::Gather:
+    case Coll::Scatter: return estimateMicros(model, 1, bytes * (n - 1));
+    case Coll::Send:
+    case Coll::Recv: return estimateMicros(model, 1, bytes);
     default: return estimateMicros(model, n - 1, bytes);  // chains: broadcast, reduce
   }
 }

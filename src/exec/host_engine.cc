@@ -24,31 +24,15 @@ using Clock = std::chrono::steady_clock;
 // Idle polls of the runners before the engine starts yielding the core between polls.
 constexpr int kPollsBeforeYield = 32;
 
-Coll toColl(CollKind kind) {
-  switch (kind) {
-    case CollKind::AllReduce: return Coll::AllReduce;
-    case CollKind::Broadcast: return Coll::Broadcast;
-    case CollKind::Reduce: return Coll::Reduce;
-    case CollKind::AllGather: return Coll::AllGather;
-    case CollKind::ReduceScatter: return Coll::ReduceScatter;
-    case CollKind::AlltoAll: return Coll::AllToAll;
-    case CollKind::Gather: return Coll::Gather;
-    case CollKind::Scatter: return Coll::Scatter;
-    case CollKind::Send: return Coll::Send;
-    case CollKind::Recv: return Coll::Recv;
-  }
-  return Coll::AllReduce;
-}
-
 // Bytes of the largest buffer a rank touches, for the tuner.
 size_t opBytes(const CollArgs& a, int nranks) {
   size_t bytes = a.count * dataTypeSize(a.datatype);
   switch (a.kind) {
-    case CollKind::AllGather:
-    case CollKind::ReduceScatter:
-    case CollKind::AlltoAll:
-    case CollKind::Gather:
-    case CollKind::Scatter: return bytes * nranks;
+    case Coll::AllGather:
+    case Coll::ReduceScatter:
+    case Coll::AllToAll:
+    case Coll::Gather:
+    case Coll::Scatter: return bytes * nranks;
     default: return bytes;
   }
 }
@@ -197,7 +181,7 @@ ncclResult_t HostEngine::planBatch(const std::vector<CollArgs>& ops) {
   std::vector<const CollArgs*> p2pOps;  // every send and receive, in posting order
   for (const CollArgs& a : ops) {
     if (a.count == 0) continue;  // nothing moves, on every rank alike
-    if (a.kind == CollKind::Send || a.kind == CollKind::Recv) {
+    if (a.kind == Coll::Send || a.kind == Coll::Recv) {
       p2pOps.push_back(&a);
       continue;
     }
@@ -212,13 +196,12 @@ ncclResult_t HostEngine::planBatch(const std::vector<CollArgs>& ops) {
     } else {
       op = makeRedOp(a.op, a.datatype, nranks);
     }
-    const Coll coll = toColl(a.kind);
     const size_t elemSize = dataTypeSize(a.datatype);
     TuneInput tune{opBytes(a, nranks), nranks, params_.maxChannels, params_.minChannels};
     const int nch = chooseChannels(tune);
     for (int c = 0; c < nch; ++c) {
       CollDesc d;
-      d.coll = coll;
+      d.coll = a.kind;
       d.count = a.count;
       d.elemSize = elemSize;
       d.nranks = nranks;
@@ -226,7 +209,7 @@ ncclResult_t HostEngine::planBatch(const std::vector<CollArgs>& ops) {
       d.root = a.root;
       d.nChannels = nch;
       d.channel = c;
-      d.sliceElems = conns_.spec(collPortKind(coll)).slotBytes / elemSize;
+      d.sliceElems = conns_.spec(collPortKind(a.kind)).slotBytes / elemSize;
       const Program* program = nullptr;
       RINGCC_CHECK(plans_.get(d, &program));
       Job* job = newJob();
@@ -262,7 +245,7 @@ ncclResult_t HostEngine::planP2p(const std::vector<const CollArgs*>& ops) {
   std::vector<size_t> roundOps;
   for (size_t i = 0; i < ops.size(); ++i) {
     const CollArgs& a = *ops[i];
-    size_t& k = posted[2 * static_cast<size_t>(a.root) + (a.kind == CollKind::Send ? 1 : 0)];
+    size_t& k = posted[2 * static_cast<size_t>(a.root) + (a.kind == Coll::Send ? 1 : 0)];
     round[i] = k++ / perRound;
     if (round[i] >= roundOps.size()) roundOps.resize(round[i] + 1, 0);
     ++roundOps[round[i]];
@@ -282,7 +265,7 @@ ncclResult_t HostEngine::planP2p(const std::vector<const CollArgs*>& ops) {
       if (round[i] < first || round[i] > last) continue;
       const CollArgs& a = *ops[i];
       P2pOp p;
-      p.send = a.kind == CollKind::Send;
+      p.send = a.kind == Coll::Send;
       p.peer = a.root;
       p.count = a.count * dataTypeSize(a.datatype);
       if (p.send) {
