@@ -22,7 +22,7 @@
 
 #define NCCL_VERSION_CODE 22707
 #define NCCL_VERSION(X, Y, Z) \
-  (((X) <= 2 && (Y) <= 8) ? (X) * 1000 + (Y) * 100 + (Z) : (X) * 10000 + (Y) * 100 + (Z))
+  (((X) <= 2 && (Y) <= 8) ? (X)*1000 + (Y)*100 + (Z) : (X)*10000 + (Y)*100 + (Z))
 
 /* Same typedef as cuda_runtime_api.h, so a redeclaration there is harmless. */
 typedef struct CUstream_st* cudaStream_t;
@@ -96,23 +96,23 @@ typedef struct ncclConfig_v22700 {
   int nvlsCTAs;
 } ncclConfig_t;
 
-#define NCCL_CONFIG_INITIALIZER                                                       \
-  {                                                                                   \
-    sizeof(ncclConfig_t),                          /* size */                         \
-        0xcafebeef,                                /* magic */                        \
-        NCCL_VERSION(NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH), /* version */               \
-        NCCL_CONFIG_UNDEF_INT,                     /* blocking */                     \
-        NCCL_CONFIG_UNDEF_INT,                     /* cgaClusterSize */               \
-        NCCL_CONFIG_UNDEF_INT,                     /* minCTAs */                      \
-        NCCL_CONFIG_UNDEF_INT,                     /* maxCTAs */                      \
-        NCCL_CONFIG_UNDEF_PTR,                     /* netName */                      \
-        NCCL_CONFIG_UNDEF_INT,                     /* splitShare */                   \
-        NCCL_CONFIG_UNDEF_INT,                     /* trafficClass */                 \
-        NCCL_CONFIG_UNDEF_PTR,                     /* commName */                     \
-        NCCL_CONFIG_UNDEF_INT,                     /* collnetEnable */                \
-        NCCL_CONFIG_UNDEF_INT,                     /* CTAPolicy */                    \
-        NCCL_CONFIG_UNDEF_INT,                     /* shrinkShare */                  \
-        NCCL_CONFIG_UNDEF_INT,                     /* nvlsCTAs */                     \
+#define NCCL_CONFIG_INITIALIZER                                                \
+  {                                                                            \
+    sizeof(ncclConfig_t),                                 /* size */           \
+        0xcafebeef,                                       /* magic */          \
+        NCCL_VERSION(NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH), /* version */        \
+        NCCL_CONFIG_UNDEF_INT,                            /* blocking */       \
+        NCCL_CONFIG_UNDEF_INT,                            /* cgaClusterSize */ \
+        NCCL_CONFIG_UNDEF_INT,                            /* minCTAs */        \
+        NCCL_CONFIG_UNDEF_INT,                            /* maxCTAs */        \
+        NCCL_CONFIG_UNDEF_PTR,                            /* netName */        \
+        NCCL_CONFIG_UNDEF_INT,                            /* splitShare */     \
+        NCCL_CONFIG_UNDEF_INT,                            /* trafficClass */   \
+        NCCL_CONFIG_UNDEF_PTR,                            /* commName */       \
+        NCCL_CONFIG_UNDEF_INT,                            /* collnetEnable */  \
+        NCCL_CONFIG_UNDEF_INT,                            /* CTAPolicy */      \
+        NCCL_CONFIG_UNDEF_INT,                            /* shrinkShare */    \
+        NCCL_CONFIG_UNDEF_INT,                            /* nvlsCTAs */       \
   }
 
 /* Filled by ncclGroupSimulateEnd. */
@@ -123,10 +123,10 @@ typedef struct ncclSimInfo_v22200 {
   float estimatedTime;
 } ncclSimInfo_t;
 
-#define NCCL_SIM_INFO_INITIALIZER                                                     \
-  {                                                                                   \
+#define NCCL_SIM_INFO_INITIALIZER                                                        \
+  {                                                                                      \
     sizeof(ncclSimInfo_t), 0x74685283, NCCL_VERSION(NCCL_MAJOR, NCCL_MINOR, NCCL_PATCH), \
-        NCCL_UNDEF_FLOAT                                                              \
+        NCCL_UNDEF_FLOAT                                                                 \
   }
 
 /* Reduction operators. Values >= ncclNumOps are handles from ncclRedOpCreatePreMulSum. */
@@ -143,15 +143,20 @@ typedef enum {
 
 /* Element types. */
 typedef enum {
-  ncclInt8 = 0, ncclChar = 0,
+  ncclInt8 = 0,
+  ncclChar = 0,
   ncclUint8 = 1,
-  ncclInt32 = 2, ncclInt = 2,
+  ncclInt32 = 2,
+  ncclInt = 2,
   ncclUint32 = 3,
   ncclInt64 = 4,
   ncclUint64 = 5,
-  ncclFloat16 = 6, ncclHalf = 6,
-  ncclFloat32 = 7, ncclFloat = 7,
-  ncclFloat64 = 8, ncclDouble = 8,
+  ncclFloat16 = 6,
+  ncclHalf = 6,
+  ncclFloat32 = 7,
+  ncclFloat = 7,
+  ncclFloat64 = 8,
+  ncclDouble = 8,
   ncclBfloat16 = 9,
   ncclFloat8e4m3 = 10,
   ncclFloat8e5m2 = 11,
@@ -160,8 +165,8 @@ typedef enum {
 
 /* Where the scalar of ncclRedOpCreatePreMulSum lives. */
 typedef enum {
-  ncclScalarDevice = 0,        /* read while the collective runs */
-  ncclScalarHostImmediate = 1  /* read before ncclRedOpCreatePreMulSum returns */
+  ncclScalarDevice = 0,       /* read while the collective runs */
+  ncclScalarHostImmediate = 1 /* read before ncclRedOpCreatePreMulSum returns */
 } ncclScalarResidence_t;
 
 /* Each function exists twice: nccl* and the profiling alias pnccl*. */

@@ -9,8 +9,8 @@
 
 // Declares `name` as an exported C function together with its profiling alias p<name>;
 // the definition follows the macro: NCCL_API(ncclResult_t, ncclFoo, int x) { ... }
-#define NCCL_API(ret, name, ...)                                                   \
-  extern "C" __attribute__((visibility("default"))) ret name(__VA_ARGS__);         \
+#define NCCL_API(ret, name, ...)                                                            \
+  extern "C" __attribute__((visibility("default"))) ret name(__VA_ARGS__);                  \
   extern "C" __attribute__((visibility("default"), alias(#name))) ret p##name(__VA_ARGS__); \
   extern "C" ret name(__VA_ARGS__)
 

@@ -67,12 +67,9 @@ ncclResult_t ApiGuard::enterReady(Communicator* comm, const char* where) {
   int state = comm->asyncError.load();
   if (state == ncclInProgress)
     return fail(ncclInvalidUsage, where, "communicator is still initializing");
-  if (comm->abortFlag.load())
-    return fail(ncclInvalidUsage, where, "communicator was aborted");
-  if (comm->revoked.load())
-    return fail(ncclInvalidUsage, where, "communicator was revoked");
-  if (comm->finalized.load())
-    return fail(ncclInvalidUsage, where, "communicator was finalized");
+  if (comm->abortFlag.load()) return fail(ncclInvalidUsage, where, "communicator was aborted");
+  if (comm->revoked.load()) return fail(ncclInvalidUsage, where, "communicator was revoked");
+  if (comm->finalized.load()) return fail(ncclInvalidUsage, where, "communicator was finalized");
   if (state != ncclSuccess)
     return fail(static_cast<ncclResult_t>(state), where,
                 "communicator has an error from earlier: %s", comm->lastError().c_str());

@@ -19,13 +19,20 @@ struct BufferNeeds {
 
 BufferNeeds buffersNeeded(Coll kind, bool isRoot) {
   switch (kind) {
-    case Coll::Broadcast: return {isRoot, true};
-    case Coll::Reduce: return {true, isRoot};
-    case Coll::Gather: return {true, isRoot};
-    case Coll::Scatter: return {isRoot, true};
-    case Coll::Send: return {true, false};
-    case Coll::Recv: return {false, true};
-    default: return {true, true};
+    case Coll::Broadcast:
+      return {isRoot, true};
+    case Coll::Reduce:
+      return {true, isRoot};
+    case Coll::Gather:
+      return {true, isRoot};
+    case Coll::Scatter:
+      return {isRoot, true};
+    case Coll::Send:
+      return {true, false};
+    case Coll::Recv:
+      return {false, true};
+    default:
+      return {true, true};
   }
 }
 
@@ -36,14 +43,15 @@ bool hasRootOrPeer(Coll kind) {
     case Coll::Gather:
     case Coll::Scatter:
     case Coll::Send:
-    case Coll::Recv: return true;
-    default: return false;
+    case Coll::Recv:
+      return true;
+    default:
+      return false;
   }
 }
 
 bool hasReduction(Coll kind) {
-  return kind == Coll::AllReduce || kind == Coll::Reduce ||
-         kind == Coll::ReduceScatter;
+  return kind == Coll::AllReduce || kind == Coll::Reduce || kind == Coll::ReduceScatter;
 }
 
 ncclResult_t checkAndEnqueue(const CollArgs& a, const char* where) {
@@ -65,9 +73,9 @@ ncclResult_t checkAndEnqueue(const CollArgs& a, const char* where) {
                     "communicator",
                     static_cast<int>(a.op));
       if (userOp.datatype != a.datatype)
-        return fail(ncclInvalidArgument, where,
-                    "op %d was created for datatype %d, not %d", static_cast<int>(a.op),
-                    static_cast<int>(userOp.datatype), static_cast<int>(a.datatype));
+        return fail(ncclInvalidArgument, where, "op %d was created for datatype %d, not %d",
+                    static_cast<int>(a.op), static_cast<int>(userOp.datatype),
+                    static_cast<int>(a.datatype));
     }
   }
   if (hasRootOrPeer(a.kind) && (a.root < 0 || a.root >= comm->nranks)) {
@@ -80,8 +88,7 @@ ncclResult_t checkAndEnqueue(const CollArgs& a, const char* where) {
   if (__builtin_mul_overflow(a.count, dataTypeSize(a.datatype), &bytes) ||
       __builtin_mul_overflow(bytes, static_cast<size_t>(comm->nranks), &bytes) ||
       bytes > (SIZE_MAX >> 2))
-    return fail(ncclInvalidArgument, where, "count %zu overflows the addressable size",
-                a.count);
+    return fail(ncclInvalidArgument, where, "count %zu overflows the addressable size", a.count);
   if (a.count > 0) {
     BufferNeeds needs = buffersNeeded(a.kind, comm->rank == a.root);
     if (needs.send && a.sendbuff == nullptr)
@@ -112,81 +119,79 @@ CollArgs makeArgs(Coll kind, const void* sendbuff, void* recvbuff, size_t count,
 
 NCCL_API(ncclResult_t, ncclAllReduce, const void* sendbuff, void* recvbuff, size_t count,
          ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
-  return checkAndEnqueue(makeArgs(Coll::AllReduce, sendbuff, recvbuff, count, datatype, op,
-                                  0, comm, stream),
-                         "ncclAllReduce");
+  return checkAndEnqueue(
+      makeArgs(Coll::AllReduce, sendbuff, recvbuff, count, datatype, op, 0, comm, stream),
+      "ncclAllReduce");
 }
 
 NCCL_API(ncclResult_t, ncclBroadcast, const void* sendbuff, void* recvbuff, size_t count,
          ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream) {
-  return checkAndEnqueue(makeArgs(Coll::Broadcast, sendbuff, recvbuff, count, datatype,
-                                  ncclSum, root, comm, stream),
-                         "ncclBroadcast");
+  return checkAndEnqueue(
+      makeArgs(Coll::Broadcast, sendbuff, recvbuff, count, datatype, ncclSum, root, comm, stream),
+      "ncclBroadcast");
 }
 
 NCCL_API(ncclResult_t, ncclBcast, void* buff, size_t count, ncclDataType_t datatype, int root,
          ncclComm_t comm, cudaStream_t stream) {
-  return checkAndEnqueue(makeArgs(Coll::Broadcast, buff, buff, count, datatype, ncclSum,
-                                  root, comm, stream),
-                         "ncclBcast");
+  return checkAndEnqueue(
+      makeArgs(Coll::Broadcast, buff, buff, count, datatype, ncclSum, root, comm, stream),
+      "ncclBcast");
 }
 
 NCCL_API(ncclResult_t, ncclReduce, const void* sendbuff, void* recvbuff, size_t count,
-         ncclDataType_t datatype, ncclRedOp_t op, int root, ncclComm_t comm,
-         cudaStream_t stream) {
-  return checkAndEnqueue(makeArgs(Coll::Reduce, sendbuff, recvbuff, count, datatype, op,
-                                  root, comm, stream),
-                         "ncclReduce");
+         ncclDataType_t datatype, ncclRedOp_t op, int root, ncclComm_t comm, cudaStream_t stream) {
+  return checkAndEnqueue(
+      makeArgs(Coll::Reduce, sendbuff, recvbuff, count, datatype, op, root, comm, stream),
+      "ncclReduce");
 }
 
 NCCL_API(ncclResult_t, ncclAllGather, const void* sendbuff, void* recvbuff, size_t sendcount,
          ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
-  return checkAndEnqueue(makeArgs(Coll::AllGather, sendbuff, recvbuff, sendcount, datatype,
-                                  ncclSum, 0, comm, stream),
-                         "ncclAllGather");
+  return checkAndEnqueue(
+      makeArgs(Coll::AllGather, sendbuff, recvbuff, sendcount, datatype, ncclSum, 0, comm, stream),
+      "ncclAllGather");
 }
 
-NCCL_API(ncclResult_t, ncclReduceScatter, const void* sendbuff, void* recvbuff,
-         size_t recvcount, ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm,
-         cudaStream_t stream) {
-  return checkAndEnqueue(makeArgs(Coll::ReduceScatter, sendbuff, recvbuff, recvcount,
-                                  datatype, op, 0, comm, stream),
-                         "ncclReduceScatter");
+NCCL_API(ncclResult_t, ncclReduceScatter, const void* sendbuff, void* recvbuff, size_t recvcount,
+         ncclDataType_t datatype, ncclRedOp_t op, ncclComm_t comm, cudaStream_t stream) {
+  return checkAndEnqueue(
+      makeArgs(Coll::ReduceScatter, sendbuff, recvbuff, recvcount, datatype, op, 0, comm, stream),
+      "ncclReduceScatter");
 }
 
 NCCL_API(ncclResult_t, ncclAlltoAll, const void* sendbuff, void* recvbuff, size_t count,
          ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream) {
-  return checkAndEnqueue(makeArgs(Coll::AllToAll, sendbuff, recvbuff, count, datatype,
-                                  ncclSum, 0, comm, stream),
-                         "ncclAlltoAll");
+  return checkAndEnqueue(
+      makeArgs(Coll::AllToAll, sendbuff, recvbuff, count, datatype, ncclSum, 0, comm, stream),
+      "ncclAlltoAll");
 }
 
 NCCL_API(ncclResult_t, ncclGather, const void* sendbuff, void* recvbuff, size_t count,
          ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream) {
-  return checkAndEnqueue(makeArgs(Coll::Gather, sendbuff, recvbuff, count, datatype,
-                                  ncclSum, root, comm, stream),
-                         "ncclGather");
+  return checkAndEnqueue(
+      makeArgs(Coll::Gather, sendbuff, recvbuff, count, datatype, ncclSum, root, comm, stream),
+      "ncclGather");
 }
 
 NCCL_API(ncclResult_t, ncclScatter, const void* sendbuff, void* recvbuff, size_t count,
          ncclDataType_t datatype, int root, ncclComm_t comm, cudaStream_t stream) {
-  return checkAndEnqueue(makeArgs(Coll::Scatter, sendbuff, recvbuff, count, datatype,
-                                  ncclSum, root, comm, stream),
-                         "ncclScatter");
+  return checkAndEnqueue(
+      makeArgs(Coll::Scatter, sendbuff, recvbuff, count, datatype, ncclSum, root, comm, stream),
+      "ncclScatter");
 }
 
 NCCL_API(ncclResult_t, ncclSend, const void* sendbuff, size_t count, ncclDataType_t datatype,
          int peer, ncclComm_t comm, cudaStream_t stream) {
-  return checkAndEnqueue(makeArgs(Coll::Send, sendbuff, nullptr, count, datatype, ncclSum,
-                                  peer, comm, stream),
-                         "ncclSend");
+  return checkAndEnqueue(
+      makeArgs(Coll::Send, sendbuff, nullptr, count, datatype, ncclSum, peer, comm, stream),
+      "ncclSend");
 }
 
-NCCL_API(ncclResult_t, ncclRecv, void* recvbuff, size_t count, ncclDataType_t datatype,
-         int peer, ncclComm_t comm, cudaStream_t stream) {
-  return checkAndEnqueue(makeArgs(Coll::Recv, nullptr, recvbuff, count, datatype, ncclSum,
-                                  peer, comm, stream),
-                         "ncclRecv");
+NCCL_API(ncclResult_t, ncclRecv, void* recvbuff, size_t count, ncclDataType_t datatype, int peer,
+         ncclComm_t comm, cudaStream_t stream) {
+  return checkAndEnqueue(
+      makeArgs(Coll::Recv, nullptr, recvbuff, count, datatype, ncclSum, peer, comm, stream),
+      "ncclRecv");
 }
 
 NCCL_API(ncclResult_t, ncclGroupStart, void) { return groupStart(); }
@@ -231,8 +236,7 @@ NCCL_API(ncclResult_t, ncclRedOpDestroy, ncclRedOp_t op, ncclComm_t comm) {
   ApiGuard guard;
   RINGCC_CHECK(guard.enter(comm, where));
   if (op < ncclNumOps)
-    return fail(ncclInvalidArgument, where, "op %d is a built-in operator",
-                static_cast<int>(op));
+    return fail(ncclInvalidArgument, where, "op %d is a built-in operator", static_cast<int>(op));
   if (!comm->userOps.remove(op))
     return fail(ncclInvalidArgument, where, "op %d is not a live operator of this communicator",
                 static_cast<int>(op));

@@ -29,8 +29,7 @@ NCCL_API(ncclResult_t, ncclDevCommCreate, ncclComm_t, const void*, void*) {
 NCCL_API(ncclResult_t, ncclDevCommDestroy, ncclComm_t, const void*) {
   return notProvided("ncclDevCommDestroy");
 }
-NCCL_API(ncclResult_t, ncclGinBarrierCreateRequirement, ncclComm_t, DeviceTeam, int, void*,
-         void*) {
+NCCL_API(ncclResult_t, ncclGinBarrierCreateRequirement, ncclComm_t, DeviceTeam, int, void*, void*) {
   return notProvided("ncclGinBarrierCreateRequirement");
 }
 NCCL_API(ncclResult_t, ncclLsaBarrierCreateRequirement, DeviceTeam, int, void*, void*) {

@@ -39,8 +39,8 @@ NCCL_API(ncclResult_t, ncclGetUniqueId, ncclUniqueId* uniqueId) {
   return bootstrapGetUniqueId(uniqueId);
 }
 
-NCCL_API(ncclResult_t, ncclCommInitRankConfig, ncclComm_t* comm, int nranks,
-         ncclUniqueId commId, int rank, ncclConfig_t* config) {
+NCCL_API(ncclResult_t, ncclCommInitRankConfig, ncclComm_t* comm, int nranks, ncclUniqueId commId,
+         int rank, ncclConfig_t* config) {
   const char* where = "ncclCommInitRankConfig";
   RINGCC_CHECK(checkNotNull(comm, "comm (output pointer)", where));
   *comm = nullptr;
@@ -96,8 +96,7 @@ NCCL_API(ncclResult_t, ncclCommSplit, ncclComm_t comm, int color, int key, ncclC
   RINGCC_CHECK(checkNotNull(newcomm, "newcomm (output pointer)", where));
   *newcomm = nullptr;
   if (color < 0 && color != NCCL_SPLIT_NOCOLOR)
-    return fail(ncclInvalidArgument, where, "color %d must be >= 0 or NCCL_SPLIT_NOCOLOR",
-                color);
+    return fail(ncclInvalidArgument, where, "color %d must be >= 0 or NCCL_SPLIT_NOCOLOR", color);
   CommConfig cfg = comm->config;
   if (config) RINGCC_CHECK(readConfig(config, where, &cfg));
   return finishInit(commSplit(comm, color, key, newcomm, cfg), newcomm);
@@ -111,14 +110,12 @@ NCCL_API(ncclResult_t, ncclCommShrink, ncclComm_t comm, int* excludeRanksList,
   RINGCC_CHECK(checkNotNull(newcomm, "newcomm (output pointer)", where));
   *newcomm = nullptr;
   if (excludeRanksCount < 0 || excludeRanksCount >= comm->nranks)
-    return fail(ncclInvalidArgument, where,
-                "excludeRanksCount %d must be in [0, nranks=%d)", excludeRanksCount,
-                comm->nranks);
+    return fail(ncclInvalidArgument, where, "excludeRanksCount %d must be in [0, nranks=%d)",
+                excludeRanksCount, comm->nranks);
   if (excludeRanksCount > 0)
     RINGCC_CHECK(checkNotNull(excludeRanksList, "excludeRanksList", where));
   if (shrinkFlags != NCCL_SHRINK_DEFAULT && shrinkFlags != NCCL_SHRINK_ABORT)
-    return fail(ncclInvalidArgument, where, "shrinkFlags 0x%x is not a known flag",
-                shrinkFlags);
+    return fail(ncclInvalidArgument, where, "shrinkFlags 0x%x is not a known flag", shrinkFlags);
   std::vector<int> exclude(excludeRanksList, excludeRanksList + excludeRanksCount);
   for (int r : exclude) {
     if (r < 0 || r >= comm->nranks)

@@ -25,8 +25,8 @@
 
 #include "nccl.h"
 #include "src/core/config.h"
-#include "transports/transport.h"
 #include "src/core/user_ops.h"
+#include "transports/transport.h"
 
 namespace ringcc {
 class Bootstrap;

@@ -96,8 +96,8 @@ Communicator* newComm(int rank, int nranks, const CommConfig& config) {
 // A communicator of some of `parent`'s ranks (`members`, parent ranks in new-rank order).
 ncclResult_t startMemberInit(Communicator* parent, const std::vector<int>& members,
                              const CommConfig& config, Communicator** out) {
-  int newRank = static_cast<int>(std::find(members.begin(), members.end(), parent->rank) -
-                                 members.begin());
+  int newRank =
+      static_cast<int>(std::find(members.begin(), members.end(), parent->rank) - members.begin());
   Communicator* comm = newComm(newRank, static_cast<int>(members.size()), config);
   comm->cudaDev = parent->cudaDev;
   return startInit(
@@ -178,8 +178,8 @@ ncclResult_t commSplit(Communicator* parent, int color, int key, Communicator** 
   return startMemberInit(parent, members, config, out);
 }
 
-ncclResult_t commShrink(Communicator* parent, const std::vector<int>& exclude,
-                        Communicator** out, const CommConfig& config, int flags) {
+ncclResult_t commShrink(Communicator* parent, const std::vector<int>& exclude, Communicator** out,
+                        const CommConfig& config, int flags) {
   if (flags & NCCL_SHRINK_ABORT) {
     if (parent->engine) parent->engine->abortOps();
   }

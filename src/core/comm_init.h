@@ -27,8 +27,8 @@ ncclResult_t commSplit(Communicator* parent, int color, int key, Communicator** 
 
 // Collective over the ranks of `parent` not in `exclude` (which must not call it): they form
 // a new communicator in parent-rank order. Excluded ranks may be dead.
-ncclResult_t commShrink(Communicator* parent, const std::vector<int>& exclude,
-                        Communicator** out, const CommConfig& config, int flags);
+ncclResult_t commShrink(Communicator* parent, const std::vector<int>& exclude, Communicator** out,
+                        const CommConfig& config, int flags);
 
 ncclResult_t commFinalize(Communicator* comm);
 ncclResult_t commRevoke(Communicator* comm);

@@ -56,12 +56,10 @@ ncclResult_t readConfig(const ncclConfig_t* user, const char* where, CommConfig*
   if (present(size, offsetof(ncclConfig_t, netName), sizeof(char*)) && c.base.netName)
     out->netName = c.base.netName;
   readInt(size, offsetof(ncclConfig_t, splitShare), &c.base.splitShare, &out->splitShare);
-  readInt(size, offsetof(ncclConfig_t, trafficClass), &c.base.trafficClass,
-          &out->trafficClass);
+  readInt(size, offsetof(ncclConfig_t, trafficClass), &c.base.trafficClass, &out->trafficClass);
   if (present(size, offsetof(ncclConfig_t, commName), sizeof(char*)) && c.base.commName)
     out->commName = c.base.commName;
-  readInt(size, offsetof(ncclConfig_t, collnetEnable), &c.base.collnetEnable,
-          &out->collnetEnable);
+  readInt(size, offsetof(ncclConfig_t, collnetEnable), &c.base.collnetEnable, &out->collnetEnable);
   readInt(size, offsetof(ncclConfig_t, CTAPolicy), &c.base.CTAPolicy, &out->ctaPolicy);
   readInt(size, offsetof(ncclConfig_t, shrinkShare), &c.base.shrinkShare, &out->shrinkShare);
   readInt(size, offsetof(ncclConfig_t, nvlsCTAs), &c.base.nvlsCTAs, &out->nvlsCTAs);

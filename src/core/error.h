@@ -35,8 +35,8 @@ const char* errorString(ncclResult_t code);
 }  // namespace ringcc
 
 // Propagates a non-success ncclResult_t (ncclInProgress included) to the caller.
-#define RINGCC_CHECK(call)                      \
-  do {                                          \
-    ncclResult_t rc_ = (call);                  \
-    if (rc_ != ncclSuccess) return rc_;         \
+#define RINGCC_CHECK(call)              \
+  do {                                  \
+    ncclResult_t rc_ = (call);          \
+    if (rc_ != ncclSuccess) return rc_; \
   } while (0)

@@ -34,7 +34,8 @@ LogState& state() {
 // forever; hold it across fork so both sides start with it free.
 void lockForFork() { state().mu.lock(); }
 void unlockAfterFork() { state().mu.unlock(); }
-[[maybe_unused]] const int kAtForkRegistered = pthread_atfork(lockForFork, unlockAfterFork, unlockAfterFork);
+[[maybe_unused]] const int kAtForkRegistered =
+    pthread_atfork(lockForFork, unlockAfterFork, unlockAfterFork);
 
 // Fast path: -1 until the environment was read, then the level as int.
 std::atomic<int> gLevel{-1};
@@ -46,9 +47,10 @@ struct SubsysName {
   uint64_t bit;
 };
 constexpr SubsysName kSubsysNames[] = {
-    {"INIT", kLogInit},   {"COLL", kLogColl},     {"P2P", kLogP2p},     {"SHM", kLogShm},
-    {"NET", kLogNet},     {"GRAPH", kLogGraph},   {"TUNING", kLogTuning}, {"ENV", kLogEnv},
-    {"ALLOC", kLogAlloc}, {"CALL", kLogCall},     {"PROXY", kLogProxy}, {"BOOTSTRAP", kLogBootstrap},
+    {"INIT", kLogInit},     {"COLL", kLogColl},   {"P2P", kLogP2p},
+    {"SHM", kLogShm},       {"NET", kLogNet},     {"GRAPH", kLogGraph},
+    {"TUNING", kLogTuning}, {"ENV", kLogEnv},     {"ALLOC", kLogAlloc},
+    {"CALL", kLogCall},     {"PROXY", kLogProxy}, {"BOOTSTRAP", kLogBootstrap},
     {"ALL", kLogAll},
 };
 
@@ -89,11 +91,16 @@ void ensureLoaded() {
 
 const char* levelName(LogLevel level) {
   switch (level) {
-    case LogLevel::Version: return "VERSION";
-    case LogLevel::Warn: return "WARN";
-    case LogLevel::Info: return "INFO";
-    case LogLevel::Trace: return "TRACE";
-    default: return "";
+    case LogLevel::Version:
+      return "VERSION";
+    case LogLevel::Warn:
+      return "WARN";
+    case LogLevel::Info:
+      return "INFO";
+    case LogLevel::Trace:
+      return "TRACE";
+    default:
+      return "";
   }
 }
 

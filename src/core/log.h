@@ -34,8 +34,8 @@ enum LogSubsys : uint64_t {
 // True if a message of this level and subsystem would be written.
 bool logEnabled(LogLevel level, uint64_t subsys);
 
-void logMessage(LogLevel level, uint64_t subsys, const char* file, int line, const char* fmt,
-                ...) __attribute__((format(printf, 5, 6)));
+void logMessage(LogLevel level, uint64_t subsys, const char* file, int line, const char* fmt, ...)
+    __attribute__((format(printf, 5, 6)));
 
 // Re-reads NCCL_DEBUG, NCCL_DEBUG_SUBSYS and NCCL_DEBUG_FILE (ncclResetDebugInit).
 void resetLogging();
@@ -60,10 +60,10 @@ class LogRankScope {
 
 }  // namespace ringcc
 
-#define RINGCC_LOG(level, subsys, ...)                                          \
-  do {                                                                          \
-    if (::ringcc::logEnabled(level, subsys))                                    \
-      ::ringcc::logMessage(level, subsys, __FILE__, __LINE__, __VA_ARGS__);     \
+#define RINGCC_LOG(level, subsys, ...)                                      \
+  do {                                                                      \
+    if (::ringcc::logEnabled(level, subsys))                                \
+      ::ringcc::logMessage(level, subsys, __FILE__, __LINE__, __VA_ARGS__); \
   } while (0)
 
 #define LOG_WARN(...) RINGCC_LOG(::ringcc::LogLevel::Warn, ::ringcc::kLogAll, __VA_ARGS__)

@@ -16,7 +16,8 @@ constexpr ParamDef kParams[] = {
      "Milliseconds a bootstrap connect or read may take; also how far apart ranks may arrive."},
     {"BUFFSIZE", "524288",
      "Bytes of slot memory per ring connection and channel, cut into 8 slots (p2p connections "
-     "get a quarter). 512 KiB keeps a slot (64 KiB) in L2 on the host; NCCL's GPU default is 4 MiB."},
+     "get a quarter). 512 KiB keeps a slot (64 KiB) in L2 on the host; NCCL's GPU default is 4 "
+     "MiB."},
     {"CHUNKSIZE", "0", "Bytes per pipeline chunk; 0 picks a size from BUFFSIZE."},
     {"COMM_ID", "", "host:port of the bootstrap root, instead of the address in the unique id."},
     {"DEBUG", "", "Log level: VERSION, WARN, INFO or TRACE."},
@@ -68,10 +69,20 @@ bool parseSize(const std::string& text, int64_t* out) {
   int64_t scale = 1;
   if (*end != '\0') {
     switch (*end) {
-      case 'k': case 'K': scale = int64_t{1} << 10; break;
-      case 'm': case 'M': scale = int64_t{1} << 20; break;
-      case 'g': case 'G': scale = int64_t{1} << 30; break;
-      default: return false;
+      case 'k':
+      case 'K':
+        scale = int64_t{1} << 10;
+        break;
+      case 'm':
+      case 'M':
+        scale = int64_t{1} << 20;
+        break;
+      case 'g':
+      case 'G':
+        scale = int64_t{1} << 30;
+        break;
+      default:
+        return false;
     }
     if (end[1] != '\0') return false;
   }
@@ -88,7 +99,7 @@ int64_t paramInt(const char* name) {
   int64_t parsed;
   if (!parseSize(*v, &parsed)) {
     LOG_WARN("environment: %s=%s is not a number; using %lld", name, v->c_str(),
-         static_cast<long long>(fallback));
+             static_cast<long long>(fallback));
     return fallback;
   }
   return parsed;

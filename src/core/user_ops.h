@@ -14,8 +14,8 @@ struct UserOp {
   bool live = false;
   ncclDataType_t datatype = ncclFloat32;
   ncclScalarResidence_t residence = ncclScalarHostImmediate;
-  unsigned char scalar[8] = {};      // host-immediate: the value, copied at creation
-  const void* scalarPtr = nullptr;   // device-resident: read when the collective runs
+  unsigned char scalar[8] = {};     // host-immediate: the value, copied at creation
+  const void* scalarPtr = nullptr;  // device-resident: read when the collective runs
 };
 
 class UserOpTable {

@@ -28,8 +28,7 @@ ncclResult_t runDeferred(std::vector<std::function<ncclResult_t()>>& work) {
   if (work.empty()) return ncclSuccess;
   std::vector<ncclResult_t> results(work.size(), ncclSuccess);
   std::vector<std::thread> threads;
-  for (size_t i = 0; i < work.size(); ++i)
-    threads.emplace_back([&, i] { results[i] = work[i](); });
+  for (size_t i = 0; i < work.size(); ++i) threads.emplace_back([&, i] { results[i] = work[i](); });
   for (auto& t : threads) t.join();
   for (ncclResult_t r : results)
     if (r != ncclSuccess && r != ncclInProgress) return r;
@@ -86,15 +85,20 @@ double estimateOpMicros(const CostModel& model, const CollArgs& op) {
   const double bytes = static_cast<double>(op.count) * dataTypeSize(op.datatype);
   if (n == 1) return estimateMicros(model, 1, bytes);
   switch (op.kind) {
-    case Coll::AllReduce: return estimateMicros(model, 2 * (n - 1), bytes / n);
+    case Coll::AllReduce:
+      return estimateMicros(model, 2 * (n - 1), bytes / n);
     case Coll::AllGather:
     case Coll::ReduceScatter:
-    case Coll::AllToAll: return estimateMicros(model, n - 1, bytes);
+    case Coll::AllToAll:
+      return estimateMicros(model, n - 1, bytes);
     case Coll::Gather:
-    case Coll::Scatter: return estimateMicros(model, 1, bytes * (n - 1));
+    case Coll::Scatter:
+      return estimateMicros(model, 1, bytes * (n - 1));
     case Coll::Send:
-    case Coll::Recv: return estimateMicros(model, 1, bytes);
-    default: return estimateMicros(model, n - 1, bytes);  // chains: broadcast, reduce
+    case Coll::Recv:
+      return estimateMicros(model, 1, bytes);
+    default:
+      return estimateMicros(model, n - 1, bytes);  // chains: broadcast, reduce
   }
 }
 

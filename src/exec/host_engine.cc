@@ -32,8 +32,10 @@ size_t opBytes(const CollArgs& a, int nranks) {
     case Coll::ReduceScatter:
     case Coll::AllToAll:
     case Coll::Gather:
-    case Coll::Scatter: return bytes * nranks;
-    default: return bytes;
+    case Coll::Scatter:
+      return bytes * nranks;
+    default:
+      return bytes;
   }
 }
 
@@ -48,7 +50,7 @@ void wakeWord(void*, uint32_t* word) {
 struct HostEngine::Job {
   int channel = 0;
   const char* name = "";
-  const Program* program = nullptr;  // from the plan cache, or ownProgram
+  const Program* program = nullptr;     // from the plan cache, or ownProgram
   std::unique_ptr<Program> ownProgram;  // grouped send/recv, built for this batch
   std::vector<const void*> inputs;
   std::vector<void*> outputs;
@@ -68,8 +70,7 @@ int64_t positive(const char* name) { return std::max<int64_t>(1, paramInt(name))
 HostEngine::HostEngine(ncclComm* comm)
     : comm_(comm),
       params_{static_cast<int>(positive("MAX_NCHANNELS")),
-              static_cast<int>(positive("MIN_NCHANNELS")),
-              static_cast<int>(positive("SPIN_COUNT")),
+              static_cast<int>(positive("MIN_NCHANNELS")), static_cast<int>(positive("SPIN_COUNT")),
               std::chrono::milliseconds(positive("TIMEOUT"))},
       conns_(comm) {
   thread_ = std::thread([this] { threadMain(); });
@@ -97,7 +98,8 @@ ncclResult_t HostEngine::connectRing() {
   if (comm_->nranks == 1) return ncclSuccess;
   int next = (comm_->rank + 1) % comm_->nranks;
   int prev = (comm_->rank + comm_->nranks - 1) % comm_->nranks;
-  return conns_.ensure({PortKey{0, kPortRing, prev, kPortRecv}, PortKey{0, kPortRing, next, kPortSend}});
+  return conns_.ensure(
+      {PortKey{0, kPortRing, prev, kPortRecv}, PortKey{0, kPortRing, next, kPortSend}});
 }
 
 ncclResult_t HostEngine::submit(const std::vector<CollArgs>& ops) {
@@ -287,8 +289,8 @@ ncclResult_t HostEngine::planP2p(const std::vector<const CollArgs*>& ops) {
     RINGCC_CHECK(buildP2p(p2p, job->ownProgram.get()));
     job->program = job->ownProgram.get();
     // The runner indexes inputs and outputs by the same buffer number.
-    size_t n = std::max<size_t>({job->inputs.size(), job->outputs.size(),
-                                 static_cast<size_t>(job->program->nBuffers), 1});
+    size_t n = std::max<size_t>(
+        {job->inputs.size(), job->outputs.size(), static_cast<size_t>(job->program->nBuffers), 1});
     job->inputs.resize(n, nullptr);
     job->outputs.resize(n, nullptr);
     first = last + 1;
@@ -319,8 +321,7 @@ ncclResult_t HostEngine::bindJobs() {
       const Port& p = g.ports[i];
       const Connector* conn = conns_.find(PortKey{job->channel, p.kind, p.peer, p.dir});
       if (conn == nullptr)
-        return fail(ncclInternalError, job->name, "no connection for port %d (peer %d)", i,
-                    p.peer);
+        return fail(ncclInternalError, job->name, "no connection for port %d (peer %d)", i, p.peer);
       job->views[i] = conn->view();
       job->connectors[i] = conn;
     }
@@ -446,11 +447,12 @@ void HostEngine::reportStuck() const {
       const char* what = st.wait == kLaneWaitRecv   ? "receive from"
                          : st.wait == kLaneWaitSend ? "send to"
                                                     : "start after lane";
-      LOG_WARN("%s channel %d lane %d: waiting to %s peer %d at step %u loop %u (%llu/%llu "
-               "elements of the step done, slot %u)",
-               job.name, job.channel, l, what, peer, st.step, st.loop,
-               static_cast<unsigned long long>(st.stepDone),
-               static_cast<unsigned long long>(st.stepCount), st.counter);
+      LOG_WARN(
+          "%s channel %d lane %d: waiting to %s peer %d at step %u loop %u (%llu/%llu "
+          "elements of the step done, slot %u)",
+          job.name, job.channel, l, what, peer, st.step, st.loop,
+          static_cast<unsigned long long>(st.stepDone),
+          static_cast<unsigned long long>(st.stepCount), st.counter);
     }
   }
 }

@@ -7,8 +7,16 @@ namespace ringcc {
 ncclResult_t PlanCache::get(const CollDesc& d, const Program** out) {
   if (!d.ring.empty())
     return fail(ncclInternalError, "plan", "custom ring orders are not cached yet");
-  Key key{static_cast<int>(d.coll), d.count, d.elemSize, d.nranks, d.rank, d.root,
-          d.nChannels, d.channel, d.sliceElems, d.chunkElems};
+  Key key{static_cast<int>(d.coll),
+          d.count,
+          d.elemSize,
+          d.nranks,
+          d.rank,
+          d.root,
+          d.nChannels,
+          d.channel,
+          d.sliceElems,
+          d.chunkElems};
   auto it = plans_.find(key);
   if (it != plans_.end()) {
     *out = it->second.get();

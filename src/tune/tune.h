@@ -7,10 +7,10 @@
 namespace ringcc {
 
 struct TuneInput {
-  size_t bytes;       // the largest buffer the operation moves per rank
+  size_t bytes;  // the largest buffer the operation moves per rank
   int nranks;
-  int maxChannels;    // channels the engine may use (NCCL_MAX_NCHANNELS)
-  int minChannels;    // NCCL_MIN_NCHANNELS
+  int maxChannels;  // channels the engine may use (NCCL_MAX_NCHANNELS)
+  int minChannels;  // NCCL_MIN_NCHANNELS
 };
 
 // Channels for one collective: NCCL_MIN_NCHANNELS (default 1) within NCCL_MAX_NCHANNELS, and
