@@ -4,6 +4,7 @@
 #pragma once
 
 #include <memory>
+#include <span>
 #include <vector>
 
 #include "nccl.h"
@@ -31,7 +32,7 @@ class CommEngine {
 
   // Runs a batch to completion on the calling thread: for batches that touch only this
   // communicator, it saves the two thread hand-offs of submit() and wait().
-  virtual ncclResult_t run(const std::vector<CollArgs>& ops) = 0;
+  virtual ncclResult_t run(std::span<const CollArgs> ops) = 0;
 
   // Stops operations in flight (they return an error); the engine stays destroyable.
   virtual void abortOps() = 0;

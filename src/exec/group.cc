@@ -146,7 +146,11 @@ ncclResult_t enqueueOp(const CollArgs& args) {
     tGroup.ops.push_back(args);
     return ncclSuccess;
   }
-  return launchOps({args});
+  // A lone operation: nothing else must progress meanwhile, so it runs on this thread.
+  CallGuard guard(args.comm);
+  ncclResult_t r = args.comm->engine->run({&args, 1});
+  if (r != ncclSuccess) args.comm->recordError(r);
+  return r;
 }
 
 ncclResult_t enqueueDeferred(std::function<ncclResult_t()> work) {

@@ -120,7 +120,7 @@ ncclResult_t HostEngine::wait() {
   return result_;
 }
 
-ncclResult_t HostEngine::run(const std::vector<CollArgs>& ops) {
+ncclResult_t HostEngine::run(std::span<const CollArgs> ops) {
   LogRankScope scope(comm_->rank);
   return runBatch(ops);
 }
@@ -153,7 +153,7 @@ void HostEngine::threadMain() {
   }
 }
 
-ncclResult_t HostEngine::runBatch(const std::vector<CollArgs>& ops) {
+ncclResult_t HostEngine::runBatch(std::span<const CollArgs> ops) {
   ncclResult_t r = planAndRun(ops);
   if (r != ncclSuccess && conns_.size() > 0) {
     // The failed batch left our FIFOs out of step with the peers', so the connections are
@@ -168,7 +168,7 @@ ncclResult_t HostEngine::runBatch(const std::vector<CollArgs>& ops) {
   return r;
 }
 
-ncclResult_t HostEngine::planAndRun(const std::vector<CollArgs>& ops) {
+ncclResult_t HostEngine::planAndRun(std::span<const CollArgs> ops) {
   if (stopRequested()) return fail(ncclInvalidUsage, "collective", "communicator was aborted");
   nJobs_ = 0;
   plans_.beginBatch();
@@ -178,7 +178,7 @@ ncclResult_t HostEngine::planAndRun(const std::vector<CollArgs>& ops) {
   return runJobs();
 }
 
-ncclResult_t HostEngine::planBatch(const std::vector<CollArgs>& ops) {
+ncclResult_t HostEngine::planBatch(std::span<const CollArgs> ops) {
   const int nranks = comm_->nranks;
   std::vector<const CollArgs*> p2pOps;  // every send and receive, in posting order
   for (const CollArgs& a : ops) {
@@ -299,7 +299,8 @@ ncclResult_t HostEngine::planP2p(const std::vector<const CollArgs*>& ops) {
 }
 
 ncclResult_t HostEngine::bindJobs() {
-  std::vector<PortKey> keys;
+  std::vector<PortKey>& keys = keys_;
+  keys.clear();
   for (size_t j = 0; j < nJobs_; ++j) {
     const Job& job = *jobs_[j];
     for (int i = 0; i < job.program->nPorts; ++i) {
@@ -344,9 +345,12 @@ ncclResult_t HostEngine::runJobs() {
   // Per channel, jobs run in call order; channels run side by side.
   int nChannels = 0;
   for (size_t j = 0; j < nJobs_; ++j) nChannels = std::max(nChannels, jobs_[j]->channel + 1);
-  std::vector<std::vector<Job*>> queues(nChannels);
+  std::vector<std::vector<Job*>>& queues = queues_;
+  std::vector<size_t>& head = head_;
+  queues.resize(nChannels);  // exactly: findGonePeer walks every queue
+  for (auto& q : queues) q.clear();
   for (size_t j = 0; j < nJobs_; ++j) queues[jobs_[j]->channel].push_back(jobs_[j].get());
-  std::vector<size_t> head(nChannels, 0);
+  head.assign(nChannels, 0);
 
   // The clock is read only once the loop has gone idle, not on every round.
   Clock::time_point lastProgress{}, lastPeerCheck{};

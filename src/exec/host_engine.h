@@ -24,6 +24,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <memory>
+#include <span>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -45,7 +46,7 @@ class HostEngine final : public CommEngine {
 
   ncclResult_t submit(const std::vector<CollArgs>& ops) override;
   ncclResult_t wait() override;
-  ncclResult_t run(const std::vector<CollArgs>& ops) override;
+  ncclResult_t run(std::span<const CollArgs> ops) override;
   void abortOps() override;
 
  private:
@@ -58,8 +59,8 @@ class HostEngine final : public CommEngine {
   };
 
   void threadMain();
-  ncclResult_t runBatch(const std::vector<CollArgs>& ops);
-  ncclResult_t planAndRun(const std::vector<CollArgs>& ops);
+  ncclResult_t runBatch(std::span<const CollArgs> ops);
+  ncclResult_t planAndRun(std::span<const CollArgs> ops);
   // Knobs read once, when the communicator is made (NCCL reads its parameters at init too).
   struct Params {
     int maxChannels;
@@ -68,7 +69,7 @@ class HostEngine final : public CommEngine {
     std::chrono::milliseconds timeout;
   };
 
-  ncclResult_t planBatch(const std::vector<CollArgs>& ops);
+  ncclResult_t planBatch(std::span<const CollArgs> ops);
   ncclResult_t planP2p(const std::vector<const CollArgs*>& ops);
   ncclResult_t bindJobs();
   ncclResult_t runJobs();
@@ -88,6 +89,10 @@ class HostEngine final : public CommEngine {
   // buffer tables are not allocated again.
   std::vector<std::unique_ptr<Job>> jobs_;
   size_t nJobs_ = 0;
+  // Scratch of bindJobs and runJobs, kept so that a batch allocates nothing in steady state.
+  std::vector<PortKey> keys_;
+  std::vector<std::vector<Job*>> queues_;  // per channel, the jobs in call order
+  std::vector<size_t> head_;               // per channel, the job running now
 
   std::mutex mu_;
   std::condition_variable cv_;
