@@ -146,8 +146,8 @@ ncclResult_t enqueueOp(const CollArgs& args) {
     tGroup.ops.push_back(args);
     return ncclSuccess;
   }
-  // A lone operation: nothing else must progress meanwhile, so it runs on this thread.
-  CallGuard guard(args.comm);
+  // A lone operation: nothing else must progress meanwhile, so it runs on this thread. The
+  // API entry point holds the communicator (ApiGuard) for as long as this runs.
   ncclResult_t r = args.comm->engine->run({&args, 1});
   if (r != ncclSuccess) args.comm->recordError(r);
   return r;
