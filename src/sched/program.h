@@ -40,7 +40,7 @@ namespace ringcc {
 
 constexpr int kMaxSteps = 256;  // ring all-reduce needs 2n-1: up to 128 ranks
 constexpr int kMaxLanes = 256;  // all-to-all needs 2(n-1)+1: up to 128 ranks
-constexpr int kMaxPorts = 256;  // all-to-all needs 2(n-1)
+constexpr int kMaxPorts = 255;  // all-to-all needs 2(n-1); index 255 is kNoPort
 constexpr int kMaxBuffers = 256;
 
 // Step flags.
@@ -58,6 +58,7 @@ enum PortDir : uint8_t { kPortRecv = 0, kPortSend = 1 };
 enum PortKind : uint8_t { kPortRing = 0, kPortP2p = 1 };
 
 constexpr uint8_t kNoPort = 0xff;
+static_assert(kMaxPorts <= kNoPort, "a port index must never equal kNoPort");
 constexpr int16_t kNoLane = -1;
 
 struct Port {
