@@ -50,10 +50,6 @@ bool hasRootOrPeer(Coll kind) {
   }
 }
 
-bool hasReduction(Coll kind) {
-  return kind == Coll::AllReduce || kind == Coll::Reduce || kind == Coll::ReduceScatter;
-}
-
 ncclResult_t checkAndEnqueue(const CollArgs& a, const char* where) {
   ApiGuard guard;
   RINGCC_CHECK(guard.enterReady(a.comm, where));
@@ -61,7 +57,7 @@ ncclResult_t checkAndEnqueue(const CollArgs& a, const char* where) {
   if (static_cast<int>(a.datatype) < 0 || a.datatype >= ncclNumTypes)
     return fail(ncclInvalidArgument, where, "datatype %d is not a valid ncclDataType_t",
                 static_cast<int>(a.datatype));
-  if (hasReduction(a.kind)) {
+  if (collReduces(a.kind)) {
     UserOp userOp;
     if (static_cast<int>(a.op) < 0)
       return fail(ncclInvalidArgument, where, "op %d is not a valid ncclRedOp_t",

@@ -23,8 +23,7 @@ struct ConnOffer {
   ConnBlob blob;
 };
 
-}  // namespace
-
+// FIFO geometry of a new connection of `kind` (PortKind), from NCCL_BUFFSIZE now.
 ConnSpec connSpecFor(uint8_t kind) {
   // Ring connections carry every collective's bulk data and get NCCL_BUFFSIZE; point-to-point
   // connections exist per peer, so they get a quarter of it to keep all-to-all's footprint
@@ -33,6 +32,8 @@ ConnSpec connSpecFor(uint8_t kind) {
   if (kind == kPortP2p) bytes /= 4;
   return connSpecForBuffer(bytes);
 }
+
+}  // namespace
 
 ConnectionTable::ConnectionTable(ncclComm* comm)
     : comm_(comm), ringSpec_(connSpecFor(kPortRing)), p2pSpec_(connSpecFor(kPortP2p)) {}

@@ -38,9 +38,6 @@ struct PortKey {
   bool operator<(const PortKey& o) const { return tie() < o.tie(); }
 };
 
-// FIFO geometry of a new connection of `kind` (PortKind), from NCCL_BUFFSIZE now.
-ConnSpec connSpecFor(uint8_t kind);
-
 class ConnectionTable {
  public:
   // Reads the geometry of both connection kinds once, here (at communicator init), as NCCL

@@ -79,29 +79,6 @@ ncclResult_t launchOps(const std::vector<CollArgs>& ops) {
   return first;
 }
 
-// The ring schedule's hops and bytes per hop for one operation.
-double estimateOpMicros(const CostModel& model, const CollArgs& op) {
-  const int n = op.comm->nranks;
-  const double bytes = static_cast<double>(op.count) * dataTypeSize(op.datatype);
-  if (n == 1) return estimateMicros(model, 1, bytes);
-  switch (op.kind) {
-    case Coll::AllReduce:
-      return estimateMicros(model, 2 * (n - 1), bytes / n);
-    case Coll::AllGather:
-    case Coll::ReduceScatter:
-    case Coll::AllToAll:
-      return estimateMicros(model, n - 1, bytes);
-    case Coll::Gather:
-    case Coll::Scatter:
-      return estimateMicros(model, 1, bytes * (n - 1));
-    case Coll::Send:
-    case Coll::Recv:
-      return estimateMicros(model, 1, bytes);
-    default:
-      return estimateMicros(model, n - 1, bytes);  // chains: broadcast, reduce
-  }
-}
-
 }  // namespace
 
 bool groupActive() { return tGroup.depth > 0; }
@@ -136,7 +113,9 @@ ncclResult_t groupSimulateEnd(float* estimatedMicros) {
   tGroup.deferred.clear();
   double total = 0;
   CostModel model;
-  for (const CollArgs& op : ops) total += estimateOpMicros(model, op);
+  for (const CollArgs& op : ops)
+    total += estimateCollMicros(
+        model, op.kind, static_cast<double>(op.count) * dataTypeSize(op.datatype), op.comm->nranks);
   *estimatedMicros = static_cast<float>(total);
   return ncclSuccess;
 }

@@ -24,21 +24,6 @@ using Clock = std::chrono::steady_clock;
 // Idle polls of the runners before the engine starts yielding the core between polls.
 constexpr int kPollsBeforeYield = 32;
 
-// Bytes of the largest buffer a rank touches, for the tuner.
-size_t opBytes(const CollArgs& a, int nranks) {
-  size_t bytes = a.count * dataTypeSize(a.datatype);
-  switch (a.kind) {
-    case Coll::AllGather:
-    case Coll::ReduceScatter:
-    case Coll::AllToAll:
-    case Coll::Gather:
-    case Coll::Scatter:
-      return bytes * nranks;
-    default:
-      return bytes;
-  }
-}
-
 void wakeWord(void*, uint32_t* word) {
   // `value` is FifoCounter's first member, so the word's address is the counter's.
   wakeCounter(reinterpret_cast<FifoCounter*>(word));
@@ -143,9 +128,9 @@ void HostEngine::threadMain() {
   while (true) {
     cv_.wait(lock, [this] { return exit_ || (hasBatch_ && !batchDone_); });
     if (exit_) return;
-    std::vector<CollArgs> ops = batch_;
     lock.unlock();
-    ncclResult_t r = runBatch(ops);
+    // batch_ stays untouched until wait() has seen batchDone_: submit() refuses a second batch.
+    ncclResult_t r = runBatch(batch_);
     lock.lock();
     result_ = r;
     batchDone_ = true;
@@ -199,7 +184,7 @@ ncclResult_t HostEngine::planBatch(std::span<const CollArgs> ops) {
       op = makeRedOp(a.op, a.datatype, nranks);
     }
     const size_t elemSize = dataTypeSize(a.datatype);
-    TuneInput tune{opBytes(a, nranks), nranks, params_.maxChannels, params_.minChannels};
+    TuneInput tune{nranks, params_.maxChannels, params_.minChannels};
     const int nch = chooseChannels(tune);
     for (int c = 0; c < nch; ++c) {
       CollDesc d;
