@@ -36,11 +36,40 @@ struct FifoControl {
   uint32_t sizes[1]; // really [nSlots]: bytes written into each slot (set before tail moves)
 };
 
+// Protocols: how a slot's bytes are laid out and how a receiver knows they are there. Both
+// share one connection's counters (slot numbers), so operations of either protocol can follow
+// each other on a connection; each has its own slot memory.
+//   Simple  a slot is plain data; the receiver learns it is filled from `tail` (and its size
+//           from sizes[slot]).
+//   LL      a slot is a row of LlLines, each 8 data bytes with a flag beside every 4 of them;
+//           a line is valid once both its flags equal the slot number + 1 (its "epoch"), so
+//           the receiver polls the data itself and needs neither tail nor sizes. Memory is
+//           never cleared: the epoch of a slot differs from the one of its last round
+//           (by nSlots). A transport fills new LL memory with zero flags; counters start at 0.
+enum Protocol : uint8_t { kProtoSimple = 0, kProtoLL = 1 };
+constexpr int kNumProtocols = 2;
+
+struct alignas(16) LlLine {
+  uint32_t data0;
+  uint32_t flag0;
+  uint32_t data1;
+  uint32_t flag1;
+};
+constexpr uint32_t kLlLineBytes = sizeof(LlLine);
+constexpr uint32_t kLlLineData = 8;  // data bytes per line
+
 struct ConnectorView {
-  char* slots;           // nSlots * slotBytes, receiver-visible
+  char* slots;           // Simple: nSlots * slotBytes, receiver-visible
   FifoControl* control;  // counters and per-slot sizes, visible to both sides
   uint32_t nSlots;
   uint32_t slotBytes;
+  char* llSlots;         // LL: nSlots * llSlotBytes of LlLines, receiver-visible; null: no LL
+  uint32_t llSlotBytes;  // multiple of kLlLineBytes
+  uint32_t pad;
+  // Optional: a counter a progress thread (a network transport's proxy) sleeps on. Whoever
+  // publishes on this connection also bumps it and wakes its sleepers. Null for transports
+  // whose FIFO memory is shared (p2p, shm).
+  FifoCounter* doorbell;
 };
 
 // Bytes needed for a FifoControl with `nSlots` sizes.

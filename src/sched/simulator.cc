@@ -175,7 +175,7 @@ void runJobs(std::vector<std::unique_ptr<SimJob>>& jobs, const EngineOptions& o,
         f->control.reset(static_cast<FifoControl*>(std::aligned_alloc(64, bytes)));
         std::memset(f->control.get(), 0, bytes);
         f->control->tail.value = f->control->head.value = o.counterStart;
-        f->view = ConnectorView{f->slots.data(), f->control.get(), o.nSlots, o.slotBytes};
+        f->view = ConnectorView{f->slots.data(), f->control.get(), o.nSlots, o.slotBytes, nullptr, 0, 0, nullptr};
       }
       j->views[i] = f->view;
     }

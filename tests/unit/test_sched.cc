@@ -384,7 +384,7 @@ struct Fifo {
   Fifo(uint32_t nSlots, uint32_t slotBytes)
       : slots((size_t)nSlots * slotBytes), control(fifoControlBytes(nSlots) / 8 + 8, 0) {
     view = ConnectorView{slots.data(), reinterpret_cast<FifoControl*>(control.data()), nSlots,
-                         slotBytes};
+                         slotBytes, nullptr, 0, 0, nullptr};
   }
 };
 
