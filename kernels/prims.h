@@ -1,53 +1,146 @@
 // The one interpreter of Programs (device-clean): ProgramRunner runs one rank's Program on one
-// channel against one ConnectorView per port, the user's buffers, a datatype and a RedOp.
+// channel against one ConnectorView per port, with the run-time arguments of one call
+// (counts, buffers, datatype, op, protocol, slice and chunk sizes).
 //
-// It never waits. advance() does every slice that can be done now (or up to a budget) and
-// says what happened: done, progressed, or blocked on which counter at which value. Callers
-// choose how to wait:
-//   - the simulator round-robins all ranks in one thread; a round where nobody progressed is
-//     a deadlock;
-//   - the host executor spins a little, then sleeps on the counter it is blocked on
-//     (futex on waitOn->value while it equals waitValue, after bumping waitOn->waiters);
-//   - a CUDA block spins (one thread drives, the block shares the reduce-copy; see below).
+// A slice moves in three phases, so that N workers can share the middle one (the threads of
+// a CUDA block; on the host, one thread, or several for large slices):
 //
-// Per slice (protocol of transports/connector_device.h):
-//   recv:  acquire-load tail; ready if tail != head. Read sizes[slot], must equal the slice.
-//   send:  acquire-load head; ready if tail - head < nSlots.
-//   then reduceCopy(local input, recv slot) -> output, send slot;
-//   send:  sizes[slot] = bytes, publish tail + 1;  recv: publish head + 1 (after reading).
-// Publishing is a sequentially consistent store followed by a load of `waiters`; if someone
-// sleeps there, the caller's wake hook is called (host executor: futex wake). A sleeper must
-// increment `waiters` with a sequentially consistent RMW before re-checking the counter.
+//   acquire(&slice)       one worker: find a lane whose next slice can move now (its receive
+//                         slot is filled, its send slot free) and describe it;
+//   reduceCopy(slice, w, N)   every worker w of N: its share of the slice's elements;
+//   publish(slice)        one worker, after all shares are done: hand the slots on (tail,
+//                         head, doorbell) and advance the lane.
+//
+// advance() chains the three for a single worker. Nothing here waits: acquire says "blocked
+// on this counter at this value", and the caller chooses how to wait. Loads and stores of
+// counters go through a Sync policy supplied by the executor (the waiting and waking rules
+// live with it, not here):
+//
+//   struct Sync {
+//     uint32_t load(const uint32_t* word);        // acquire load of a counter
+//     void publish(FifoCounter* c, uint32_t v);   // release store of a counter, then wake
+//                                                 // whoever sleeps on it (if anyone can)
+//   };
+//
+// The host's policy (src/exec/host_sync.h) stores with seq_cst and makes a futex wake when
+// c->waiters is non-zero; a sleeper increments `waiters` with a seq_cst RMW before it
+// re-checks the counter, so no wake-up is lost. A device policy fences (__threadfence_system)
+// before its store and never wakes: host sleepers of GPU connections nap with a timeout.
+//
+// Protocols (transports/connector_device.h), per call:
+//   Simple  recv: ready when tail != our head (tail is re-read only when the cached value is
+//           used up); sizes[slot] must equal the slice (mismatched schedules are caught).
+//           send: free when our tail - head < nSlots (head re-read only when needed).
+//   LL      recv: ready when every line of the slot carries flag == epoch (slot number + 1);
+//           the receiver never reads tail except to sleep. send: as Simple; lines are written
+//           with their flags in one 8-byte store per {data, flag} pair, so a reader that sees
+//           the flag sees the data. Each side still publishes its counter: head frees slots,
+//           tail wakes sleepers.
 //
 // The runner's counters start from the connection's own counters (tail for a send port, head
-// for a receive port: each is written only by this side), read at the first advance(), so
-// connections persist across collectives with no extra bookkeeping. Programs sharing a
+// for a receive port: each is written only by this side), read at the first acquire, so
+// connections persist across collectives with no extra bookkeeping. Runners sharing a
 // connection may all be init()ed up front, but must be advanced in order: the next one's first
-// advance() only after the previous one is done. nSlots must be a power of two: counters wrap
-// at 2^32 and slot = counter % nSlots must stay continuous across the wrap.
+// acquire only after the previous one is done. nSlots must be a power of two: counters wrap at
+// 2^32 and slot = counter % nSlots must stay continuous across the wrap.
 #pragma once
 
 #include <stddef.h>
 #include <stdint.h>
 
 #include "kernels/device_clean.h"
+#include "kernels/red_op.h"
+#include "kernels/reduce_copy.h"
 #include "nccl.h"
 #include "src/sched/program.h"
 #include "transports/connector_device.h"
 
-#include "kernels/red_op.h"
-#include "kernels/reduce_copy.h"
-
 namespace ringcc {
 
-// Called after a counter was published while `waiters` was non-zero.
-typedef void (*WakeFn)(void* ctx, uint32_t* word);
+// Why a Program cannot run; decoded by runErrorText.
+enum RunError : uint8_t {
+  kRunOk = 0,
+  kRunErrTables,        // program tables exceed their bounds
+  kRunErrArgs,          // element size, slice or chunk of 0, or a slice wider than 2^32 bytes
+  kRunErrNoConnection,  // a port has no connection
+  kRunErrSlotsNotPow2,  // nSlots is not a power of two
+  kRunErrSlotTooSmall,  // the protocol's slots are smaller than a slice
+  kRunErrTooFewSlots,   // a ring chunk needs more slots than the connection has
+  kRunErrNoLl,          // LL asked for, but the connection has no LL memory
+  kRunErrSliceSize,     // a received Simple slot's size differs from the slice (mismatched calls)
+};
+
+RINGCC_HOST_DEVICE inline const char* runErrorText(RunError e) {
+  switch (e) {
+    case kRunOk:
+      return "no error";
+    case kRunErrTables:
+      return "program tables exceed their bounds";
+    case kRunErrArgs:
+      return "element, slice or chunk size is 0 or too large";
+    case kRunErrNoConnection:
+      return "a port has no connection";
+    case kRunErrSlotsNotPow2:
+      return "connection nSlots is not a power of two";
+    case kRunErrSlotTooSmall:
+      return "connection slots are smaller than a slice";
+    case kRunErrTooFewSlots:
+      return "connection has fewer slots than a ring chunk needs";
+    case kRunErrNoLl:
+      return "the LL protocol was chosen but the connection has no LL memory";
+    case kRunErrSliceSize:
+      return "received slot size differs from the step's slice (mismatched calls on the ranks)";
+  }
+  return "unknown runner error";
+}
+
+// LL: data bytes a slot of `llSlotBytes` carries.
+RINGCC_INLINE uint32_t llSlotData(uint32_t llSlotBytes) {
+  return llSlotBytes / kLlLineBytes * kLlLineData;
+}
+
+// Most data bytes of one LL slice. Bounds the runner's LL staging buffers.
+constexpr uint32_t kLlMaxSliceBytes = 8192;
+
+struct RunArgs {
+  const Program* program;
+  const ConnectorView* ports;  // [program->nPorts], resolved from program->ports
+  const void* const* inputs;   // [program->nBuffers]; may alias outputs (in place)
+  void* const* outputs;        // [program->nBuffers]
+  const uint64_t* counts;      // [program->nCounts]
+  ncclDataType_t type;         // element type
+  uint32_t elemSize;           // its size in bytes
+  RedOp op;                    // for collectives that do not reduce: makeRedOp(ncclSum, ...)
+  uint8_t protocol;            // Protocol
+  uint32_t nChannels;          // the operation's channel count ...
+  uint32_t channel;            // ... and this runner's channel
+  uint64_t sliceElems;         // elements per slot of this protocol
+  uint64_t chunkElems;         // most elements a ring step moves per loop
+};
+
+// One slice between acquire and publish.
+struct Slice {
+  const void* local;  // input elements, or null
+  const void* peer;   // received elements (Simple: the slot; LL: the slot's lines), or null
+  void* out;          // output elements, or null
+  void* send;         // send slot (Simple: data; LL: lines), or null
+  uint64_t elems;
+  uint32_t bytes;
+  uint32_t recvEpoch;  // LL flag of the received lines
+  uint32_t sendEpoch;  // LL flag to write into the sent lines
+  uint16_t lane;
+  uint8_t recvPort;  // kNoPort if none
+  uint8_t sendPort;  // kNoPort if none
+  uint8_t post;      // apply the op's post
+};
+
+enum RunStatus : uint8_t { kRunReady, kRunBlocked, kRunDone, kRunError };
 
 struct AdvanceResult {
   bool done;            // every lane finished; nothing more to do
   bool progressed;      // this call moved at least one slice or finished a lane
   uint32_t slices;      // slices moved by this call
-  const char* error;    // non-null: the program cannot go on (bad sizes, bad views); stop
+  RunError error;       // not kRunOk: the program cannot go on; stop
   FifoCounter* waitOn;  // when neither done nor out of budget: a counter a lane waits on ...
   uint32_t waitValue;   // ... it stays blocked while waitOn->value == waitValue
   int nBlocked;         // lanes blocked on counters (> 1: waitOn is one of several)
@@ -66,7 +159,7 @@ struct LaneStatus {
   uint8_t wait;        // LaneWait
   uint8_t port;        // port blocked on (kLaneWaitRecv/Send), else kNoPort
   uint16_t step;       // index into Program::steps of the current step
-  uint32_t loop;       // current loop
+  uint64_t loop;       // current loop
   uint64_t stepDone;   // elements of the current step already moved
   uint64_t stepCount;  // elements the current step moves in this loop
   uint32_t counter;    // this side's counter on `port` (next slot number)
@@ -74,105 +167,163 @@ struct LaneStatus {
 
 class ProgramRunner {
  public:
-  struct Params {
-    const Program* program;
-    const ConnectorView* ports;  // [program->nPorts], resolved from program->ports
-    const void* const* inputs;   // [program->nBuffers]; may alias outputs (in place)
-    void* const* outputs;        // [program->nBuffers]
-    ncclDataType_t type;         // element type; program->elemSize must match it
-    RedOp op;                    // for collectives that do not reduce: makeRedOp(ncclSum, ...)
-    WakeFn wake;                 // may be null (nobody ever sleeps)
-    void* wakeCtx;
-  };
-
-  // Binds a Program to its connections and buffers. Returns nullptr, or why it cannot run.
-  RINGCC_HOST_DEVICE const char* init(const Params& p) {
-    prog_ = p.program;
-    ports_ = p.ports;
-    inputs_ = p.inputs;
-    outputs_ = p.outputs;
-    type_ = p.type;
-    op_ = p.op;
-    wake_ = p.wake;
-    wakeCtx_ = p.wakeCtx;
+  // Binds a Program to its connections, buffers and counts. kRunOk, or why it cannot run.
+  RINGCC_HOST_DEVICE RunError init(const RunArgs& a) {
+    args_ = a;
     nDone_ = 0;
-    const Program& g = *prog_;
-    if (g.nLanes > kMaxLanes || g.nPorts > kMaxPorts || g.nSteps > kMaxSteps)
-      return "program tables exceed their bounds";
-    if (g.elemSize == 0 || g.sliceElems == 0) return "program has no element or slice size";
-    uint64_t sliceBytes = (uint64_t)g.sliceElems * g.elemSize;
-    for (int i = 0; i < g.nPorts; i++) {
-      const ConnectorView& v = ports_[i];
-      if (!v.slots || !v.control) return "port has no connection";
-      if (v.nSlots == 0 || (v.nSlots & (v.nSlots - 1)) != 0)
-        return "connection nSlots is not a power of two";
-      if (v.slotBytes < sliceBytes) return "connection slots are smaller than a slice";
-      if (v.nSlots < g.minSlots) return "connection has fewer slots than a chunk of the schedule";
-    }
+    cursor_ = 0;
     started_ = false;
+    const Program& g = *a.program;
+    if (g.nLanes > kMaxLanes || g.nPorts > kMaxPorts || g.nSteps > kMaxSteps) return kRunErrTables;
+    if (a.elemSize == 0 || a.sliceElems == 0 || a.chunkElems == 0 ||
+        a.sliceElems * a.elemSize > 0xffffffffull || a.nChannels == 0 || a.channel >= a.nChannels)
+      return kRunErrArgs;
+    const uint64_t sliceBytes = a.sliceElems * a.elemSize;
+    if (a.protocol == kProtoLL && sliceBytes > kLlMaxSliceBytes) return kRunErrSlotTooSmall;
+    bool ring = false;
+    for (int i = 0; i < g.nLanes; i++) ring |= (g.lanes[i].flags & kLaneRing) != 0;
+    const uint64_t ringSlots = divUp64(a.chunkElems, a.sliceElems) + 1;
+    for (int i = 0; i < g.nPorts; i++) {
+      const ConnectorView& v = a.ports[i];
+      if (!v.control) return kRunErrNoConnection;
+      if (v.nSlots == 0 || (v.nSlots & (v.nSlots - 1)) != 0) return kRunErrSlotsNotPow2;
+      if (a.protocol == kProtoLL) {
+        if (!v.llSlots) return kRunErrNoLl;
+        if (llSlotData(v.llSlotBytes) < sliceBytes) return kRunErrSlotTooSmall;
+      } else {
+        if (!v.slots) return kRunErrNoConnection;
+        if (v.slotBytes < sliceBytes) return kRunErrSlotTooSmall;
+      }
+      if (ring && v.nSlots < ringSlots) return kRunErrTooFewSlots;
+    }
+    RunShape shape{a.counts, a.elemSize, a.nChannels, a.channel, a.chunkElems};
     for (int i = 0; i < g.nLanes; i++) {
       LaneState& st = lanes_[i];
+      st.geo = laneGeometry(g.lanes[i], shape);
       st.loop = 0;
       st.step = 0;
       st.done = 0;
       st.wait = kLaneRunning;
       st.port = kNoPort;
       st.stepDone = 0;
+      st.waitOn = nullptr;
+      st.waitValue = 0;
       settle(i);
     }
-    return nullptr;
+#if !defined(__CUDA_ARCH__)
+    fn_ = reduceCopyFunction(a.type);
+    if (!fn_) return kRunErrArgs;
+#endif
+    return kRunOk;
   }
 
-  RINGCC_HOST_DEVICE bool done() const { return nDone_ == prog_->nLanes; }
+  RINGCC_HOST_DEVICE bool done() const { return nDone_ == args_.program->nLanes; }
 
-  // Does every slice that can be done now, at most `maxSlices` of them.
-  RINGCC_HOST_DEVICE AdvanceResult advance(uint32_t maxSlices = 0xffffffffu) {
-    AdvanceResult r = {};
-    const Program& g = *prog_;
-    if (!started_) {
-      // This side's counters, read only now: an executor may bind several Programs on one
-      // connection up front and run them one after the other.
-      for (int i = 0; i < g.nPorts; i++) {
-        FifoControl* c = ports_[i].control;
-        counter_[i] =
-            g.ports[i].dir == kPortSend ? loadAcquire(&c->tail.value) : loadAcquire(&c->head.value);
-      }
-      started_ = true;
-    }
-    uint32_t budget = maxSlices;
-    bool again = true;
-    while (again && budget > 0) {
-      again = false;
-      for (int i = 0; i < g.nLanes && budget > 0; i++) {
-        LaneState& st = lanes_[i];
-        if (st.done) continue;
-        int16_t after = g.lanes[i].after;
+  // Phase 1 (one worker): the next slice that can move now. kRunReady fills *s; kRunBlocked
+  // means every open lane was tried and waits (laneStatus tells on what); kRunDone, or
+  // kRunError with *error set.
+  template <class Sync>
+  RINGCC_HOST_DEVICE RunStatus acquire(Sync& sync, Slice* s, RunError* error) {
+    const Program& g = *args_.program;
+    if (!started_) start(sync);
+    if (done()) return kRunDone;
+    for (int tries = 0; tries < g.nLanes; tries++) {
+      const int i = cursor_;
+      LaneState& st = lanes_[i];
+      if (!st.done) {
+        const int16_t after = g.lanes[i].after;
         if (after != kNoLane && !lanes_[after].done) {
           st.wait = kLaneWaitLane;
-          continue;
-        }
-        while (budget > 0 && !st.done) {
-          int rc = trySlice(i, &r.error);
-          if (rc == kSliceError) {
-            r.done = false;
-            return r;
-          }
-          if (rc == kSliceBlocked) break;
-          budget--;
-          r.slices++;
-          r.progressed = again = true;
-          if (settle(i)) r.progressed = again = true;
+        } else {
+          RunStatus r = tryLane(sync, i, s, error);
+          if (r != kRunBlocked) return r;
         }
       }
+      cursor_ = cursor_ + 1 == g.nLanes ? 0 : cursor_ + 1;
     }
+    return kRunBlocked;
+  }
+
+  // Phase 2 (every worker): worker w of n does its share of the slice. Shares are whole
+  // 16-byte units, so LL lines and vector loads are never split between workers.
+  RINGCC_HOST_DEVICE void reduceCopy(const Slice& s, uint32_t w, uint32_t n) {
+    const uint32_t es = args_.elemSize;
+    const uint64_t perUnit = es >= 16 ? 1 : 16 / es;
+    const uint64_t units = divUp64(s.elems, perUnit);
+    uint64_t lo = units * w / n * perUnit;
+    uint64_t hi = units * (w + 1) / n * perUnit;
+    if (hi > s.elems) hi = s.elems;
+    if (lo >= hi) return;
+    const uint64_t n64 = hi - lo;
+    const char* local = s.local ? (const char*)s.local + lo * es : nullptr;
+    char* out = s.out ? (char*)s.out + lo * es : nullptr;
+    const void* peer = nullptr;
+    void* send = nullptr;
+    if (args_.protocol == kProtoLL) {
+      if (s.peer) {
+        llUnpack((const LlLine*)s.peer, lo * es, n64 * es, (char*)llIn_ + lo * es);
+        peer = (const char*)llIn_ + lo * es;
+      }
+      if (s.send) send = (char*)llOut_ + lo * es;
+    } else {
+      if (s.peer) peer = (const char*)s.peer + lo * es;
+      if (s.send) send = (char*)s.send + lo * es;
+    }
+    reduceCopyRange(local, peer, out, send, n64, s.post != 0);
+    if (args_.protocol == kProtoLL && s.send)
+      llPack((LlLine*)s.send, lo * es, n64 * es, (const char*)llOut_ + lo * es, s.sendEpoch);
+  }
+
+  // Phase 3 (one worker, after every share of the slice is done): hands the slots on.
+  template <class Sync>
+  RINGCC_HOST_DEVICE void publish(Sync& sync, const Slice& s) {
+    if (s.sendPort != kNoPort) {
+      const ConnectorView& v = args_.ports[s.sendPort];
+      uint32_t c = counter_[s.sendPort];
+      if (args_.protocol == kProtoSimple) v.control->sizes[c & (v.nSlots - 1)] = s.bytes;
+      counter_[s.sendPort] = c + 1;
+      sync.publish(&v.control->tail, c + 1);
+      if (v.doorbell) sync.publish(v.doorbell, c + 1);
+    }
+    if (s.recvPort != kNoPort) {
+      const ConnectorView& v = args_.ports[s.recvPort];
+      uint32_t c = counter_[s.recvPort] + 1;
+      counter_[s.recvPort] = c;
+      sync.publish(&v.control->head, c);
+      if (v.doorbell) sync.publish(v.doorbell, c);
+    }
+    LaneState& st = lanes_[s.lane];
+    st.stepDone += s.elems;
+    st.wait = kLaneRunning;
+    st.port = kNoPort;
+    settle(s.lane);
+  }
+
+  // The three phases on one worker: every slice that can move now, at most maxSlices.
+  template <class Sync>
+  RINGCC_HOST_DEVICE AdvanceResult advance(Sync& sync, uint32_t maxSlices = 0xffffffffu) {
+    AdvanceResult r = {};
+    Slice s;
+    const int doneBefore = nDone_;
+    RunStatus st = kRunBlocked;
+    while (r.slices < maxSlices) {
+      st = acquire(sync, &s, &r.error);
+      if (st != kRunReady) break;
+      reduceCopy(s, 0, 1);
+      publish(sync, s);
+      r.slices++;
+    }
+    if (st == kRunError) return r;
     r.done = done();
-    if (!r.done && budget > 0) {  // every open lane was tried in the last pass: waits are current
+    r.progressed = r.slices > 0 || nDone_ != doneBefore;
+    if (st == kRunBlocked) {  // every open lane was tried: the waits are current
+      const Program& g = *args_.program;
       for (int i = 0; i < g.nLanes; i++) {
-        const LaneState& st = lanes_[i];
-        if (st.done || (st.wait != kLaneWaitRecv && st.wait != kLaneWaitSend)) continue;
+        const LaneState& l = lanes_[i];
+        if (l.done || (l.wait != kLaneWaitRecv && l.wait != kLaneWaitSend)) continue;
         if (r.nBlocked++ == 0) {
-          r.waitOn = st.waitOn;
-          r.waitValue = st.waitValue;
+          r.waitOn = l.waitOn;
+          r.waitValue = l.waitValue;
         }
       }
     }
@@ -181,69 +332,68 @@ class ProgramRunner {
 
   RINGCC_HOST_DEVICE LaneStatus laneStatus(int lane) const {
     const LaneState& st = lanes_[lane];
-    const Lane& l = prog_->lanes[lane];
+    const Lane& l = args_.program->lanes[lane];
     LaneStatus s = {};
     s.wait = st.done ? (uint8_t)kLaneDone : st.wait;
     s.port = st.done ? kNoPort : st.port;
     s.step = (uint16_t)(l.firstStep + st.step);
     s.loop = st.loop;
     s.stepDone = st.stepDone;
-    s.stepCount = st.done ? 0 : stepCountInLoop(l, prog_->steps[s.step], st.loop);
+    s.stepCount = st.done ? 0 : stepCount(st.geo, args_.program->steps[s.step], st.loop);
     s.counter = s.port != kNoPort ? counter_[s.port] : 0;
     return s;
   }
 
- private:
-  enum { kSliceMoved, kSliceBlocked, kSliceError };
+  // The geometry lane `lane` runs with (for bounds checks in the simulator).
+  RINGCC_HOST_DEVICE const LaneGeometry& laneGeometryOf(int lane) const { return lanes_[lane].geo; }
 
+  const RunArgs& args() const { return args_; }
+
+ private:
   struct LaneState {
-    uint32_t loop;
+    LaneGeometry geo;
+    uint64_t loop;
+    uint64_t stepDone;
+    FifoCounter* waitOn;
+    uint32_t waitValue;
     uint16_t step;  // within the lane's body
     uint8_t done;
     uint8_t wait;  // LaneWait of the last attempt
     uint8_t port;  // port of that wait
-    uint32_t waitValue;
-    FifoCounter* waitOn;
-    uint64_t stepDone;
   };
 
-  RINGCC_INLINE static uint32_t loadAcquire(const uint32_t* p) {
-#if defined(__CUDA_ARCH__)
-    uint32_t v = *(const volatile uint32_t*)p;
-    __threadfence_system();
-    return v;
-#else
-    return __atomic_load_n(p, __ATOMIC_ACQUIRE);
-#endif
+  // This side's counters, read only at the first acquire: an executor may bind several
+  // Programs on one connection up front and run them one after the other.
+  template <class Sync>
+  RINGCC_HOST_DEVICE void start(Sync& sync) {
+    const Program& g = *args_.program;
+    for (int i = 0; i < g.nPorts; i++) {
+      FifoControl* c = args_.ports[i].control;
+      if (g.ports[i].dir == kPortSend) {
+        counter_[i] = sync.load(&c->tail.value);
+        seen_[i] = sync.load(&c->head.value);
+      } else {
+        counter_[i] = sync.load(&c->head.value);
+        seen_[i] = counter_[i];  // no filled slot known yet
+      }
+    }
+    started_ = true;
   }
 
-  RINGCC_INLINE void publish(FifoCounter* c, uint32_t v) {
-#if defined(__CUDA_ARCH__)
-    // Device: order the slot writes before the counter; host sleepers are woken by whoever
-    // polls for the GPU (their waits are timed), never from a kernel.
-    __threadfence_system();
-    *(volatile uint32_t*)&c->value = v;
-#else
-    __atomic_store_n(&c->value, v, __ATOMIC_SEQ_CST);
-    if (wake_ && __atomic_load_n(&c->waiters, __ATOMIC_SEQ_CST) != 0) wake_(wakeCtx_, &c->value);
-#endif
-  }
-
-  // Skips steps that are empty in this loop and finishes the lane at its end. Returns whether
-  // the lane's state changed in a way that may unblock others (it finished).
-  RINGCC_HOST_DEVICE bool settle(int i) {
+  // Skips steps that are empty in this loop and finishes the lane at its end.
+  RINGCC_HOST_DEVICE void settle(int i) {
     LaneState& st = lanes_[i];
-    const Lane& l = prog_->lanes[i];
-    if (st.done) return false;
+    const Lane& l = args_.program->lanes[i];
+    if (st.done) return;
     for (;;) {
-      if (st.loop >= l.nLoops || l.nSteps == 0) {
+      if (st.loop >= st.geo.nLoops || l.nSteps == 0) {
         st.done = 1;
         st.wait = kLaneDone;
         nDone_++;
-        return true;
+        return;
       }
-      const Step& s = prog_->steps[l.firstStep + st.step];
-      if (st.stepDone < stepCountInLoop(l, s, st.loop)) return false;
+      const Step& s = args_.program->steps[l.firstStep + st.step];
+      if (st.stepDone < stepCount(st.geo, s, st.loop)) return;
       st.stepDone = 0;
       if (++st.step >= l.nSteps) {
         st.step = 0;
@@ -252,84 +402,165 @@ class ProgramRunner {
     }
   }
 
-  RINGCC_HOST_DEVICE int trySlice(int i, const char** error) {
+  template <class Sync>
+  RINGCC_HOST_DEVICE RunStatus tryLane(Sync& sync, int i, Slice* out, RunError* error) {
     LaneState& st = lanes_[i];
-    const Lane& l = prog_->lanes[i];
-    const Step& s = prog_->steps[l.firstStep + st.step];
-    const uint64_t n = stepCountInLoop(l, s, st.loop);
+    const Program& g = *args_.program;
+    const Lane& l = g.lanes[i];
+    const Step& s = g.steps[l.firstStep + st.step];
+    const uint64_t n = stepCount(st.geo, s, st.loop);
     uint64_t elems = n - st.stepDone;
-    if (elems > prog_->sliceElems) elems = prog_->sliceElems;
-    const uint32_t bytes = (uint32_t)(elems * prog_->elemSize);
+    if (elems > args_.sliceElems) elems = args_.sliceElems;
+    const uint32_t es = args_.elemSize;
+    const uint32_t bytes = (uint32_t)(elems * es);
+    const bool ll = args_.protocol == kProtoLL;
 
-    const void* peer = nullptr;
-    void* sendSlot = nullptr;
-    FifoControl* rc = nullptr;
-    FifoControl* sc = nullptr;
-    uint32_t rslot = 0, sslot = 0;
+    Slice& w = *out;
+    w.peer = nullptr;
+    w.send = nullptr;
+    w.recvPort = kNoPort;
+    w.sendPort = kNoPort;
     if (s.flags & kStepRecv) {
-      const ConnectorView& v = ports_[s.recvPort];
-      rc = v.control;
-      uint32_t tail = loadAcquire(&rc->tail.value);
-      if (tail == counter_[s.recvPort])
-        return block(st, kLaneWaitRecv, s.recvPort, &rc->tail, tail);
-      rslot = counter_[s.recvPort] & (v.nSlots - 1);
-      if (rc->sizes[rslot] != bytes) {
-        *error = "received slot size differs from the step's slice (mismatched schedules)";
-        return kSliceError;
+      const ConnectorView& v = args_.ports[s.recvPort];
+      const uint32_t c = counter_[s.recvPort];
+      const uint32_t slot = c & (v.nSlots - 1);
+      if (ll) {
+        const LlLine* lines = (const LlLine*)(v.llSlots + (size_t)slot * v.llSlotBytes);
+        if (!llReady(lines, bytes, c + 1)) {
+          // Tail moves after the lines are written: if it already covers this slot, the
+          // lines are there now; else sleeping on tail is safe.
+          uint32_t tail = sync.load(&v.control->tail.value);
+          if (tail == c || !llReady(lines, bytes, c + 1))
+            return block(st, kLaneWaitRecv, s.recvPort, &v.control->tail, tail == c ? c : tail);
+        }
+        w.peer = lines;
+        w.recvEpoch = c + 1;
+      } else {
+        if (seen_[s.recvPort] == c) {
+          seen_[s.recvPort] = sync.load(&v.control->tail.value);
+          if (seen_[s.recvPort] == c) return block(st, kLaneWaitRecv, s.recvPort, &v.control->tail, c);
+        }
+        if (v.control->sizes[slot] != bytes) {
+          *error = kRunErrSliceSize;
+          return kRunError;
+        }
+        w.peer = v.slots + (size_t)slot * v.slotBytes;
       }
-      peer = v.slots + (size_t)rslot * v.slotBytes;
+      w.recvPort = s.recvPort;
     }
     if (s.flags & kStepSend) {
-      const ConnectorView& v = ports_[s.sendPort];
-      sc = v.control;
-      uint32_t head = loadAcquire(&sc->head.value);
-      if (counter_[s.sendPort] - head >= v.nSlots)
-        return block(st, kLaneWaitSend, s.sendPort, &sc->head, head);
-      sslot = counter_[s.sendPort] & (v.nSlots - 1);
-      sendSlot = v.slots + (size_t)sslot * v.slotBytes;
+      const ConnectorView& v = args_.ports[s.sendPort];
+      const uint32_t c = counter_[s.sendPort];
+      if (c - seen_[s.sendPort] >= v.nSlots) {
+        seen_[s.sendPort] = sync.load(&v.control->head.value);
+        if (c - seen_[s.sendPort] >= v.nSlots)
+          return block(st, kLaneWaitSend, s.sendPort, &v.control->head, seen_[s.sendPort]);
+      }
+      const uint32_t slot = c & (v.nSlots - 1);
+      w.send = ll ? v.llSlots + (size_t)slot * v.llSlotBytes : v.slots + (size_t)slot * v.slotBytes;
+      w.sendEpoch = c + 1;
+      w.sendPort = s.sendPort;
     }
-    const uint64_t at = st.stepDone * prog_->elemSize;
-    const void* local = nullptr;
-    void* out = nullptr;
-    if (s.flags & kStepLocal)
-      local = (const char*)inputs_[l.inBuf] + stepInOffset(l, s, st.loop) * prog_->elemSize + at;
-    if (s.flags & kStepOut)
-      out = (char*)outputs_[l.outBuf] + stepOutOffset(l, s, st.loop) * prog_->elemSize + at;
-
-    reduceCopy(type_, op_, local, peer, out, sendSlot, (size_t)elems, (s.flags & kStepPost) != 0);
-
-    if (sc) {
-      sc->sizes[sslot] = bytes;
-      publish(&sc->tail, ++counter_[s.sendPort]);
-    }
-    if (rc) publish(&rc->head, ++counter_[s.recvPort]);
-    st.stepDone += elems;
-    st.wait = kLaneRunning;
-    st.port = kNoPort;
-    return kSliceMoved;
+    const uint64_t at = st.stepDone * es;
+    w.local = (s.flags & kStepLocal) ? (const char*)args_.inputs[l.inBuf] +
+                                           stepInOffset(st.geo, s, st.loop) * es + at
+                                     : nullptr;
+    w.out = (s.flags & kStepOut)
+                ? (char*)args_.outputs[l.outBuf] + stepOutOffset(st.geo, s, st.loop) * es + at
+                : nullptr;
+    w.elems = elems;
+    w.bytes = bytes;
+    w.lane = (uint16_t)i;
+    w.post = (s.flags & kStepPost) != 0;
+    return kRunReady;
   }
 
-  RINGCC_INLINE int block(LaneState& st, uint8_t wait, uint8_t port, FifoCounter* c,
-                          uint32_t seen) {
+  RINGCC_INLINE RunStatus block(LaneState& st, uint8_t wait, uint8_t port, FifoCounter* c,
+                                uint32_t seen) {
     st.wait = wait;
     st.port = port;
     st.waitOn = c;
     st.waitValue = seen;
-    return kSliceBlocked;
+    return kRunBlocked;
   }
 
-  const Program* prog_ = nullptr;
-  const ConnectorView* ports_ = nullptr;
-  const void* const* inputs_ = nullptr;
-  void* const* outputs_ = nullptr;
-  ncclDataType_t type_ = ncclInt8;
-  RedOp op_ = {};
-  WakeFn wake_ = nullptr;
-  void* wakeCtx_ = nullptr;
+  RINGCC_HOST_DEVICE void reduceCopyRange(const void* local, const void* peer, void* out,
+                                          void* send, uint64_t n, bool post) {
+#if defined(__CUDA_ARCH__)
+    ringcc::reduceCopy(args_.type, args_.op, local, peer, out, send, (size_t)n, post);
+#else
+    fn_(args_.op, local, peer, out, send, 0, 1, (size_t)n, post);
+#endif
+  }
+
+  // ---- LL lines: 8 data bytes per 16-byte line, a flag beside each 4 ------------------------
+
+  RINGCC_INLINE static uint64_t loadHalf(const uint32_t* p) {
+#if defined(__CUDA_ARCH__)
+    return *(const volatile uint64_t*)p;
+#else
+    return __atomic_load_n((const uint64_t*)p, __ATOMIC_RELAXED);
+#endif
+  }
+
+  RINGCC_INLINE static void storeHalf(uint32_t* p, uint32_t data, uint32_t flag) {
+    uint64_t v = (uint64_t)data | ((uint64_t)flag << 32);
+#if defined(__CUDA_ARCH__)
+    *(volatile uint64_t*)p = v;
+#else
+    __atomic_store_n((uint64_t*)p, v, __ATOMIC_RELAXED);
+#endif
+  }
+
+  // Every line holding one of `bytes` data bytes carries `epoch` in both flags.
+  RINGCC_HOST_DEVICE static bool llReady(const LlLine* lines, uint32_t bytes, uint32_t epoch) {
+    const uint32_t n = (bytes + kLlLineData - 1) / kLlLineData;
+    for (uint32_t i = 0; i < n; i++) {
+      if ((uint32_t)(loadHalf(&lines[i].data0) >> 32) != epoch) return false;
+      if ((uint32_t)(loadHalf(&lines[i].data1) >> 32) != epoch) return false;
+    }
+    return true;
+  }
+
+  // Data bytes [from, from + bytes) of a slot's lines into dst (from is a multiple of 8).
+  RINGCC_HOST_DEVICE static void llUnpack(const LlLine* lines, uint64_t from, uint64_t bytes,
+                                          char* dst) {
+    uint32_t buf[2];
+    for (uint64_t b = 0; b < bytes; b += kLlLineData) {
+      const LlLine* l = &lines[(from + b) / kLlLineData];
+      buf[0] = (uint32_t)loadHalf(&l->data0);
+      buf[1] = (uint32_t)loadHalf(&l->data1);
+      uint64_t k = bytes - b < kLlLineData ? bytes - b : kLlLineData;
+      __builtin_memcpy(dst + b, buf, k);
+    }
+  }
+
+  RINGCC_HOST_DEVICE static void llPack(LlLine* lines, uint64_t from, uint64_t bytes,
+                                        const char* src, uint32_t epoch) {
+    uint32_t buf[2];
+    for (uint64_t b = 0; b < bytes; b += kLlLineData) {
+      LlLine* l = &lines[(from + b) / kLlLineData];
+      uint64_t k = bytes - b < kLlLineData ? bytes - b : kLlLineData;
+      buf[0] = buf[1] = 0;
+      __builtin_memcpy(buf, src + b, k);
+      storeHalf(&l->data0, buf[0], epoch);
+      storeHalf(&l->data1, buf[1], epoch);
+    }
+  }
+
+  RunArgs args_ = {};
+#if !defined(__CUDA_ARCH__)
+  ReduceCopyFn fn_ = nullptr;  // the datatype's reduce-copy, chosen once per operation
+#endif
   int nDone_ = 0;
+  int cursor_ = 0;  // the lane acquire tries first: the last one that moved
   bool started_ = false;
   uint32_t counter_[kMaxPorts];  // next slot number: tail of a send port, head of a recv port
+  uint32_t seen_[kMaxPorts];     // the peer's counter as last read: head (send), tail (recv)
   LaneState lanes_[kMaxLanes];
+  // LL staging: a received slice unpacked, a slice to send before it is packed.
+  uint64_t llIn_[kLlMaxSliceBytes / 8];
+  uint64_t llOut_[kLlMaxSliceBytes / 8];
 };
 
 }  // namespace ringcc

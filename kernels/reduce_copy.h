@@ -438,6 +438,40 @@ RINGCC_HOST_DEVICE inline void reduceCopyStrided(ncclDataType_t type, const RedO
   detail::reduceCopyDispatch(type, op, local, peer, dst0, dst1, first, step, count, applyPost);
 }
 
+// The reduce-copy of one datatype, chosen once per operation by the host runner
+// (kernels/prims.h) instead of once per slice: (op, local, peer, dst0, dst1, first, step,
+// count, applyPost), the arguments of reduceCopyStrided.
+typedef void (*ReduceCopyFn)(const RedOp& op, const void* local, const void* peer, void* dst0,
+                             void* dst1, size_t first, size_t step, size_t count,
+                             bool applyPost);
+
+#if !defined(__CUDA_ARCH__)
+// Host: the ReduceCopyFn of `type`; null for a value that is not a datatype (the API layer
+// rejects those before anything runs).
+inline ReduceCopyFn reduceCopyFunction(ncclDataType_t type) {
+#define RINGCC_REDUCE_COPY_FN(TYPE) \
+  case TYPE:                        \
+    return &detail::reduceCopyTyped<StorageOf<TYPE>::Type>;
+  switch (type) {
+    RINGCC_REDUCE_COPY_FN(ncclInt8)
+    RINGCC_REDUCE_COPY_FN(ncclUint8)
+    RINGCC_REDUCE_COPY_FN(ncclInt32)
+    RINGCC_REDUCE_COPY_FN(ncclUint32)
+    RINGCC_REDUCE_COPY_FN(ncclInt64)
+    RINGCC_REDUCE_COPY_FN(ncclUint64)
+    RINGCC_REDUCE_COPY_FN(ncclFloat16)
+    RINGCC_REDUCE_COPY_FN(ncclFloat32)
+    RINGCC_REDUCE_COPY_FN(ncclFloat64)
+    RINGCC_REDUCE_COPY_FN(ncclBfloat16)
+    RINGCC_REDUCE_COPY_FN(ncclFloat8e4m3)
+    RINGCC_REDUCE_COPY_FN(ncclFloat8e5m2)
+    default:
+      return nullptr;
+  }
+#undef RINGCC_REDUCE_COPY_FN
+}
+#endif
+
 // Moves `bytes` bytes; dst == src is a no-op, any other overlap is not allowed.
 RINGCC_HOST_DEVICE inline void copyBytes(void* dst, const void* src, size_t bytes) {
   if (dst == src || bytes == 0) return;

@@ -57,6 +57,8 @@ ncclResult_t checkAndEnqueue(const CollArgs& a, const char* where) {
   if (static_cast<int>(a.datatype) < 0 || a.datatype >= ncclNumTypes)
     return fail(ncclInvalidArgument, where, "datatype %d is not a valid ncclDataType_t",
                 static_cast<int>(a.datatype));
+  CollArgs args = a;
+  args.redOp = makeRedOp(ncclSum, a.datatype, comm->nranks);
   if (collReduces(a.kind)) {
     UserOp userOp;
     if (static_cast<int>(a.op) < 0)
@@ -72,6 +74,11 @@ ncclResult_t checkAndEnqueue(const CollArgs& a, const char* where) {
         return fail(ncclInvalidArgument, where, "op %d was created for datatype %d, not %d",
                     static_cast<int>(a.op), static_cast<int>(userOp.datatype),
                     static_cast<int>(a.datatype));
+      args.redOp = makePreMulSum(
+          a.datatype, userOp.residence == ncclScalarDevice ? userOp.scalarPtr : userOp.scalar,
+          userOp.residence == ncclScalarDevice);
+    } else {
+      args.redOp = makeRedOp(a.op, a.datatype, comm->nranks);
     }
   }
   if (hasRootOrPeer(a.kind) && (a.root < 0 || a.root >= comm->nranks)) {
@@ -92,7 +99,7 @@ ncclResult_t checkAndEnqueue(const CollArgs& a, const char* where) {
     if (needs.recv && a.recvbuff == nullptr)
       return fail(ncclInvalidArgument, where, "recvbuff is NULL with count %zu", a.count);
   }
-  return enqueueOp(a);
+  return enqueueOp(args);
 }
 
 CollArgs makeArgs(Coll kind, const void* sendbuff, void* recvbuff, size_t count,

@@ -4,6 +4,7 @@
 
 #include <cstddef>
 
+#include "kernels/red_op.h"
 #include "nccl.h"
 #include "src/sched/builders.h"
 
@@ -18,6 +19,9 @@ struct CollArgs {
   size_t count = 0;  // per-rank count as in the API (all-gather: sendcount, ...)
   ncclDataType_t datatype = ncclFloat32;
   ncclRedOp_t op = ncclSum;
+  // The operator resolved when the call was made (a PreMulSum handle may be destroyed as soon
+  // as the call returns, before its group ends, as NCCL allows).
+  RedOp redOp = {};
   int root = 0;  // root for rooted collectives, peer for send/recv
   ncclComm* comm = nullptr;
   cudaStream_t stream = nullptr;

@@ -1,11 +1,20 @@
-// The engine of a communicator: its channels, their connectors and the executor that runs
-// Programs on them. Created at the end of communicator init, once peers are known; destroyed
-// before the bootstrap it used to exchange connection blobs.
+// The engine of a communicator: its connections and the executor that runs planned jobs on
+// them. Created at the end of communicator init, once peers are known; destroyed before the
+// bootstrap it used to exchange connection information.
+//
+// The API is asynchronous, as a CUDA executor needs it: enqueue() starts a batch (one group's
+// operations on this communicator, in call order, with the user's stream) and returns a
+// handle; wait() blocks until that batch is done and returns its first error. A host engine
+// either runs a batch on the calling thread inside enqueue() (`inline`: nothing else needs to
+// progress meanwhile) or hands it to its own thread, so that one thread can start batches on
+// several communicators before waiting on any of them. Either way, once wait() returned, the
+// results are in the output buffers. A CUDA engine will enqueue kernels on the stream and
+// make wait() a no-op, leaving completion to the stream, as NCCL does.
 #pragma once
 
+#include <cstdint>
 #include <memory>
 #include <span>
-#include <vector>
 
 #include "nccl.h"
 #include "src/exec/coll_args.h"
@@ -14,6 +23,15 @@ struct ncclComm;
 
 namespace ringcc {
 
+// Names one enqueued batch of one engine.
+using EngineHandle = uint64_t;
+
+struct EngineBatch {
+  std::span<const CollArgs> ops;  // valid until wait() returns
+  cudaStream_t stream = nullptr;  // the stream of the batch's calls (host engines ignore it)
+  bool runInline = false;         // host: run on the calling thread, inside enqueue()
+};
+
 class CommEngine {
  public:
   // Builds the engine for an initialized communicator (peers exchanged, bootstrap up).
@@ -21,18 +39,12 @@ class CommEngine {
   static ncclResult_t create(ncclComm* comm, std::unique_ptr<CommEngine>* out);
   virtual ~CommEngine() = default;
 
-  // Starts a batch of operations (one group's operations on this communicator, in call
-  // order) and returns without waiting; the caller then calls wait(). Connection set-up
-  // and execution happen on the engine's own threads, so one thread may submit batches to
-  // several communicators before waiting on any of them.
-  virtual ncclResult_t submit(const std::vector<CollArgs>& ops) = 0;
+  // Starts a batch; *handle names it for wait(). One batch at a time per engine: the next
+  // enqueue() comes after the previous batch's wait().
+  virtual ncclResult_t enqueue(const EngineBatch& batch, EngineHandle* handle) = 0;
 
-  // Blocks until the submitted batch is done; returns its first error.
-  virtual ncclResult_t wait() = 0;
-
-  // Runs a batch to completion on the calling thread: for batches that touch only this
-  // communicator, it saves the two thread hand-offs of submit() and wait().
-  virtual ncclResult_t run(std::span<const CollArgs> ops) = 0;
+  // Blocks until the batch is done; returns its first error.
+  virtual ncclResult_t wait(EngineHandle handle) = 0;
 
   // Stops operations in flight (they return an error); the engine stays destroyable.
   virtual void abortOps() = 0;

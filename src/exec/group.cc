@@ -52,25 +52,21 @@ ncclResult_t launchOps(const std::vector<CollArgs>& ops) {
   // Abort and destroy wait for these guards, so the engines outlive the launch.
   std::vector<std::unique_ptr<CallGuard>> guards;
   for (ncclComm* comm : comms) guards.push_back(std::make_unique<CallGuard>(comm));
-  if (comms.size() == 1) {
-    // One communicator: nothing else must progress meanwhile, so run on this thread.
-    ncclResult_t r = comms[0]->engine->run(perComm[0]);
-    if (r != ncclSuccess) comms[0]->recordError(r);
-    return r;
-  }
+  // One communicator: nothing else must progress meanwhile, so it runs on this thread.
+  const bool runInline = comms.size() == 1;
   ncclResult_t first = ncclSuccess;
-  std::vector<bool> submitted(comms.size(), false);
+  std::vector<EngineHandle> handles(comms.size(), 0);
   for (size_t i = 0; i < comms.size(); ++i) {
-    ncclResult_t r = comms[i]->engine->submit(perComm[i]);
-    submitted[i] = r == ncclSuccess;
+    EngineBatch batch{perComm[i], perComm[i].front().stream, runInline};
+    ncclResult_t r = comms[i]->engine->enqueue(batch, &handles[i]);
     if (r != ncclSuccess) {
       comms[i]->recordError(r);
       if (first == ncclSuccess) first = r;
     }
   }
   for (size_t i = 0; i < comms.size(); ++i) {
-    if (!submitted[i]) continue;
-    ncclResult_t r = comms[i]->engine->wait();
+    if (handles[i] == 0) continue;
+    ncclResult_t r = comms[i]->engine->wait(handles[i]);
     if (r != ncclSuccess) {
       comms[i]->recordError(r);
       if (first == ncclSuccess) first = r;
@@ -127,7 +123,10 @@ ncclResult_t enqueueOp(const CollArgs& args) {
   }
   // A lone operation: nothing else must progress meanwhile, so it runs on this thread. The
   // API entry point holds the communicator (ApiGuard) for as long as this runs.
-  ncclResult_t r = args.comm->engine->run({&args, 1});
+  CommEngine& engine = *args.comm->engine;
+  EngineHandle handle = 0;
+  ncclResult_t r = engine.enqueue(EngineBatch{{&args, 1}, args.stream, true}, &handle);
+  if (r == ncclSuccess) r = engine.wait(handle);
   if (r != ncclSuccess) args.comm->recordError(r);
   return r;
 }

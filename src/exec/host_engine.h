@@ -1,19 +1,19 @@
-// The host engine: runs a communicator's operations on host memory with one engine thread.
+// The host engine: runs a communicator's operations on host memory.
 //
-// submit() hands a batch to the engine thread and returns; wait() blocks until it is done.
-// The engine thread, per batch:
-//   1. builds one Program per operation and channel (src/sched), all send/recv of the batch
-//      merged into one grouped point-to-point Program;
-//   2. makes the connections their ports need (ConnectionTable);
-//   3. runs them: per channel the Programs run in call order, the channels side by side, all
-//      driven by non-blocking ProgramRunner::advance() calls from this one thread. When no
-//      runner can move, it spins NCCL_SPIN_COUNT rounds, then sleeps on a counter it waits for
-//      (futex), waking at least every millisecond to notice aborts, dead peers and the
-//      NCCL_TIMEOUT deadline. A peer counts as gone (ncclRemoteError) only if a lane is blocked
-//      on its connection and is still blocked one round after the peer was seen to leave.
-// The thread exists for the communicator's life and sleeps between batches. A batch that
-// touches only this communicator runs on the caller's thread instead (run()), the same code
-// without the hand-offs; batch after batch, only one thread at a time drives the engine.
+// Per batch:
+//   1. the planner (src/plan/planner.h) turns the operations into jobs: one per operation and
+//      channel, all send/recv of the batch merged into grouped point-to-point jobs;
+//   2. the connections their ports need are made (ConnectionTable);
+//   3. the jobs run: per channel in call order, the channels side by side, all driven by
+//      non-blocking ProgramRunner::advance() calls from one thread. When no runner can move,
+//      the thread spins NCCL_SPIN_COUNT rounds (yielding the core after a few), then sleeps on
+//      a counter it waits for (futex), waking at least every millisecond to notice aborts,
+//      dead peers and the NCCL_TIMEOUT deadline. A peer counts as gone (ncclRemoteError) only
+//      if a lane is blocked on its connection and is still blocked one round after the peer
+//      was seen to leave.
+// A batch enqueued `inline` runs on the caller's thread inside enqueue(); any other batch is
+// handed to the engine's own thread, which exists for the communicator's life and sleeps
+// between batches. Batch after batch, only one thread at a time drives the engine.
 // A batch that fails closes all the engine's connections, so that peers still inside the
 // operation fail too instead of waiting on this rank (the communicator takes no new
 // operations after an error anyway). Making connections (step 2) ends on the same abort,
@@ -31,7 +31,8 @@
 
 #include "src/exec/connections.h"
 #include "src/exec/engine.h"
-#include "src/exec/plan_cache.h"
+#include "kernels/prims.h"
+#include "src/plan/planner.h"
 #include "src/sched/program.h"
 
 namespace ringcc {
@@ -44,61 +45,59 @@ class HostEngine final : public CommEngine {
   // Connects channel 0's ring, so that unreachable peers show up at init. Collective.
   ncclResult_t connectRing();
 
-  ncclResult_t submit(const std::vector<CollArgs>& ops) override;
-  ncclResult_t wait() override;
-  ncclResult_t run(std::span<const CollArgs> ops) override;
+  ncclResult_t enqueue(const EngineBatch& batch, EngineHandle* handle) override;
+  ncclResult_t wait(EngineHandle handle) override;
   void abortOps() override;
 
  private:
-  struct Job;
+  // A planned job bound to its connections.
+  struct Bound {
+    const PlanJob* job = nullptr;
+    std::vector<ConnectorView> views;
+    std::vector<const Connector*> connectors;
+    ProgramRunner runner;
+  };
   // A peer that closed or left a connection some lane is blocked on.
   struct GonePeer {
-    const Job* job = nullptr;
+    const Bound* bound = nullptr;
     const Connector* conn = nullptr;
     PeerState state = PeerState::Open;
+  };
+  // Knobs read once, when the communicator is made (NCCL reads its parameters at init too).
+  struct Params {
+    int spinCount;
+    std::chrono::milliseconds timeout;
   };
 
   void threadMain();
   ncclResult_t runBatch(std::span<const CollArgs> ops);
   ncclResult_t planAndRun(std::span<const CollArgs> ops);
-  // Knobs read once, when the communicator is made (NCCL reads its parameters at init too).
-  struct Params {
-    int maxChannels;
-    int minChannels;
-    int spinCount;
-    std::chrono::milliseconds timeout;
-  };
-
-  ncclResult_t planBatch(std::span<const CollArgs> ops);
-  ncclResult_t planP2p(const std::vector<const CollArgs*>& ops);
   ncclResult_t bindJobs();
   ncclResult_t runJobs();
-  GonePeer findGonePeer(const std::vector<std::vector<Job*>>& queues,
-                        const std::vector<size_t>& head) const;
+  GonePeer findGonePeer() const;
   void reportStuck() const;
   bool stopRequested() const;
   // The error of an operation stopped by abort or revoke (ncclInvalidUsage), logged.
   ncclResult_t stopped(const char* phase) const;
-  Job* newJob();
 
   ncclComm* comm_;
   const Params params_;
   ConnectionTable conns_;
-  PlanCache plans_;
-  // The current batch's jobs: jobs_[0, nJobs_). Kept between batches so that runners and
-  // buffer tables are not allocated again.
-  std::vector<std::unique_ptr<Job>> jobs_;
-  size_t nJobs_ = 0;
+  Planner planner_;
+  // The current batch: its plan and the jobs bound to connections, bound_[0, plan_.nJobs).
+  // Kept between batches so that runners and tables are not allocated again.
+  Plan plan_;
+  std::vector<std::unique_ptr<Bound>> bound_;
   // Scratch of bindJobs and runJobs, kept so that a batch allocates nothing in steady state.
   std::vector<PortKey> keys_;
-  std::vector<std::vector<Job*>> queues_;  // per channel, the jobs in call order
-  std::vector<size_t> head_;               // per channel, the job running now
+  std::vector<std::vector<Bound*>> queues_;  // per channel, the jobs in call order
+  std::vector<size_t> head_;                 // per channel, the job running now
 
   std::mutex mu_;
   std::condition_variable cv_;
-  std::vector<CollArgs> batch_;
-  bool hasBatch_ = false;
-  bool batchDone_ = false;
+  std::span<const CollArgs> batch_;
+  EngineHandle enqueued_ = 0;  // handle of the last batch enqueued
+  EngineHandle finished_ = 0;  // handle of the last batch done
   bool exit_ = false;
   ncclResult_t result_ = ncclSuccess;
   std::atomic<bool> abortOps_{false};

@@ -22,25 +22,13 @@ namespace {
 
 constexpr const char* kWhere = "sched";
 
-uint64_t divUp(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
-uint64_t roundUp(uint64_t a, uint64_t b) { return divUp(a, b) * b; }
-
 // Appends ports, lanes and steps to a Program, remembering the first overflow.
 class ProgramWriter {
  public:
-  ProgramWriter(Program* p, size_t elemSize, size_t sliceElems) : p_(p) {
+  explicit ProgramWriter(Program* p) : p_(p) {
     std::memset(p, 0, sizeof(*p));
-    p->elemSize = (uint32_t)elemSize;
-    p->sliceElems = (uint32_t)sliceElems;
-    p->minSlots = 1;
     p->nBuffers = 1;
-  }
-
-  // A ring step that only sends pushes a whole chunk before its rank receives again; the next
-  // step then needs one more free slot to forward anything. Chains and p2p need one slot.
-  void ringChunk(uint64_t chunkElems) {
-    uint64_t slots = divUp(chunkElems, p_->sliceElems) + 1;
-    p_->minSlots = (uint32_t)std::max<uint64_t>(p_->minSlots, slots);
+    p->nCounts = 1;
   }
 
   // Index of the port (peer, dir, kind), added if new; -1 on overflow.
@@ -57,31 +45,33 @@ class ProgramWriter {
     return p_->nPorts++;
   }
 
+  struct LaneSpec {
+    uint8_t flags = 0;           // LaneFlags
+    int chunksPerLoop = 1;
+    int after = kNoLane;
+    int inBuf = 0;
+    int outBuf = 0;
+    int count = 0;
+  };
+
   // Starts a lane; its steps are the ones added until the next beginLane. -1 on overflow.
-  int beginLane(uint64_t nLoops, uint64_t extent, uint64_t posStride, uint64_t inStride,
-                uint64_t outStride, int after = kNoLane, int inBuf = 0, int outBuf = 0) {
+  int beginLane(const LaneSpec& spec) {
     if (p_->nLanes >= kMaxLanes) return overflow("lanes", kMaxLanes);
-    if (nLoops > UINT32_MAX) {
-      error_ = error_.empty() ? "needs more than 2^32 loops; use larger chunks" : error_;
-      return -1;
-    }
     Lane& l = p_->lanes[p_->nLanes];
     l.firstStep = p_->nSteps;
     l.nSteps = 0;
-    l.after = (int16_t)after;
-    l.inBuf = (uint8_t)inBuf;
-    l.outBuf = (uint8_t)outBuf;
-    l.nLoops = (uint32_t)nLoops;
-    l.extent = extent;
-    l.posStride = posStride;
-    l.inStride = inStride;
-    l.outStride = outStride;
-    p_->nBuffers = (uint16_t)std::max<int>(p_->nBuffers, std::max(inBuf, outBuf) + 1);
+    l.after = (int16_t)spec.after;
+    l.inBuf = (uint8_t)spec.inBuf;
+    l.outBuf = (uint8_t)spec.outBuf;
+    l.count = (uint8_t)spec.count;
+    l.flags = spec.flags;
+    l.chunksPerLoop = (uint16_t)spec.chunksPerLoop;
+    p_->nBuffers = (uint16_t)std::max<int>(p_->nBuffers, std::max(spec.inBuf, spec.outBuf) + 1);
+    p_->nCounts = (uint16_t)std::max<int>(p_->nCounts, spec.count + 1);
     return p_->nLanes++;
   }
 
-  void step(uint8_t flags, int recvPort, int sendPort, uint64_t pos, uint64_t count,
-            uint64_t inOffset, uint64_t outOffset) {
+  void step(uint8_t flags, int recvPort, int sendPort, int chunk, int inBlock, int outBlock) {
     if (p_->nLanes == 0) return;
     if (p_->nSteps >= kMaxSteps) {
       overflow("steps", kMaxSteps);
@@ -91,10 +81,9 @@ class ProgramWriter {
     s.flags = flags;
     s.recvPort = (flags & kStepRecv) && recvPort >= 0 ? (uint8_t)recvPort : kNoPort;
     s.sendPort = (flags & kStepSend) && sendPort >= 0 ? (uint8_t)sendPort : kNoPort;
-    s.pos = pos;
-    s.count = count;
-    s.inOffset = inOffset;
-    s.outOffset = outOffset;
+    s.chunk = (uint16_t)chunk;
+    s.inBlock = (uint16_t)inBlock;
+    s.outBlock = (uint16_t)outBlock;
     p_->lanes[p_->nLanes - 1].nSteps++;
   }
 
@@ -116,8 +105,6 @@ class ProgramWriter {
   Program* p_;
   std::string error_;
 };
-
-uint64_t alignElems(size_t elemSize) { return elemSize >= 16 ? 1 : 16 / elemSize; }
 
 struct RingInfo {
   int n;
@@ -152,23 +139,29 @@ ncclResult_t ringInfo(const CollDesc& d, std::vector<int>* storage, RingInfo* in
   return ncclSuccess;
 }
 
+using LaneSpec = ProgramWriter::LaneSpec;
+
+// A ring lane of one loop body; ring collectives have exactly one.
+LaneSpec ringLane(int chunksPerLoop, int n) {
+  LaneSpec l;
+  l.flags = n > 1 ? kLaneRing : 0;
+  l.chunksPerLoop = chunksPerLoop;
+  return l;
+}
+
 // All-reduce: per loop, the channel's part is cut into n chunks (one per ring position).
-void ringAllReduce(const CollDesc& d, const RingInfo& r, ElemRange ch, ProgramWriter& w) {
+void ringAllReduce(const RingInfo& r, ProgramWriter& w) {
   const int n = r.n;
-  uint64_t loops;
-  uint64_t k = evenChunk(ch.count, n, d.chunkElems, alignElems(d.elemSize), &loops);
-  const uint64_t stride = n * k;
-  if (n > 1) w.ringChunk(k);
-  if (w.beginLane(loops, ch.count, stride, stride, stride) < 0) return;
-  auto add = [&](int s, uint8_t flags) {
-    uint64_t pos = (uint64_t)ringOrigin(r.pos, s + 1, n) * k;
-    w.step(flags, w.port(r.prev, kPortRecv, kPortRing), w.port(r.next, kPortSend, kPortRing), pos,
-           k, ch.begin + pos, ch.begin + pos);
-  };
+  if (w.beginLane(ringLane(n, n)) < 0) return;
   if (n == 1) {
-    w.step(kStepLocal | kStepOut | kStepPost, -1, -1, 0, k, ch.begin, ch.begin);
+    w.step(kStepLocal | kStepOut | kStepPost, -1, -1, 0, 0, 0);
     return;
   }
+  const int recv = w.port(r.prev, kPortRecv, kPortRing);
+  const int send = w.port(r.next, kPortSend, kPortRing);
+  auto add = [&](int s, uint8_t flags) {
+    w.step(flags, recv, send, ringOrigin(r.pos, s + 1, n), 0, 0);
+  };
   int s = 0;
   add(s++, kStepLocal | kStepSend);
   for (int j = 0; j < n - 2; j++) add(s++, kStepRecv | kStepLocal | kStepSend);
@@ -177,23 +170,20 @@ void ringAllReduce(const CollDesc& d, const RingInfo& r, ElemRange ch, ProgramWr
   add(s++, kStepRecv | kStepOut);
 }
 
-// Reduce-scatter: block b (input at b*count) is reduced along the ring, starting at the rank
+// Reduce-scatter: block b (input block b) is reduced along the ring, starting at the rank
 // after b's owner and ending at the owner, which applies post and writes its output.
-void ringReduceScatter(const CollDesc& d, const RingInfo& r, ElemRange ch, ProgramWriter& w) {
+void ringReduceScatter(const RingInfo& r, ProgramWriter& w) {
   const int n = r.n;
-  uint64_t loops;
-  uint64_t k = evenChunk(ch.count, 1, d.chunkElems, alignElems(d.elemSize), &loops);
-  if (n > 1) w.ringChunk(k);
-  if (w.beginLane(loops, ch.count, k, k, k) < 0) return;
-  auto add = [&](int s, uint8_t flags) {
-    uint64_t block = (uint64_t)r.rankAt(ringOrigin(r.pos, s + 1, n));
-    w.step(flags, w.port(r.prev, kPortRecv, kPortRing), w.port(r.next, kPortSend, kPortRing), 0, k,
-           block * d.count + ch.begin, ch.begin);
-  };
+  if (w.beginLane(ringLane(1, n)) < 0) return;
   if (n == 1) {
-    w.step(kStepLocal | kStepOut | kStepPost, -1, -1, 0, k, ch.begin, ch.begin);
+    w.step(kStepLocal | kStepOut | kStepPost, -1, -1, 0, 0, 0);
     return;
   }
+  const int recv = w.port(r.prev, kPortRecv, kPortRing);
+  const int send = w.port(r.next, kPortSend, kPortRing);
+  auto add = [&](int s, uint8_t flags) {
+    w.step(flags, recv, send, 0, r.rankAt(ringOrigin(r.pos, s + 1, n)), 0);
+  };
   int s = 0;
   add(s++, kStepLocal | kStepSend);
   for (int j = 0; j < n - 2; j++) add(s++, kStepRecv | kStepLocal | kStepSend);
@@ -201,21 +191,18 @@ void ringReduceScatter(const CollDesc& d, const RingInfo& r, ElemRange ch, Progr
 }
 
 // All-gather: block b (the input of rank b) starts at b and travels n-1 hops.
-void ringAllGather(const CollDesc& d, const RingInfo& r, ElemRange ch, ProgramWriter& w) {
+void ringAllGather(const RingInfo& r, ProgramWriter& w) {
   const int n = r.n;
-  uint64_t loops;
-  uint64_t k = evenChunk(ch.count, 1, d.chunkElems, alignElems(d.elemSize), &loops);
-  if (n > 1) w.ringChunk(k);
-  if (w.beginLane(loops, ch.count, k, k, k) < 0) return;
-  auto add = [&](int s, uint8_t flags) {
-    uint64_t block = (uint64_t)r.rankAt(ringOrigin(r.pos, s, n));
-    w.step(flags, w.port(r.prev, kPortRecv, kPortRing), w.port(r.next, kPortSend, kPortRing), 0, k,
-           ch.begin, block * d.count + ch.begin);
-  };
+  if (w.beginLane(ringLane(1, n)) < 0) return;
   if (n == 1) {
-    w.step(kStepLocal | kStepOut, -1, -1, 0, k, ch.begin, ch.begin);
+    w.step(kStepLocal | kStepOut, -1, -1, 0, 0, 0);
     return;
   }
+  const int recv = w.port(r.prev, kPortRecv, kPortRing);
+  const int send = w.port(r.next, kPortSend, kPortRing);
+  auto add = [&](int s, uint8_t flags) {
+    w.step(flags, recv, send, 0, 0, r.rankAt(ringOrigin(r.pos, s, n)));
+  };
   int s = 0;
   add(s++, kStepLocal | kStepOut | kStepSend);
   for (int j = 0; j < n - 2; j++) add(s++, kStepRecv | kStepOut | kStepSend);
@@ -224,17 +211,16 @@ void ringAllGather(const CollDesc& d, const RingInfo& r, ElemRange ch, ProgramWr
 
 // Broadcast and reduce: a pipelined chain along the ring. Broadcast starts at the root and
 // ends just before it; reduce starts just after the root and ends at it. `hop` is this rank's
-// place in the chain (0 = first).
-void ringChain(const CollDesc& d, const RingInfo& r, ElemRange ch, bool reduce, ProgramWriter& w) {
+// place in the chain (0 = first). A chain step forwards each slot as it arrives, so one slot
+// of room is enough: no kLaneRing.
+void ringChain(const CollDesc& d, const RingInfo& r, bool reduce, ProgramWriter& w) {
   const int n = r.n;
   int rootPos = 0;
   for (int i = 0; i < n; i++)
     if (r.rankAt(i) == d.root) rootPos = i;
   const int first = reduce ? (rootPos + 1) % n : rootPos;
   const int hop = ringOrigin(r.pos, first, n);  // (pos - first) mod n
-  uint64_t loops;
-  uint64_t k = evenChunk(ch.count, 1, d.chunkElems, alignElems(d.elemSize), &loops);
-  if (w.beginLane(loops, ch.count, k, k, k) < 0) return;
+  if (w.beginLane(LaneSpec{}) < 0) return;
   uint8_t flags;
   const uint8_t local = reduce || hop == 0 ? kStepLocal : 0;
   if (n == 1) {
@@ -248,15 +234,16 @@ void ringChain(const CollDesc& d, const RingInfo& r, ElemRange ch, bool reduce, 
   }
   int rp = flags & kStepRecv ? w.port(r.prev, kPortRecv, kPortRing) : -1;
   int sp = flags & kStepSend ? w.port(r.next, kPortSend, kPortRing) : -1;
-  w.step(flags, rp, sp, 0, k, ch.begin, ch.begin);
+  w.step(flags, rp, sp, 0, 0, 0);
 }
 
-// One lane moving `part` of a block: a send (from input offset), a receive (to output
-// offset), or a local copy. A single step: the runner streams it slot by slot.
-void p2pLane(ProgramWriter& w, uint8_t flags, int port, ElemRange part, uint64_t inBase,
-             uint64_t outBase, int after, int inBuf, int outBuf) {
-  if (w.beginLane(1, part.count, 0, 0, 0, after, inBuf, outBuf) < 0) return;
-  w.step(flags, port, port, 0, part.count, inBase + part.begin, outBase + part.begin);
+// One whole lane moving a block: a send (from input block inBlock), a receive (to output
+// block outBlock), or a local copy. A single step: the runner streams it slot by slot.
+void p2pLane(ProgramWriter& w, uint8_t flags, int port, int inBlock, int outBlock,
+             LaneSpec spec = {}) {
+  spec.flags = kLaneWhole;
+  if (w.beginLane(spec) < 0) return;
+  w.step(flags, port, port, 0, inBlock, outBlock);
 }
 
 // All-to-all, gather and scatter: per-peer lanes over p2p ports. Peers are visited in the
@@ -264,45 +251,30 @@ void p2pLane(ProgramWriter& w, uint8_t flags, int port, ElemRange part, uint64_t
 void blockedExchange(const CollDesc& d, ProgramWriter& w) {
   const int n = d.nranks;
   const int me = d.rank;
-  const ElemRange part = channelRange(d.count, d.nChannels, d.channel, alignElems(d.elemSize));
-  const uint64_t c = d.count;
   const bool a2a = d.coll == Coll::AllToAll;
   const bool gather = d.coll == Coll::Gather;
   // The local block: all-to-all in block me -> out block me; gather at the root: in ->
   // out block root; scatter at the root: in block root -> out.
-  if (a2a) p2pLane(w, kStepLocal | kStepOut, -1, part, me * c, me * c, kNoLane, 0, 0);
-  if (!a2a && me == d.root) {
-    p2pLane(w, kStepLocal | kStepOut, -1, part, gather ? 0 : me * c, gather ? me * c : 0, kNoLane,
-            0, 0);
-  }
+  if (a2a) p2pLane(w, kStepLocal | kStepOut, -1, me, me);
+  if (!a2a && me == d.root) p2pLane(w, kStepLocal | kStepOut, -1, gather ? 0 : me, gather ? me : 0);
   for (int k = 1; k < n; k++) {
     const int to = (me + k) % n;
     const int from = (me - k + n) % n;
     // Sends: all-to-all to everyone; gather: non-roots to the root; scatter: root to all.
     bool send = a2a || (gather ? (me != d.root && to == d.root) : me == d.root);
     bool recv = a2a || (gather ? me == d.root : (me != d.root && from == d.root));
-    if (send) {
-      int port = w.port(to, kPortSend, kPortP2p);
-      p2pLane(w, kStepLocal | kStepSend, port, part, gather ? 0 : to * c, 0, kNoLane, 0, 0);
-    }
-    if (recv) {
-      int port = w.port(from, kPortRecv, kPortP2p);
-      p2pLane(w, kStepRecv | kStepOut, port, part, 0, a2a || gather ? from * c : 0, kNoLane, 0, 0);
-    }
+    if (send) p2pLane(w, kStepLocal | kStepSend, w.port(to, kPortSend, kPortP2p), gather ? 0 : to, 0);
+    if (recv)
+      p2pLane(w, kStepRecv | kStepOut, w.port(from, kPortRecv, kPortP2p), 0,
+              a2a || gather ? from : 0);
   }
 }
 
-ncclResult_t checkCommon(size_t elemSize, int nranks, int rank, int nChannels, int channel,
-                         size_t sliceElems) {
-  if (elemSize == 0 || elemSize > 16)
-    return fail(ncclInvalidArgument, kWhere, "elemSize %zu is not 1..16", elemSize);
+ncclResult_t checkRanks(int nranks, int rank) {
   if (nranks < 1) return fail(ncclInvalidArgument, kWhere, "nranks %d < 1", nranks);
+  if (nranks > 0xffff) return fail(ncclInvalidUsage, kWhere, "nranks %d > 65535", nranks);
   if (rank < 0 || rank >= nranks)
     return fail(ncclInvalidArgument, kWhere, "rank %d not in 0..%d", rank, nranks - 1);
-  if (nChannels < 1 || channel < 0 || channel >= nChannels)
-    return fail(ncclInvalidArgument, kWhere, "channel %d of nChannels %d", channel, nChannels);
-  if (sliceElems == 0 || sliceElems * elemSize > UINT32_MAX)
-    return fail(ncclInvalidArgument, kWhere, "sliceElems %zu must be 1..2^32/elemSize", sliceElems);
   return ncclSuccess;
 }
 
@@ -351,28 +323,8 @@ PortKind collPortKind(Coll coll) {
   }
 }
 
-ElemRange channelRange(uint64_t count, int nChannels, int channel, uint64_t align) {
-  uint64_t per = roundUp(divUp(count, (uint64_t)nChannels), align);
-  uint64_t begin = std::min<uint64_t>(count, per * channel);
-  return ElemRange{begin, std::min<uint64_t>(count - begin, per)};
-}
-
-uint64_t evenChunk(uint64_t total, uint64_t parts, uint64_t maxChunk, uint64_t align,
-                   uint64_t* nLoops) {
-  if (total == 0) {
-    *nLoops = 0;
-    return std::max<uint64_t>(1, std::min(maxChunk, align));
-  }
-  *nLoops = divUp(total, parts * maxChunk);
-  uint64_t chunk = divUp(total, parts * *nLoops);
-  return std::min(roundUp(chunk, align), maxChunk);
-}
-
-ncclResult_t buildProgram(const CollDesc& in, Program* out) {
-  RINGCC_CHECK(
-      checkCommon(in.elemSize, in.nranks, in.rank, in.nChannels, in.channel, in.sliceElems));
-  CollDesc d = in;
-  if (d.chunkElems == 0) d.chunkElems = d.sliceElems;
+ncclResult_t buildProgram(const CollDesc& d, Program* out) {
+  RINGCC_CHECK(checkRanks(d.nranks, d.rank));
   const bool rooted = d.coll == Coll::Broadcast || d.coll == Coll::Reduce ||
                       d.coll == Coll::Gather || d.coll == Coll::Scatter || d.coll == Coll::Send ||
                       d.coll == Coll::Recv;
@@ -381,20 +333,16 @@ ncclResult_t buildProgram(const CollDesc& in, Program* out) {
                 d.coll == Coll::Send || d.coll == Coll::Recv ? "peer" : "root", d.root,
                 d.nranks - 1);
   if (d.coll == Coll::Send || d.coll == Coll::Recv) {
-    P2pDesc p;
-    p.ops.push_back(P2pOp{d.coll == Coll::Send, d.root, d.count, 0});
-    p.elemSize = d.elemSize;
-    p.nranks = d.nranks;
-    p.rank = d.rank;
-    p.nChannels = d.nChannels;
-    p.channel = d.channel;
-    p.sliceElems = d.sliceElems;
     if (d.root == d.rank)
       return fail(ncclInvalidArgument, kWhere, "%s to self needs the matching op in one group",
                   collName(d.coll));
+    P2pDesc p;
+    p.ops.push_back(P2pOp{d.coll == Coll::Send, d.root, 0, 0});
+    p.nranks = d.nranks;
+    p.rank = d.rank;
     return buildP2p(p, out);
   }
-  ProgramWriter w(out, d.elemSize, d.sliceElems);
+  ProgramWriter w(out);
   if (d.coll == Coll::AllToAll || d.coll == Coll::Gather || d.coll == Coll::Scatter) {
     blockedExchange(d, w);
     return w.finish(collName(d.coll));
@@ -402,22 +350,21 @@ ncclResult_t buildProgram(const CollDesc& in, Program* out) {
   std::vector<int> storage;
   RingInfo r;
   RINGCC_CHECK(ringInfo(d, &storage, &r));
-  const ElemRange ch = channelRange(d.count, d.nChannels, d.channel, alignElems(d.elemSize));
   switch (d.coll) {
     case Coll::AllReduce:
-      ringAllReduce(d, r, ch, w);
+      ringAllReduce(r, w);
       break;
     case Coll::ReduceScatter:
-      ringReduceScatter(d, r, ch, w);
+      ringReduceScatter(r, w);
       break;
     case Coll::AllGather:
-      ringAllGather(d, r, ch, w);
+      ringAllGather(r, w);
       break;
     case Coll::Broadcast:
-      ringChain(d, r, ch, false, w);
+      ringChain(d, r, false, w);
       break;
     case Coll::Reduce:
-      ringChain(d, r, ch, true, w);
+      ringChain(d, r, true, w);
       break;
     default:
       return fail(ncclInvalidArgument, kWhere, "unknown collective %d", (int)d.coll);
@@ -426,9 +373,8 @@ ncclResult_t buildProgram(const CollDesc& in, Program* out) {
 }
 
 ncclResult_t buildP2p(const P2pDesc& d, Program* out) {
-  RINGCC_CHECK(checkCommon(d.elemSize, d.nranks, d.rank, d.nChannels, d.channel, d.sliceElems));
-  ProgramWriter w(out, d.elemSize, d.sliceElems);
-  const uint64_t align = alignElems(d.elemSize);
+  RINGCC_CHECK(checkRanks(d.nranks, d.rank));
+  ProgramWriter w(out);
   std::vector<const P2pOp*> selfSends, selfRecvs;
   // Last lane on each port, to chain several ops to one peer and direction.
   std::vector<int> lastOnPort(kMaxPorts, kNoLane);
@@ -438,30 +384,34 @@ ncclResult_t buildP2p(const P2pDesc& d, Program* out) {
     if (op.buffer < 0 || op.buffer >= kMaxBuffers)
       return fail(ncclInvalidArgument, kWhere, "p2p buffer index %d not in 0..%d", op.buffer,
                   kMaxBuffers - 1);
+    if (op.count < 0 || op.count >= kMaxCounts)
+      return fail(ncclInvalidArgument, kWhere, "p2p count index %d not in 0..%d", op.count,
+                  kMaxCounts - 1);
     if (op.peer == d.rank) {
       (op.send ? selfSends : selfRecvs).push_back(&op);
       continue;
     }
-    const ElemRange part = channelRange(op.count, d.nChannels, d.channel, align);
     int port = w.port(op.peer, op.send ? kPortSend : kPortRecv, kPortP2p);
     if (port < 0) break;
-    int lane = w.beginLane(1, part.count, 0, 0, 0, lastOnPort[port], op.buffer, op.buffer);
+    LaneSpec spec;
+    spec.flags = kLaneWhole;
+    spec.after = lastOnPort[port];
+    spec.inBuf = spec.outBuf = op.buffer;
+    spec.count = op.count;
+    const int lane = w.beginLane(spec);
     if (lane < 0) break;
-    w.step(op.send ? kStepLocal | kStepSend : kStepRecv | kStepOut, port, port, 0, part.count,
-           part.begin, part.begin);
+    w.step(op.send ? kStepLocal | kStepSend : kStepRecv | kStepOut, port, port, 0, 0, 0);
     lastOnPort[port] = lane;
   }
   if (selfSends.size() != selfRecvs.size())
     return fail(ncclInvalidArgument, kWhere, "rank %d posted %zu sends to self but %zu receives",
                 d.rank, selfSends.size(), selfRecvs.size());
   for (size_t i = 0; i < selfSends.size(); i++) {
-    if (selfSends[i]->count != selfRecvs[i]->count)
-      return fail(ncclInvalidArgument, kWhere,
-                  "send to self of %zu elements meets a receive of %zu", selfSends[i]->count,
-                  selfRecvs[i]->count);
-    const ElemRange part = channelRange(selfSends[i]->count, d.nChannels, d.channel, align);
-    p2pLane(w, kStepLocal | kStepOut, -1, part, 0, 0, kNoLane, selfSends[i]->buffer,
-            selfRecvs[i]->buffer);
+    LaneSpec spec;
+    spec.inBuf = selfSends[i]->buffer;
+    spec.outBuf = selfRecvs[i]->buffer;
+    spec.count = selfSends[i]->count;
+    p2pLane(w, kStepLocal | kStepOut, -1, 0, 0, spec);
   }
   return w.finish("grouped send/recv");
 }

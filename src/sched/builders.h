@@ -1,7 +1,9 @@
 // Builders: pure functions from a collective's description to one rank's Program on one
-// channel (src/sched/program.h). Same inputs, same Program, on every rank and every run.
+// channel (src/sched/program.h). Same inputs, same Program, on every rank and every run; no
+// builder knows the message size: counts, buffers and slice sizes come at run time.
 //
-// Buffers follow NCCL. The runner gets inputs[0] = sendbuff and outputs[0] = recvbuff:
+// Buffers follow NCCL. The runner gets inputs[0] = sendbuff, outputs[0] = recvbuff and
+// counts[0] = NCCL's count:
 //   all-reduce      in: count            out: count
 //   reduce-scatter  in: nranks * count   out: count       (in place: out == in + rank*count)
 //   all-gather      in: count            out: nranks*count (in place: in == out + rank*count)
@@ -15,10 +17,9 @@
 // writes the output element at the same address, so the in-place layouts above are safe.
 //
 // Channels each take one contiguous, 16-byte aligned part of the buffer (of each block, for
-// the blocked collectives). Within a channel, ring data moves in chunks of at most chunkElems
-// elements, sized evenly over the loops; the runner cuts chunks into slots of sliceElems.
-// Errors: bad descriptors give ncclInvalidArgument, collectives that do not fit a Program's
-// bounds ncclInvalidUsage; both are logged through fail() with the reason.
+// the blocked collectives); within a channel, ring data moves in chunks (program.h,
+// laneGeometry). Errors: bad descriptors give ncclInvalidArgument, collectives that do not fit
+// a Program's bounds ncclInvalidUsage; both are logged through fail() with the reason.
 #pragma once
 
 #include <cstddef>
@@ -57,19 +58,13 @@ PortKind collPortKind(Coll coll);
 
 struct CollDesc {
   Coll coll = Coll::AllReduce;
-  size_t count = 0;  // NCCL's count argument (per rank block for RS/AG/all-to-all/gather/scatter)
-  size_t elemSize = 1;  // bytes per element
   int nranks = 1;
   int rank = 0;
   int root = 0;           // broadcast, reduce, gather, scatter: root; send, recv: peer
   std::vector<int> ring;  // this channel's ring: ring[i] = rank at position i; empty = 0..n-1
-  int nChannels = 1;
-  int channel = 0;
-  size_t sliceElems = 0;  // elements per FIFO slot (slotBytes / elemSize or less)
-  size_t chunkElems = 0;  // most elements a ring step handles per loop; 0 = sliceElems
 };
 
-// One rank's part of `d` on channel d.channel.
+// One rank's part of `d` on one channel.
 ncclResult_t buildProgram(const CollDesc& d, Program* out);
 
 // Grouped point-to-point: every send/recv a rank posted in one group, as one Program whose
@@ -77,38 +72,19 @@ ncclResult_t buildProgram(const CollDesc& d, Program* out);
 struct P2pOp {
   bool send = true;  // send to peer, else receive from peer
   int peer = 0;
-  size_t count = 0;  // elements
-  int buffer = 0;    // index into the runner's inputs (sends) or outputs (receives)
+  int count = 0;   // index into the runner's counts
+  int buffer = 0;  // index into the runner's inputs (sends) or outputs (receives)
 };
 
 struct P2pDesc {
   std::vector<P2pOp> ops;  // several ops to one peer and direction match in order
-  size_t elemSize = 1;
   int nranks = 1;
   int rank = 0;
-  int nChannels = 1;
-  int channel = 0;
-  size_t sliceElems = 0;
 };
 
-// Sends to self are paired in order with receives from self and become local copies; their
-// counts must agree.
+// Sends to self are paired in order with receives from self and become local copies (the
+// caller checks that their counts agree).
 ncclResult_t buildP2p(const P2pDesc& d, Program* out);
-
-// Pure helpers shared by the builders (and tests).
-struct ElemRange {
-  uint64_t begin;
-  uint64_t count;
-};
-
-// Channel `channel`'s contiguous part of `count` elements, parts rounded up to `align`.
-ElemRange channelRange(uint64_t count, int nChannels, int channel, uint64_t align);
-
-// Even chunking of `total` elements into `parts` chunks per loop, chunks at most `maxChunk`
-// (and aligned to `align` where that keeps them under maxChunk). Returns the chunk size and
-// sets *nLoops; parts * nLoops * chunk >= total.
-uint64_t evenChunk(uint64_t total, uint64_t parts, uint64_t maxChunk, uint64_t align,
-                   uint64_t* nLoops);
 
 // Ring position (0..n-1) whose chunk the rank at `pos` handles after the chunk has made
 // `hops` hops forward from where it started: (pos - hops) mod n.

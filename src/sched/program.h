@@ -1,35 +1,52 @@
-// A Program: one rank's part of one collective on one channel, as plain data (device-clean).
+// A Program: one rank's part of one collective on one channel, as plain data (device-clean),
+// free of the message: it holds no count, no buffer, no datatype and no protocol.
 //
-// Builders (src/sched/builders.h) make Programs; one interpreter (kernels/prims.h) runs them,
-// on host threads and in CUDA kernels alike; the simulator (src/sched/simulator.h) runs every
-// rank's Programs together and checks them. A Program never holds pointers: buffers and
-// connections are named by small indices that the executor resolves.
+// Builders (src/sched/builders.h) make Programs; the planner (src/plan) pairs them with the
+// run-time arguments of one call (counts, buffers, datatype, op, protocol, slice and chunk
+// sizes); one interpreter (kernels/prims.h) runs them, on host threads and in CUDA kernels
+// alike; the simulator (tests/support/simulator.h) runs every rank's planned jobs together
+// and checks them. A Program never holds pointers: buffers, counts and connections are named
+// by small indices that the executor resolves. So one Program serves every message size of
+// its collective, and a cache (src/plan/plan_cache.h) keeps it for the communicator's life.
 //
 //   Program
 //   ├── ports[nPorts]   port i = (peer rank, send|recv, kind); the executor hands the runner
 //   │                   one ConnectorView per port (transports/connector_device.h)
-//   ├── lanes[nLanes]   independent sequences; lane = body of steps run nLoops times, each
-//   │                   loop shifting positions and offsets by the lane's strides
+//   ├── lanes[nLanes]   independent sequences; lane = body of steps run once per loop
 //   └── steps[nSteps]   all lanes' bodies, lane i owns steps[firstStep, firstStep + nSteps)
 //
-// A Step moves `count` elements through one reduce-copy:
-//   v = op(pre(input[in..]) if kLocal, slot from recvPort if kRecv), post(v) if kPost,
-//   written to output[out..] if kOut and into a slot of sendPort if kSend.
-// The interpreter cuts every step into slices of at most `sliceElems` elements, one FIFO slot
-// each, so a chunk larger than a slot streams through the ring slot by slot (pipelining).
+// Geometry, at run time (laneGeometry below, the one place this arithmetic lives). A lane
+// moves its channel's part of counts[lane.count] elements:
 //
-// Clamping. A step's logical range is [pos, pos + count) in the lane's coordinate space; in
-// loop l it is shifted by l * posStride and clipped to [0, extent). Buffer offsets shift by
-// the same number of elements the range shifted. Sender and receiver of one chunk use the same
-// (pos, count, extent), so they clip identically and agree on every slice, including empty
-// ones (a step clipped to 0 elements moves no slot on either side).
+//   total = counts[lane.count]            NCCL's count: the size of one block
+//   part  = channelRange(total, nChannels, channel)     [begin, begin + extent)
+//   chunk = evenChunk(extent, chunksPerLoop, chunkElems) k elements, nLoops loops
+//             (a whole lane, kLaneWhole, is one chunk of the whole part: chunk = extent)
+//
+//   loop l:  |<-------------- chunksPerLoop * k --------------->|
+//            | chunk 0 | chunk 1 | ...                          |   (ring all-reduce: one
+//                                                                    chunk per ring position)
+//
+// Step s in loop l moves elements [pos, pos + k) of the part, clipped to the extent, with
+//   pos       = l * chunksPerLoop * k + s.chunk * k
+//   input at  s.inBlock  * total + begin + pos    (kStepLocal)
+//   output at s.outBlock * total + begin + pos    (kStepOut)
+// Sender and receiver of a chunk evaluate this on identical inputs (the same counts, channel
+// count and chunk size on every rank), so they agree on every slice, including empty ones (a
+// step clipped to 0 elements moves no slot on either side).
+//
+// A Step moves its elements through one reduce-copy:
+//   v = op(pre(input) if kLocal, slot from recvPort if kRecv), post(v) if kPost,
+//   written to output if kOut and into a slot of sendPort if kSend.
+// The runner cuts every step into slices of at most sliceElems (one FIFO slot each), so a
+// chunk larger than a slot streams through the ring slot by slot (pipelining).
 //
 // Lanes. The runner advances any lane that can make progress, so a rank that sends to and
 // receives from many peers (one lane per peer and direction) never deadlocks on a full FIFO.
 // Lanes that share a port must be ordered: a lane starts only after lane `after` finished.
 //
 // Sizes are bounded by the constants below so a Program is one flat, copyable struct (about
-// 24 KB); builders fail cleanly when a collective does not fit.
+// 8 KB); builders fail cleanly when a collective does not fit.
 #pragma once
 
 #include <stdint.h>
@@ -42,6 +59,7 @@ constexpr int kMaxSteps = 256;  // ring all-reduce needs 2n-1: up to 128 ranks
 constexpr int kMaxLanes = 256;  // all-to-all needs 2(n-1)+1: up to 128 ranks
 constexpr int kMaxPorts = 255;  // all-to-all needs 2(n-1); index 255 is kNoPort
 constexpr int kMaxBuffers = 256;
+constexpr int kMaxCounts = 256;  // grouped send/recv: one count per operation
 
 // Step flags.
 enum StepFlags : uint8_t {
@@ -61,6 +79,13 @@ constexpr uint8_t kNoPort = 0xff;
 static_assert(kMaxPorts <= kNoPort, "a port index must never equal kNoPort");
 constexpr int16_t kNoLane = -1;
 
+// Lane flags.
+enum LaneFlags : uint8_t {
+  kLaneWhole = 1 << 0,  // the lane's part is one chunk, one loop (point-to-point lanes)
+  kLaneRing = 1 << 1,   // a ring lane: a step pushes a whole chunk before the rank receives
+                        // again, so its ports need room for a chunk plus one slot
+};
+
 struct Port {
   int32_t peer;  // the rank at the other end
   uint8_t dir;   // PortDir: this rank sends into it or receives from it
@@ -72,53 +97,127 @@ struct Step {
   uint8_t flags;     // StepFlags
   uint8_t recvPort;  // port index when kStepRecv, else kNoPort
   uint8_t sendPort;  // port index when kStepSend, else kNoPort
-  uint8_t pad[5];
-  uint64_t pos;        // logical start, in elements, in the lane's coordinate space
-  uint64_t count;      // elements before clamping to the lane's extent
-  uint64_t inOffset;   // element offset into the lane's input buffer (kStepLocal)
-  uint64_t outOffset;  // element offset into the lane's output buffer (kStepOut)
+  uint8_t pad;
+  uint16_t chunk;     // which chunk of the loop (see Geometry above)
+  uint16_t inBlock;   // input block (kStepLocal)
+  uint16_t outBlock;  // output block (kStepOut)
+  uint16_t pad2;
 };
 
 struct Lane {
   uint16_t firstStep;
   uint16_t nSteps;
-  int16_t after;    // lane that must finish before this one starts, or kNoLane
-  uint8_t inBuf;    // index into the runner's input pointers
-  uint8_t outBuf;   // index into the runner's output pointers
-  uint32_t nLoops;  // times the body runs
-  uint32_t pad;
-  uint64_t extent;     // logical elements; steps are clipped to [0, extent)
-  uint64_t posStride;  // per loop, added to every step's pos ...
-  uint64_t inStride;   // ... inOffset ...
-  uint64_t outStride;  // ... and outOffset
+  int16_t after;          // lane that must finish before this one starts, or kNoLane
+  uint8_t inBuf;          // index into the runner's input pointers
+  uint8_t outBuf;         // index into the runner's output pointers
+  uint8_t count;          // index into the runner's counts
+  uint8_t flags;          // LaneFlags
+  uint16_t chunksPerLoop; // chunks of one loop (ring all-reduce: nranks)
 };
 
 struct Program {
-  uint32_t elemSize;    // bytes per element
-  uint32_t sliceElems;  // elements per slot; every port's slotBytes must hold a slice
-  uint32_t minSlots;    // every port's FIFO needs this many slots (a ring step pushes a whole
-                        // chunk before it receives; with fewer slots the ring deadlocks)
-  uint16_t nSteps, nLanes, nPorts, nBuffers;
+  uint16_t nSteps, nLanes, nPorts, nBuffers, nCounts;
+  uint16_t pad[3];
   Port ports[kMaxPorts];
   Lane lanes[kMaxLanes];
   Step steps[kMaxSteps];
 };
 
-// Elements step `s` of `lane` moves in loop `loop`, after clipping to the lane's extent. The
-// one clamping rule; sender and receiver of a chunk evaluate it on identical inputs.
-RINGCC_INLINE uint64_t stepCountInLoop(const Lane& lane, const Step& s, uint32_t loop) {
-  uint64_t start = s.pos + (uint64_t)loop * lane.posStride;
-  if (start >= lane.extent) return 0;
-  uint64_t room = lane.extent - start;
-  return s.count < room ? s.count : room;
+// ---- geometry: the one place where counts become element ranges ----------------------------
+
+struct ElemRange {
+  uint64_t begin;
+  uint64_t count;
+};
+
+RINGCC_INLINE uint64_t divUp64(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
+RINGCC_INLINE uint64_t roundUp64(uint64_t a, uint64_t b) { return divUp64(a, b) * b; }
+
+// Elements a channel's part starts on: 16 bytes, so that parts stay vector-aligned.
+RINGCC_INLINE uint64_t alignElems(uint32_t elemSize) {
+  return elemSize >= 16 ? 1 : 16 / elemSize;
 }
 
-RINGCC_INLINE uint64_t stepInOffset(const Lane& lane, const Step& s, uint32_t loop) {
-  return s.inOffset + (uint64_t)loop * lane.inStride;
+// Channel `channel`'s contiguous part of `count` elements, parts rounded up to `align`.
+RINGCC_INLINE ElemRange channelRange(uint64_t count, int nChannels, int channel, uint64_t align) {
+  uint64_t per = roundUp64(divUp64(count, (uint64_t)nChannels), align);
+  uint64_t begin = per * (uint64_t)channel < count ? per * (uint64_t)channel : count;
+  uint64_t rest = count - begin;
+  return ElemRange{begin, rest < per ? rest : per};
 }
 
-RINGCC_INLINE uint64_t stepOutOffset(const Lane& lane, const Step& s, uint32_t loop) {
-  return s.outOffset + (uint64_t)loop * lane.outStride;
+// Even chunking of `total` elements into `parts` chunks per loop, chunks at most `maxChunk`
+// (and aligned to `align` where that keeps them under maxChunk). Returns the chunk size and
+// sets *nLoops; parts * nLoops * chunk >= total.
+RINGCC_INLINE uint64_t evenChunk(uint64_t total, uint64_t parts, uint64_t maxChunk,
+                                 uint64_t align, uint64_t* nLoops) {
+  if (total == 0) {
+    *nLoops = 0;
+    uint64_t c = maxChunk < align ? maxChunk : align;
+    return c > 0 ? c : 1;
+  }
+  *nLoops = divUp64(total, parts * maxChunk);
+  uint64_t chunk = roundUp64(divUp64(total, parts * *nLoops), align);
+  return chunk < maxChunk ? chunk : maxChunk;
+}
+
+// What the runner needs, besides the Program, to place a lane's steps.
+struct RunShape {
+  const uint64_t* counts;  // [program.nCounts]
+  uint32_t elemSize;       // bytes per element
+  uint32_t nChannels;      // channels the operation is split over ...
+  uint32_t channel;        // ... and this one
+  uint64_t chunkElems;     // most elements a ring step moves per loop (>= 1)
+};
+
+// A lane's geometry for one run.
+struct LaneGeometry {
+  uint64_t total;   // counts[lane.count]: the block size
+  uint64_t begin;   // this channel's part of a block ...
+  uint64_t extent;  // ... and its length
+  uint64_t chunk;   // elements per chunk (k)
+  uint64_t stride;  // chunksPerLoop * k: how far a loop moves
+  uint64_t nLoops;
+};
+
+RINGCC_INLINE LaneGeometry laneGeometry(const Lane& lane, const RunShape& shape) {
+  LaneGeometry g;
+  g.total = shape.counts[lane.count];
+  ElemRange part = channelRange(g.total, (int)shape.nChannels, (int)shape.channel,
+                                alignElems(shape.elemSize));
+  g.begin = part.begin;
+  g.extent = part.count;
+  if (lane.flags & kLaneWhole) {
+    g.chunk = g.extent > 0 ? g.extent : 1;
+    g.nLoops = g.extent > 0 ? 1 : 0;
+  } else {
+    uint64_t parts = lane.chunksPerLoop > 0 ? lane.chunksPerLoop : 1;
+    g.chunk = evenChunk(g.extent, parts, shape.chunkElems, alignElems(shape.elemSize), &g.nLoops);
+  }
+  g.stride = g.chunk * (lane.chunksPerLoop > 0 ? lane.chunksPerLoop : 1);
+  return g;
+}
+
+// Where step `s` starts in loop `loop` (relative to the part) and how many elements it moves,
+// after clipping to the part. The one clamping rule; sender and receiver of a chunk evaluate
+// it on identical inputs.
+RINGCC_INLINE uint64_t stepPos(const LaneGeometry& g, const Step& s, uint64_t loop) {
+  return loop * g.stride + (uint64_t)s.chunk * g.chunk;
+}
+
+RINGCC_INLINE uint64_t stepCount(const LaneGeometry& g, const Step& s, uint64_t loop) {
+  uint64_t start = stepPos(g, s, loop);
+  if (start >= g.extent) return 0;
+  uint64_t room = g.extent - start;
+  return g.chunk < room ? g.chunk : room;
+}
+
+RINGCC_INLINE uint64_t stepInOffset(const LaneGeometry& g, const Step& s, uint64_t loop) {
+  return (uint64_t)s.inBlock * g.total + g.begin + stepPos(g, s, loop);
+}
+
+RINGCC_INLINE uint64_t stepOutOffset(const LaneGeometry& g, const Step& s, uint64_t loop) {
+  return (uint64_t)s.outBlock * g.total + g.begin + stepPos(g, s, loop);
 }
 
 // Checks a Program's internal consistency: indices in range, port directions matching the
@@ -126,17 +225,15 @@ RINGCC_INLINE uint64_t stepOutOffset(const Lane& lane, const Step& s, uint32_t l
 // backwards, and lanes sharing a port ordered by `after`. Returns nullptr if fine, else a
 // static description of the first problem.
 RINGCC_HOST_DEVICE inline const char* checkProgram(const Program& p) {
-  if (p.elemSize == 0) return "elemSize is 0";
-  if (p.sliceElems == 0) return "sliceElems is 0";
-  if (p.minSlots == 0) return "minSlots is 0";
   if (p.nSteps > kMaxSteps || p.nLanes > kMaxLanes || p.nPorts > kMaxPorts ||
-      p.nBuffers > kMaxBuffers)
+      p.nBuffers > kMaxBuffers || p.nCounts > kMaxCounts)
     return "table sizes exceed their bounds";
   for (int i = 0; i < p.nLanes; i++) {
     const Lane& l = p.lanes[i];
     if ((int)l.firstStep + l.nSteps > p.nSteps) return "lane steps out of range";
     if (l.after != kNoLane && (l.after < 0 || l.after >= i)) return "lane.after must be earlier";
     if (l.inBuf >= p.nBuffers || l.outBuf >= p.nBuffers) return "lane buffer out of range";
+    if (l.count >= p.nCounts) return "lane count out of range";
     for (int k = l.firstStep; k < l.firstStep + l.nSteps; k++) {
       const Step& s = p.steps[k];
       if (!(s.flags & (kStepRecv | kStepLocal))) return "step has no source";

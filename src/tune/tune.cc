@@ -1,6 +1,10 @@
 #include "src/tune/tune.h"
 
 #include <algorithm>
+#include <cctype>
+
+#include "src/core/log.h"
+#include "src/core/param.h"
 
 namespace ringcc {
 namespace {
@@ -9,15 +13,110 @@ double hopsCost(const CostModel& model, int hops, double hopBytes) {
   return hops * (model.alphaMicros + hopBytes / model.bytesPerMicro);
 }
 
+std::string lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+std::string trim(const std::string& s) {
+  size_t b = s.find_first_not_of(" \t");
+  size_t e = s.find_last_not_of(" \t");
+  return b == std::string::npos ? std::string() : s.substr(b, e - b + 1);
+}
+
+void appendItem(std::string* list, const std::string& item) {
+  if (!list->empty()) *list += ",";
+  *list += item;
+}
+
+// A channel-count parameter within [1, kMaxChannels], with a WARN when clamped.
+int channelParam(const char* name) {
+  constexpr int64_t kMaxChannels = 32;
+  int64_t v = paramInt(name);
+  int64_t c = std::clamp<int64_t>(v, 1, kMaxChannels);
+  if (c != v)
+    LOG_WARN("environment: NCCL_%s=%lld is outside 1..%lld; using %lld", name,
+             static_cast<long long>(v), static_cast<long long>(kMaxChannels),
+             static_cast<long long>(c));
+  return static_cast<int>(c);
+}
+
 }  // namespace
 
-int chooseChannels(const TuneInput& in) {
-  // One engine thread drives every channel of a host communicator, so a second channel adds
-  // no bandwidth (measured: none at 1-256 MiB on 2 ranks) and only costs its connections.
-  // NCCL_MIN_NCHANNELS still asks for more, within NCCL_MAX_NCHANNELS.
-  int maxCh = std::max(1, in.maxChannels);
-  if (in.nranks == 1) return 1;
-  return std::clamp(in.minChannels, 1, maxCh);
+const char* protocolName(Protocol p) { return p == kProtoLL ? "LL" : "Simple"; }
+
+uint32_t parseProtocols(const std::string& value, std::string* unknown) {
+  unknown->clear();
+  std::string v = trim(value);
+  if (v.empty()) return kAllProtocols;
+  const bool exclude = v[0] == '^';
+  if (exclude) v = v.substr(1);
+  uint32_t named = 0;
+  size_t at = 0;
+  while (at <= v.size()) {
+    size_t comma = v.find(',', at);
+    if (comma == std::string::npos) comma = v.size();
+    std::string item = trim(v.substr(at, comma - at));
+    at = comma + 1;
+    if (item.empty()) continue;
+    std::string l = lower(item);
+    if (l == "simple") {
+      named |= 1u << kProtoSimple;
+    } else if (l == "ll") {
+      named |= 1u << kProtoLL;
+    } else {
+      appendItem(unknown, item);
+    }
+  }
+  uint32_t mask = exclude ? kAllProtocols & ~named : named;
+  if (mask == 0) {
+    appendItem(unknown, "(no protocol left)");
+    return kAllProtocols;
+  }
+  return mask;
+}
+
+TuneConfig tuneConfigFromEnv() {
+  TuneConfig c;
+  c.minChannels = channelParam("MIN_NCHANNELS");
+  c.maxChannels = channelParam("MAX_NCHANNELS");
+  if (c.minChannels > c.maxChannels) {
+    LOG_WARN("environment: NCCL_MIN_NCHANNELS=%d exceeds NCCL_MAX_NCHANNELS=%d; using %d",
+             c.minChannels, c.maxChannels, c.maxChannels);
+    c.minChannels = c.maxChannels;
+  }
+  std::string proto = paramString("PROTO");
+  std::string unknown;
+  c.protocols = parseProtocols(proto, &unknown);
+  if (!unknown.empty())
+    LOG_WARN("environment: NCCL_PROTO=%s: %s not usable (valid: Simple, LL; LL128 is not "
+             "provided by ringcc); allowed now: %s%s",
+             proto.c_str(), unknown.c_str(),
+             c.protocols & (1u << kProtoSimple) ? "Simple " : "",
+             c.protocols & (1u << kProtoLL) ? "LL" : "");
+  std::string algo = trim(paramString("ALGO"));
+  if (!algo.empty() && lower(algo) != "ring" && lower(algo) != "^tree")
+    LOG_WARN("environment: NCCL_ALGO=%s: ringcc runs Ring only (Tree is not built yet); using "
+             "Ring",
+             algo.c_str());
+  int64_t chunk = paramInt("CHUNKSIZE");
+  if (chunk < 0) {
+    LOG_WARN("environment: NCCL_CHUNKSIZE=%lld is negative; using 0 (one slot per chunk)",
+             static_cast<long long>(chunk));
+    chunk = 0;
+  }
+  c.chunkBytes = static_cast<uint64_t>(chunk);
+  return c;
+}
+
+TuneChoice chooseTune(const TuneConfig& config, Coll coll, uint64_t bytes, int nranks) {
+  (void)coll;
+  TuneChoice t;
+  t.nChannels = nranks == 1 ? 1 : std::clamp(config.minChannels, 1, std::max(1, config.maxChannels));
+  const bool llOk = (config.protocols & (1u << kProtoLL)) != 0;
+  const bool simpleOk = (config.protocols & (1u << kProtoSimple)) != 0;
+  t.protocol = llOk && (!simpleOk || bytes <= config.llMaxBytes) ? kProtoLL : kProtoSimple;
+  return t;
 }
 
 double estimateCollMicros(const CostModel& model, Coll coll, double bytes, int nranks) {

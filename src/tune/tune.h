@@ -1,24 +1,53 @@
-// The tuner: how many channels (and later which algorithm and protocol) an operation uses,
-// and what it is expected to cost. Pure; every rank computes the same answer from the same
-// inputs (and the same environment).
+// The tuner: for one operation, how many channels, which protocol and which chunk size, and
+// what it is expected to cost. Pure; every rank computes the same answer from the same
+// inputs (the same TuneConfig, read once at communicator init from the environment).
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
+#include <string>
 
 #include "src/sched/builders.h"
+#include "transports/connector_device.h"
 
 namespace ringcc {
 
-struct TuneInput {
-  int nranks;
-  int maxChannels;  // channels the engine may use (NCCL_MAX_NCHANNELS)
-  int minChannels;  // NCCL_MIN_NCHANNELS
+// Protocols an operation may use: bit (1 << Protocol).
+constexpr uint32_t kAllProtocols = (1u << kProtoSimple) | (1u << kProtoLL);
+
+const char* protocolName(Protocol p);
+
+struct TuneConfig {
+  int minChannels = 1;                 // NCCL_MIN_NCHANNELS
+  int maxChannels = 4;                 // NCCL_MAX_NCHANNELS
+  uint32_t protocols = kAllProtocols;  // NCCL_PROTO
+  uint64_t chunkBytes = 0;             // NCCL_CHUNKSIZE; 0: one slot per chunk
+  // LL is chosen up to this many bytes per rank (NCCL's count times the element size),
+  // measured on this project's 2-core VM with bench/compare (docs/tuning.md).
+  uint64_t llMaxBytes = 16384;
 };
 
-// Channels for one collective: NCCL_MIN_NCHANNELS (default 1) within NCCL_MAX_NCHANNELS, and
-// one for a single rank. The host engine drives all channels of a communicator from one
-// thread, so more channels do not add bandwidth there.
-int chooseChannels(const TuneInput& in);
+// The environment's NCCL_MIN_NCHANNELS, NCCL_MAX_NCHANNELS, NCCL_PROTO, NCCL_ALGO and
+// NCCL_CHUNKSIZE (RINGCC_ twins win), each checked: a value that cannot be used gets a WARN
+// naming the variable, the value, what is valid and what is used instead.
+TuneConfig tuneConfigFromEnv();
+
+// Parses a protocol list as NCCL does: names separated by commas, case-insensitive, a leading
+// '^' excludes the names instead. Known: Simple, LL; LL128 is NCCL's and not provided here.
+// Unknown or unsupported names are ignored and listed in *unknown (comma separated); an empty
+// or all-excluding list yields kAllProtocols (and says so in *unknown).
+uint32_t parseProtocols(const std::string& value, std::string* unknown);
+
+struct TuneChoice {
+  int nChannels;
+  Protocol protocol;
+};
+
+// Channels and protocol for `coll` moving `bytes` bytes per rank over `nranks` ranks.
+// Channels: NCCL_MIN_NCHANNELS (default 1) within NCCL_MAX_NCHANNELS, one for a single rank
+// (one host thread drives every channel, so more channels add no bandwidth there). Protocol:
+// LL up to llMaxBytes, Simple above, within the allowed set.
+TuneChoice chooseTune(const TuneConfig& config, Coll coll, uint64_t bytes, int nranks);
 
 // Alpha-beta model of the host engine: hops * (alpha + bytes per hop / bandwidth). The
 // constants were measured on the shm transport; they rank choices, they do not promise a time.

@@ -1,5 +1,6 @@
-// Schedules: builders, the runner, and every collective simulated across 1..32 ranks with
-// exact integer data, in and out of place, on 1, 2 and 4 channels with different rings.
+// Schedules: builders, the runner, and every collective planned by the engines' planner and
+// simulated across 1..32 ranks with exact integer data, in and out of place, on 1, 2 and 4
+// channels with different rings, with the Simple and LL protocols.
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstring>
@@ -11,7 +12,7 @@
 #include "kernels/prims.h"
 #include "src/sched/builders.h"
 #include "src/sched/program.h"
-#include "src/sched/simulator.h"
+#include "support/simulator.h"
 #include "support/test_env.h"
 
 using namespace ringcc;
@@ -165,7 +166,8 @@ bool runCase(SimSpec spec) {
   const SimSpec& s = c.sim.spec;
   SimResult res = simulate(s, c.sim.inputs, c.sim.outputs);
   INFO(collName(s.coll) << " n=" << s.nranks << " count=" << s.count << " channels=" << s.nChannels
-                        << " inPlace=" << s.inPlace << " root=" << s.root);
+                        << " inPlace=" << s.inPlace << " root=" << s.root << " protocol="
+                        << (s.protocol == kProtoLL ? "LL" : "Simple"));
   INFO(res.error);
   if (res.result != ncclSuccess) {
     CHECK(res.result == ncclSuccess);
@@ -205,9 +207,11 @@ void sweep(Coll coll, size_t large) {
           s.inPlace = inPlace;
           s.root = (n * 5 + 3) % n;
           s.sliceElems = kSlice;
-          // Mostly two slots per chunk; sometimes one and a half (a partial slice per chunk).
-          s.chunkElems = (n + ci) % 4 == 3 ? kChunk - kSlice / 2 : kChunk;
+          // Mostly two slots per chunk; sometimes one.
+          s.chunkElems = (n + ci) % 4 == 3 ? kSlice : kChunk;
           s.slicesPerTurn = (n + nch) % 3 == 0 ? ~0u : 1 + (unsigned)(n % 3);
+          // LL on every other cell, so both protocols meet every count class and rank count.
+          s.protocol = (n + ci + nch + inPlace) % 2 ? kProtoLL : kProtoSimple;
           sampled++;
           if (!runCase(s) && ++failures > 3) return;
         }
@@ -225,15 +229,11 @@ std::vector<uint8_t> flagsOf(const Program& p) {
   return f;
 }
 
-CollDesc desc(Coll coll, int n, int rank, size_t count) {
+CollDesc desc(Coll coll, int n, int rank) {
   CollDesc d;
   d.coll = coll;
-  d.count = count;
-  d.elemSize = 8;
   d.nranks = n;
   d.rank = rank;
-  d.sliceElems = kSlice;
-  d.chunkElems = kChunk;
   return d;
 }
 
@@ -244,7 +244,7 @@ CollDesc desc(Coll coll, int n, int rank, size_t count) {
 TEST_CASE("ring all-reduce body is send, rrs x n-2, rrcs+post, rcs x n-2, recv", "[sched]") {
   for (int n : {2, 3, 8}) {
     Program p;
-    REQUIRE(buildProgram(desc(Coll::AllReduce, n, 1, 1000), &p) == ncclSuccess);
+    REQUIRE(buildProgram(desc(Coll::AllReduce, n, 1), &p) == ncclSuccess);
     REQUIRE(p.nLanes == 1);
     REQUIRE(p.nPorts == 2);
     std::vector<uint8_t> want;
@@ -261,34 +261,51 @@ TEST_CASE("ring all-reduce body is send, rrs x n-2, rrcs+post, rcs x n-2, recv",
     }
     // Each ring chunk appears once in the reduce-scatter half and the post lands on the own one.
     const Step& post = p.steps[n - 1];
-    CHECK(post.pos == (uint64_t)ringOrigin(1, n, n) * (post.count));
+    CHECK(post.chunk == ringOrigin(1, n, n));
+    CHECK(p.lanes[0].chunksPerLoop == n);
+    CHECK(p.lanes[0].flags == kLaneRing);
   }
 }
 
 TEST_CASE("single rank: one local step with pre and post", "[sched]") {
   for (Coll c : {Coll::AllReduce, Coll::ReduceScatter, Coll::Reduce}) {
     Program p;
-    REQUIRE(buildProgram(desc(c, 1, 0, 100), &p) == ncclSuccess);
+    REQUIRE(buildProgram(desc(c, 1, 0), &p) == ncclSuccess);
     CHECK(p.nPorts == 0);
     CHECK(flagsOf(p) == std::vector<uint8_t>{kStepLocal | kStepOut | kStepPost});
   }
   for (Coll c : {Coll::AllGather, Coll::Broadcast}) {
     Program p;
-    REQUIRE(buildProgram(desc(c, 1, 0, 100), &p) == ncclSuccess);
+    REQUIRE(buildProgram(desc(c, 1, 0), &p) == ncclSuccess);
     CHECK(flagsOf(p) == std::vector<uint8_t>{kStepLocal | kStepOut});
   }
 }
 
-TEST_CASE("program size grows with ranks, not bytes", "[sched]") {
-  Program small, big;
-  REQUIRE(buildProgram(desc(Coll::AllReduce, 8, 3, 10), &small) == ncclSuccess);
-  REQUIRE(buildProgram(desc(Coll::AllReduce, 8, 3, 100000000), &big) == ncclSuccess);
-  CHECK(small.nSteps == big.nSteps);
-  CHECK(big.lanes[0].nLoops > small.lanes[0].nLoops);
+TEST_CASE("a Program is free of the message: geometry comes at run time", "[sched]") {
+  Program p;
+  REQUIRE(buildProgram(desc(Coll::AllReduce, 8, 3), &p) == ncclSuccess);
   // Builders are pure: the same description gives the same bytes.
   Program again;
-  REQUIRE(buildProgram(desc(Coll::AllReduce, 8, 3, 100000000), &again) == ncclSuccess);
-  CHECK(std::memcmp(&big, &again, sizeof(Program)) == 0);
+  REQUIRE(buildProgram(desc(Coll::AllReduce, 8, 3), &again) == ncclSuccess);
+  CHECK(std::memcmp(&p, &again, sizeof(Program)) == 0);
+  // The same lane runs any count: the loops grow with the message, the steps do not.
+  uint64_t small = 10, big = 100000000;
+  RunShape shape{&small, 8, 2, 1, kChunk};
+  LaneGeometry gs = laneGeometry(p.lanes[0], shape);
+  shape.counts = &big;
+  LaneGeometry gb = laneGeometry(p.lanes[0], shape);
+  CHECK(gs.nLoops == 1);
+  CHECK(gb.nLoops > 1000);
+  CHECK(gb.chunk == kChunk);
+  CHECK(gb.stride == 8 * kChunk);
+  // Channel 1 of 2 takes the second half, 16-byte aligned.
+  CHECK(gb.begin == big / 2);
+  CHECK(gb.extent == big / 2);
+  // Steps of the reduce-scatter half visit every chunk of a loop exactly once.
+  std::vector<int> seen(8, 0);
+  for (int k = 0; k < 8; k++) seen[p.steps[k].chunk]++;
+  CHECK(seen == std::vector<int>(8, 1));
+  CHECK(sizeof(Program) <= 8 * 1024 + 64);  // about 8 KB, uploaded once per key
 }
 
 TEST_CASE("channel ranges tile the buffer and even chunks cover it", "[sched]") {
@@ -315,44 +332,37 @@ TEST_CASE("channel ranges tile the buffer and even chunks cover it", "[sched]") 
 TEST_CASE("builders reject bad descriptors and programs that do not fit", "[sched]") {
   test::CapturedLog log;
   Program p;
-  CollDesc d = desc(Coll::AllReduce, 4, 4, 10);
+  CollDesc d = desc(Coll::AllReduce, 4, 4);
   CHECK(buildProgram(d, &p) == ncclInvalidArgument);
-  d = desc(Coll::AllReduce, 4, 1, 10);
+  d = desc(Coll::AllReduce, 4, 1);
   d.ring = {0, 1, 1, 3};
   CHECK(buildProgram(d, &p) == ncclInvalidArgument);
   CHECK(log.contains("ring is not a permutation"));
-  d = desc(Coll::Broadcast, 4, 1, 10);
+  d = desc(Coll::Broadcast, 4, 1);
   d.root = 9;
-  CHECK(buildProgram(d, &p) == ncclInvalidArgument);
-  d = desc(Coll::AllReduce, 4, 1, 10);
-  d.sliceElems = 0;
-  CHECK(buildProgram(d, &p) == ncclInvalidArgument);
-  d = desc(Coll::AllReduce, 4, 1, 10);
-  d.channel = 2;
   CHECK(buildProgram(d, &p) == ncclInvalidArgument);
 
   // 128 ranks fit; 129 need more steps (all-reduce) or lanes (all-to-all) than a Program has.
-  CHECK(buildProgram(desc(Coll::AllReduce, 128, 5, 10), &p) == ncclSuccess);
-  CHECK(buildProgram(desc(Coll::AllReduce, 129, 5, 10), &p) == ncclInvalidUsage);
+  CHECK(buildProgram(desc(Coll::AllReduce, 128, 5), &p) == ncclSuccess);
+  CHECK(buildProgram(desc(Coll::AllReduce, 129, 5), &p) == ncclInvalidUsage);
   CHECK(log.contains("needs more steps than 256"));
-  CHECK(buildProgram(desc(Coll::AllToAll, 128, 5, 10), &p) == ncclSuccess);
-  CHECK(buildProgram(desc(Coll::AllToAll, 130, 5, 10), &p) == ncclInvalidUsage);
+  CHECK(buildProgram(desc(Coll::AllToAll, 128, 5), &p) == ncclSuccess);
+  CHECK(buildProgram(desc(Coll::AllToAll, 130, 5), &p) == ncclInvalidUsage);
 
   P2pDesc pd;
   pd.nranks = 2;
   pd.rank = 0;
-  pd.sliceElems = 4;
-  pd.ops = {P2pOp{true, 0, 5, 0}};
+  pd.ops = {P2pOp{true, 0, 0, 0}};
   CHECK(buildP2p(pd, &p) == ncclInvalidArgument);  // send to self without its receive
-  pd.ops = {P2pOp{true, 0, 5, 0}, P2pOp{false, 0, 6, 1}};
-  CHECK(buildP2p(pd, &p) == ncclInvalidArgument);  // counts differ
-  pd.ops = {P2pOp{true, 3, 5, 0}};
+  pd.ops = {P2pOp{true, 3, 0, 0}};
   CHECK(buildP2p(pd, &p) == ncclInvalidArgument);
+  pd.ops = {P2pOp{true, 1, kMaxCounts, 0}};
+  CHECK(buildP2p(pd, &p) == ncclInvalidArgument);  // count index out of range
 }
 
 TEST_CASE("checkProgram catches inconsistent programs", "[sched]") {
   Program p;
-  REQUIRE(buildProgram(desc(Coll::AllReduce, 4, 0, 100), &p) == ncclSuccess);
+  REQUIRE(buildProgram(desc(Coll::AllReduce, 4, 0), &p) == ncclSuccess);
   CHECK(checkProgram(p) == nullptr);
   Program q = p;
   q.steps[0].sendPort = q.steps[1].recvPort;  // a send into a receive port
@@ -364,8 +374,7 @@ TEST_CASE("checkProgram catches inconsistent programs", "[sched]") {
   P2pDesc pd;
   pd.nranks = 2;
   pd.rank = 0;
-  pd.sliceElems = 4;
-  pd.ops = {P2pOp{true, 1, 5, 0}, P2pOp{true, 1, 9, 1}};
+  pd.ops = {P2pOp{true, 1, 0, 0}, P2pOp{true, 1, 1, 1}};
   REQUIRE(buildP2p(pd, &p) == ncclSuccess);
   CHECK(p.nLanes == 2);
   CHECK(p.nPorts == 1);
@@ -388,10 +397,34 @@ struct Fifo {
   }
 };
 
-struct WakeLog {
-  std::vector<uint32_t*> words;
-  static void wake(void* ctx, uint32_t* word) { static_cast<WakeLog*>(ctx)->words.push_back(word); }
+// A Sync policy that records who it would wake: counters published while `waiters` is set.
+struct LoggingSync {
+  std::vector<uint32_t*> woken;
+  uint32_t load(const uint32_t* w) const { return __atomic_load_n(w, __ATOMIC_ACQUIRE); }
+  void publish(FifoCounter* c, uint32_t v) {
+    __atomic_store_n(&c->value, v, __ATOMIC_SEQ_CST);
+    if (c->waiters) woken.push_back(&c->value);
+  }
 };
+
+RunArgs runArgs(const Program* p, const ConnectorView* views, const void* const* in,
+                void* const* out, const uint64_t* counts, uint64_t slice, uint64_t chunk) {
+  RunArgs a{};
+  a.program = p;
+  a.ports = views;
+  a.inputs = in;
+  a.outputs = out;
+  a.counts = counts;
+  a.type = ncclUint64;
+  a.elemSize = 8;
+  a.op = makeRedOp(ncclSum, ncclUint64, 2);
+  a.protocol = kProtoSimple;
+  a.nChannels = 1;
+  a.channel = 0;
+  a.sliceElems = slice;
+  a.chunkElems = chunk;
+  return a;
+}
 
 }  // namespace
 
@@ -399,14 +432,12 @@ TEST_CASE("runner reports the counter it is blocked on and wakes sleepers", "[sc
   // Rank 0 sends 40 elements to rank 1 through a FIFO of 2 slots of 16 elements.
   P2pDesc pd;
   pd.nranks = 2;
-  pd.elemSize = 8;
-  pd.sliceElems = 16;
   Program send, recv;
   pd.rank = 0;
-  pd.ops = {P2pOp{true, 1, 40, 0}};
+  pd.ops = {P2pOp{true, 1, 0, 0}};
   REQUIRE(buildP2p(pd, &send) == ncclSuccess);
   pd.rank = 1;
-  pd.ops = {P2pOp{false, 0, 40, 0}};
+  pd.ops = {P2pOp{false, 0, 0, 0}};
   REQUIRE(buildP2p(pd, &recv) == ncclSuccess);
 
   Fifo f(2, 16 * 8);
@@ -415,16 +446,14 @@ TEST_CASE("runner reports the counter it is blocked on and wakes sleepers", "[sc
   const void* srcPtr = src.data();
   void* dstPtr = dst.data();
   void* none = nullptr;
-  WakeLog wl;
-  RedOp op = makeRedOp(ncclSum, ncclUint64, 2);
+  const uint64_t count = 40;
+  LoggingSync sync;
   ProgramRunner tx, rx;
-  REQUIRE(tx.init({&send, &f.view, &srcPtr, &none, ncclUint64, op, &WakeLog::wake, &wl}) ==
-          nullptr);
-  REQUIRE(rx.init({&recv, &f.view, &srcPtr, &dstPtr, ncclUint64, op, &WakeLog::wake, &wl}) ==
-          nullptr);
+  REQUIRE(tx.init(runArgs(&send, &f.view, &srcPtr, &none, &count, 16, 16)) == kRunOk);
+  REQUIRE(rx.init(runArgs(&recv, &f.view, &srcPtr, &dstPtr, &count, 16, 16)) == kRunOk);
 
   // The receiver has nothing yet: blocked on tail, at value 0.
-  AdvanceResult r = rx.advance();
+  AdvanceResult r = rx.advance(sync);
   CHECK_FALSE(r.done);
   CHECK_FALSE(r.progressed);
   CHECK(r.nBlocked == 1);
@@ -433,50 +462,81 @@ TEST_CASE("runner reports the counter it is blocked on and wakes sleepers", "[sc
 
   // The sender fills both slots, then blocks on head at 0.
   f.view.control->tail.waiters = 1;  // pretend the receiver sleeps
-  r = tx.advance();
+  r = tx.advance(sync);
   CHECK(r.progressed);
   CHECK(r.slices == 2);
   CHECK(r.waitOn == &f.view.control->head);
   CHECK(r.waitValue == 0);
   CHECK(f.view.control->tail.value == 2);
   CHECK(f.view.control->sizes[0] == 16 * 8);
-  REQUIRE(wl.words.size() == 2);
-  CHECK(wl.words[0] == &f.view.control->tail.value);
+  REQUIRE(sync.woken.size() == 2);
+  CHECK(sync.woken[0] == &f.view.control->tail.value);
 
   // A budget of one slice moves exactly one slice.
-  r = rx.advance(1);
+  r = rx.advance(sync, 1);
   CHECK(r.slices == 1);
   CHECK(r.waitOn == nullptr);
-  r = rx.advance();
+  r = rx.advance(sync);
   CHECK(r.slices == 1);
   CHECK(r.waitValue == 2);
-  CHECK(wl.words.size() == 2);  // nobody sleeps on head
+  CHECK(sync.woken.size() == 2);  // nobody sleeps on head
 
-  r = tx.advance();
+  r = tx.advance(sync);
   CHECK(r.done);
   CHECK(r.slices == 1);  // the last 8 elements
   CHECK(f.view.control->sizes[0] == 8 * 8);
-  r = rx.advance();
+  r = rx.advance(sync);
   CHECK(r.done);
   CHECK(dst == src);
   CHECK(f.view.control->head.value == 3);
 }
 
+TEST_CASE("runner phases: N workers share a slice, acquire and publish bracket it", "[sched]") {
+  // One rank's all-reduce on one rank is a local step: in -> out with pre and post. Split a
+  // 1000-element slice over 3 workers by hand and check the result and the lane's progress.
+  Program p;
+  REQUIRE(buildProgram(desc(Coll::AllReduce, 1, 0), &p) == ncclSuccess);
+  std::vector<uint64_t> in(1000), out(1000, 0);
+  for (size_t i = 0; i < in.size(); i++) in[i] = value(0, i);
+  const void* inPtr = in.data();
+  void* outPtr = out.data();
+  const uint64_t count = in.size();
+  LoggingSync sync;
+  ProgramRunner run;
+  REQUIRE(run.init(runArgs(&p, nullptr, &inPtr, &outPtr, &count, 1000, 1000)) == kRunOk);
+  Slice slice;
+  RunError error = kRunOk;
+  REQUIRE(run.acquire(sync, &slice, &error) == kRunReady);
+  CHECK(slice.elems == 1000);
+  CHECK(run.laneStatus(0).stepDone == 0);
+  for (uint32_t w = 0; w < 3; w++) run.reduceCopy(slice, w, 3);
+  CHECK(out == in);
+  CHECK_FALSE(run.done());
+  run.publish(sync, slice);
+  CHECK(run.done());
+  CHECK(run.acquire(sync, &slice, &error) == kRunDone);
+}
+
 TEST_CASE("runner refuses connections it cannot use", "[sched]") {
   Program p;
-  REQUIRE(buildProgram(desc(Coll::AllReduce, 2, 0, 100), &p) == ncclSuccess);
+  REQUIRE(buildProgram(desc(Coll::AllReduce, 2, 0), &p) == ncclSuccess);
   Fifo a(3, kSlice * 8), b(4, kSlice * 8 - 8), ok(4, kSlice * 8);
   uint64_t buf[100] = {};
   const void* in = buf;
   void* out = buf;
-  RedOp op = makeRedOp(ncclSum, ncclUint64, 2);
+  const uint64_t count = 100;
   ProgramRunner run;
   ConnectorView views[2] = {ok.view, a.view};
-  CHECK(std::string(run.init({&p, views, &in, &out, ncclUint64, op, nullptr, nullptr})) ==
-        "connection nSlots is not a power of two");
+  CHECK(run.init(runArgs(&p, views, &in, &out, &count, kSlice, kSlice)) == kRunErrSlotsNotPow2);
   views[1] = b.view;
-  CHECK(std::string(run.init({&p, views, &in, &out, ncclUint64, op, nullptr, nullptr})) ==
-        "connection slots are smaller than a slice");
+  CHECK(run.init(runArgs(&p, views, &in, &out, &count, kSlice, kSlice)) == kRunErrSlotTooSmall);
+  views[1] = ok.view;
+  CHECK(run.init(runArgs(&p, views, &in, &out, &count, kSlice, 4 * kSlice)) == kRunErrTooFewSlots);
+  RunArgs ll = runArgs(&p, views, &in, &out, &count, kSlice, kSlice);
+  ll.protocol = kProtoLL;
+  CHECK(run.init(ll) == kRunErrNoLl);
+  CHECK(std::string(runErrorText(kRunErrNoLl)).find("LL") != std::string::npos);
+  CHECK(run.init(runArgs(&p, views, &in, &out, &count, kSlice, kSlice)) == kRunOk);
 }
 
 // --------------------------------------------------------------------------- [sim_allreduce]
@@ -645,25 +705,26 @@ TEST_CASE("grouped send/recv: many peers, repeated peers, self, 1-2 slot FIFOs",
   // Every rank sends to every rank (itself included) twice, with counts that differ per pair,
   // posting sends before receives: it only completes because lanes progress independently.
   for (int n : {1, 2, 3, 6}) {
-    for (int nch : {1, 3}) {
+    for (Protocol proto : {kProtoSimple, kProtoLL}) {
       for (uint32_t nSlots : {1u, 2u}) {
+        const int nch = proto;  // for the seed
         SimP2pSpec s;
         s.type = ncclUint64;
         s.nranks = n;
-        s.nChannels = nch;
+        s.protocol = proto;
         s.sliceElems = 8;
         s.nSlots = nSlots;
         s.seed = n * 31 + nch;
         auto countOf = [&](int from, int to, int rep) -> size_t {
           return (size_t)(from * 7 + to * 3 + rep * 11) % 40;
         };
-        std::vector<std::vector<P2pOp>> ops(n);
+        std::vector<std::vector<SimP2pOp>> ops(n);
         std::vector<std::vector<Bytes>> bufs(n);
         for (int r = 0; r < n; r++) {
           for (int rep = 0; rep < 2; rep++)
             for (int p = 0; p < n; p++) {
               size_t c = countOf(r, p, rep);
-              ops[r].push_back(P2pOp{true, p, c, 0});
+              ops[r].push_back(SimP2pOp{true, p, c});
               std::vector<uint64_t> v(c);
               for (size_t k = 0; k < c; k++) v[k] = value(r, k + 1000 * (p + n * rep));
               bufs[r].push_back(toBytes(v));
@@ -671,12 +732,13 @@ TEST_CASE("grouped send/recv: many peers, repeated peers, self, 1-2 slot FIFOs",
           for (int rep = 0; rep < 2; rep++)
             for (int p = n - 1; p >= 0; p--) {
               size_t c = countOf(p, r, rep);
-              ops[r].push_back(P2pOp{false, p, c, 0});
+              ops[r].push_back(SimP2pOp{false, p, c});
               bufs[r].push_back(Bytes(c * 8, 0xEE));
             }
         }
         SimResult res = simulateP2p(s, ops, &bufs);
-        INFO("n=" << n << " channels=" << nch << " slots=" << nSlots << ": " << res.error);
+        INFO("n=" << n << " protocol=" << protocolName(proto) << " slots=" << nSlots << ": "
+                  << res.error);
         REQUIRE(res.result == ncclSuccess);
         for (int r = 0; r < n; r++) {
           size_t i = 2 * n;
@@ -699,7 +761,7 @@ TEST_CASE("collPortKind names the connection set every Program's ports use", "[s
         Coll::AllToAll, Coll::Gather, Coll::Scatter, Coll::Send, Coll::Recv}) {
     for (int rank : {0, 2}) {
       Program p;
-      CollDesc d = desc(c, 4, rank, 100);
+      CollDesc d = desc(c, 4, rank);
       d.root = 1;
       REQUIRE(buildProgram(d, &p) == ncclSuccess);
       INFO(collName(c) << " rank " << rank);
@@ -711,7 +773,7 @@ TEST_CASE("collPortKind names the connection set every Program's ports use", "[s
 
 TEST_CASE("send/recv as single collectives", "[sim_p2p]") {
   Program p;
-  CollDesc d = desc(Coll::Send, 4, 1, 100);
+  CollDesc d = desc(Coll::Send, 4, 1);
   d.root = 3;
   REQUIRE(buildProgram(d, &p) == ncclSuccess);
   CHECK(p.nPorts == 1);
@@ -756,8 +818,8 @@ TEST_CASE("an unmatched send is reported as leftover data", "[sim_broken]") {
   s.sliceElems = kSlice;
   s.chunkElems = kChunk;
   s.nSlots = 8;
-  s.mutate = [](int rank, int, Program* p) {
-    if (rank == 2) p->lanes[0].nLoops = 1;  // the last rank stops after the first chunk
+  s.mutateJob = [](int rank, PlanJob* job) {
+    if (rank == 2) job->counts[0] = 20;  // the last rank stops after the first chunk of 20
   };
   std::vector<Bytes> in(3, Bytes(40 * 8)), out(3, Bytes(40 * 8));
   SimResult res = simulate(s, in, out);
@@ -775,15 +837,16 @@ TEST_CASE("mismatched slices and out-of-bounds steps are caught", "[sim_broken]"
   s.count = 100;
   s.sliceElems = kSlice;
   s.chunkElems = kChunk;
-  s.mutate = [](int rank, int, Program* p) {
-    if (rank == 0) p->steps[0].count -= 1;  // sends one element less than rank 1 expects
+  s.mutateJob = [](int rank, PlanJob* job) {
+    if (rank == 0) job->counts[0] -= 1;  // a count that differs between the ranks
   };
   SimResult res = simulate(s, in, out);
   CHECK(res.result == ncclInternalError);
   CHECK(res.error.find("received slot size differs") != std::string::npos);
 
+  s.mutateJob = nullptr;
   s.mutate = [](int rank, int, Program* p) {
-    if (rank == 1) p->steps[p->nSteps - 1].outOffset += 90;
+    if (rank == 1) p->steps[p->nSteps - 1].outBlock += 1;
   };
   res = simulate(s, in, out);
   CHECK(res.result == ncclInternalError);
@@ -798,18 +861,37 @@ TEST_CASE("a ring whose chunk fills the FIFO deadlocks; the runner refuses such 
   s.nranks = 3;
   s.count = 600;
   s.sliceElems = kSlice;
-  s.chunkElems = 2 * kSlice;
-  s.nSlots = 2;  // the chunk needs 3
+  s.nSlots = 2;  // a chunk of two slices needs 3
+  // The planner never makes such chunks (it keeps them below nSlots slices); force one.
+  s.mutateJob = [](int, PlanJob* job) { job->chunkElems = 2 * job->sliceElems; };
   std::vector<Bytes> in(3, Bytes(600 * 8)), out(3, Bytes(600 * 8));
   SimResult res = simulate(s, in, out);
   CHECK(res.result == ncclInternalError);
-  CHECK(res.error.find("fewer slots than a chunk") != std::string::npos);
-  // Lying about it (as a wrong minSlots would) really deadlocks: every rank has filled its
-  // outgoing FIFO in step 0 and needs a free slot to forward anything in step 1.
-  s.mutate = [](int, int, Program* p) { p->minSlots = 1; };
+  CHECK(res.error.find("fewer slots than a ring chunk") != std::string::npos);
+  // Lying about it (a ring lane without kLaneRing) really deadlocks: every rank has filled
+  // its outgoing FIFO in step 0 and needs a free slot to forward anything in step 1.
+  s.mutate = [](int, int, Program* p) { p->lanes[0].flags &= ~kLaneRing; };
   res = simulate(s, in, out);
   INFO(res.error);
   CHECK(res.error.find("deadlock") == 0);
   CHECK(res.error.find("step 1 (recv|local|send) 0/30 elements, waits for room") !=
         std::string::npos);
+}
+
+TEST_CASE("LL: lines carry their epoch; stale lines of the last lap are never taken",
+          "[sim_allreduce]") {
+  // Many laps of a 2-slot FIFO near the counter wrap, tiny slices, shuffled turns: every
+  // slot is reused many times with old flags still in it.
+  for (int n : {2, 3, 5}) {
+    SimSpec s;
+    s.coll = Coll::AllReduce;
+    s.protocol = kProtoLL;
+    s.nranks = n;
+    s.count = 3001;
+    s.sliceElems = 3;  // 24 data bytes: 3 lines, the last one half used
+    s.nSlots = 2;
+    s.counterStart = 0xFFFFFFF9u;
+    s.seed = 5 + n;
+    CHECK(runCase(s));
+  }
 }

@@ -1,9 +1,11 @@
-// Schedule simulator: runs every rank's Programs with the real interpreter (kernels/prims.h)
-// against in-memory FIFOs, in one thread, and checks them.
+// Schedule simulator: plans every rank's operations with the engines' own planner
+// (src/plan/planner.h), runs the jobs with the real interpreter (kernels/prims.h) against
+// in-memory FIFOs, in one thread, and checks them. What it proves is what the engines run:
+// the same tuner choices, plan cache, send/recv rounds, geometry and protocols.
 //
-// It builds the Programs of all ranks and channels, gives every (channel, kind, sender,
-// receiver) pair one heap FIFO, and round-robins the runners (optionally in a shuffled order
-// and a few slices per turn, to vary interleavings) until all are done. It reports:
+// It plans each rank, gives every (channel, kind, sender, receiver) pair one heap FIFO (with
+// Simple slots and LL lines), and round-robins the runners (optionally in a shuffled order and
+// a few slices per turn, to vary interleavings) until all are done. It reports:
 //   - a deadlock: a full round in which no runner progressed, with every stuck rank, channel,
 //     lane, step and the peer it waits for;
 //   - a step that would touch memory outside its buffer (checked before running);
@@ -21,6 +23,8 @@
 #include "nccl.h"
 #include "src/sched/builders.h"
 #include "src/sched/program.h"
+#include "src/plan/planner.h"
+#include "transports/connector_device.h"
 
 namespace ringcc {
 
@@ -35,8 +39,9 @@ struct SimSpec {
   int root = 0;
   int nChannels = 1;
   bool inPlace = false;  // NCCL's in-place layout (not for all-to-all)
-  size_t sliceElems = 16;
-  size_t chunkElems = 0;  // 0: sliceElems
+  Protocol protocol = kProtoSimple;  // forced, as NCCL_PROTO would
+  size_t sliceElems = 16;  // slot size in elements (LL: data elements per slot)
+  size_t chunkElems = 0;   // 0: sliceElems (as NCCL_CHUNKSIZE = 0)
   uint32_t nSlots = 4;
   uint32_t slotBytes = 0;               // 0: sliceElems * element size
   uint32_t counterStart = 0;            // initial FIFO counters (set near 2^32 to test wrap-around)
@@ -45,6 +50,8 @@ struct SimSpec {
   std::vector<std::vector<int>> rings;  // per channel ring order; missing/empty: 0..n-1
   // Test hook: change a Program after it was built (to break a schedule on purpose).
   std::function<void(int rank, int channel, Program* program)> mutate;
+  // Test hook: change a planned job's run-time arguments (counts, chunk) after planning.
+  std::function<void(int rank, PlanJob* job)> mutateJob;
 };
 
 struct SimResult {
@@ -85,17 +92,24 @@ SimResult simulateBatch(std::vector<SimCase>* cases);
 struct SimP2pSpec {
   ncclDataType_t type = ncclInt32;
   int nranks = 1;
-  int nChannels = 1;
-  size_t sliceElems = 16;
+  Protocol protocol = kProtoSimple;
+  size_t sliceElems = 16;  // slot bytes = sliceElems * element size
   uint32_t nSlots = 4;
   uint32_t counterStart = 0;
   uint32_t slicesPerTurn = 1;
   uint32_t seed = 0;
 };
 
-// Runs one group of send/recv per rank: ops[r] are rank r's ops (their `buffer` fields are
-// ignored; op i uses (*buffers)[r][i]). Send buffers are read, receive buffers written.
-SimResult simulateP2p(const SimP2pSpec& spec, const std::vector<std::vector<P2pOp>>& ops,
+struct SimP2pOp {
+  bool send = true;  // send to peer, else receive from peer
+  int peer = 0;
+  size_t count = 0;  // elements
+};
+
+// Runs one group of send/recv per rank: ops[r] are rank r's ops, in posting order; op i uses
+// (*buffers)[r][i]. Send buffers are read, receive buffers written. The planner splits large
+// groups into rounds exactly as in the engines.
+SimResult simulateP2p(const SimP2pSpec& spec, const std::vector<std::vector<SimP2pOp>>& ops,
                       std::vector<std::vector<Bytes>>* buffers);
 
 }  // namespace ringcc

@@ -1,7 +1,6 @@
-// Simulator: all ranks' Programs, the real ProgramRunner, heap FIFOs, one thread.
-#include "src/sched/simulator.h"
-
-#include "kernels/dtypes.h"
+// Simulator: every rank planned by the real planner, the real ProgramRunner, heap FIFOs, one
+// thread.
+#include "support/simulator.h"
 
 #include <algorithm>
 #include <cstdlib>
@@ -14,6 +13,7 @@
 #include "kernels/dtypes.h"
 #include "kernels/prims.h"
 #include "src/core/error.h"
+#include "src/plan/planner.h"
 
 namespace ringcc {
 
@@ -23,33 +23,38 @@ struct FreeDeleter {
   void operator()(void* p) const { std::free(p); }
 };
 
-// One connection: slots and control block shared by its sender and receiver.
+// One connection: slots, LL lines and control block shared by its sender and receiver.
 struct SimFifo {
   int channel, kind, src, dst;
   std::vector<char> slots;
+  std::unique_ptr<char, FreeDeleter> llSlots;
   std::unique_ptr<FifoControl, FreeDeleter> control;
   ConnectorView view;
 };
 
-// One rank's Program on one channel, with its buffers and runner.
+// One rank's planned job, with its own copy of the Program (tests may break it on purpose).
 struct SimJob {
   int rank = 0;
-  int channel = 0;
   int caseIndex = 0;  // jobs of one (rank, channel) run in case order
-  ncclDataType_t type = ncclInt8;
-  ncclRedOp_t op = ncclSum;
+  PlanJob job;  // a copy of the planned job, so that tests may change it
   Program program;
   std::vector<ConnectorView> views;
-  std::vector<const void*> inputs;
-  std::vector<void*> outputs;
   std::vector<size_t> inElems, outElems;  // per buffer, for the bounds check
   ProgramRunner runner;
+  int channel() const { return job.channel; }
+};
+
+// Plain atomics; nobody sleeps in the simulator, so nobody is woken.
+struct SimSync {
+  uint32_t load(const uint32_t* word) const { return __atomic_load_n(word, __ATOMIC_ACQUIRE); }
+  void publish(FifoCounter* c, uint32_t v) const { __atomic_store_n(&c->value, v, __ATOMIC_RELEASE); }
 };
 
 struct EngineOptions {
   int nranks;
   uint32_t nSlots;
   uint32_t slotBytes;
+  uint32_t llSlotBytes;
   uint32_t counterStart;
   uint32_t slicesPerTurn;
   uint32_t seed;
@@ -71,28 +76,30 @@ std::string stepFlagsText(uint8_t f) {
 }
 
 std::string where(const SimJob& j, int lane) {
-  return "rank " + std::to_string(j.rank) + " channel " + std::to_string(j.channel) + " lane " +
+  return "rank " + std::to_string(j.rank) + " channel " + std::to_string(j.channel()) + " lane " +
          std::to_string(lane);
 }
 
-// Every element a step touches lies inside its buffer, in every loop.
+// Every element a step touches lies inside its buffer, in every loop (after init: the
+// geometry is the runner's own).
 bool checkBounds(const SimJob& j, std::string* error) {
   const Program& p = j.program;
   for (int li = 0; li < p.nLanes; li++) {
     const Lane& l = p.lanes[li];
-    for (uint32_t loop = 0; loop < l.nLoops; loop++) {
+    const LaneGeometry& g = j.runner.laneGeometryOf(li);
+    for (uint64_t loop = 0; loop < g.nLoops; loop++) {
       bool any = false;
       for (int k = l.firstStep; k < l.firstStep + l.nSteps; k++) {
         const Step& s = p.steps[k];
-        uint64_t n = stepCountInLoop(l, s, loop);
+        uint64_t n = stepCount(g, s, loop);
         if (n == 0) continue;
         any = true;
-        bool inBad = (s.flags & kStepLocal) && stepInOffset(l, s, loop) + n > j.inElems[l.inBuf];
-        bool outBad = (s.flags & kStepOut) && stepOutOffset(l, s, loop) + n > j.outElems[l.outBuf];
+        bool inBad = (s.flags & kStepLocal) && stepInOffset(g, s, loop) + n > j.inElems[l.inBuf];
+        bool outBad = (s.flags & kStepOut) && stepOutOffset(g, s, loop) + n > j.outElems[l.outBuf];
         if (inBad || outBad) {
           *error = where(j, li) + " loop " + std::to_string(loop) + " step " + std::to_string(k) +
                    ": " + (inBad ? "input" : "output") + " range [" +
-                   std::to_string(inBad ? stepInOffset(l, s, loop) : stepOutOffset(l, s, loop)) +
+                   std::to_string(inBad ? stepInOffset(g, s, loop) : stepOutOffset(g, s, loop)) +
                    ", +" + std::to_string(n) + ") exceeds the buffer of " +
                    std::to_string(inBad ? j.inElems[l.inBuf] : j.outElems[l.outBuf]) + " elements";
           return false;
@@ -146,12 +153,9 @@ void runJobs(std::vector<std::unique_ptr<SimJob>>& jobs, const EngineOptions& o,
     res->result = ncclInternalError;
     res->error = why;
   };
-  for (const auto& j : jobs) {
+  for (const auto& j : jobs)
     if (const char* why = checkProgram(j->program))
       return failWith(where(*j, 0) + ": invalid program: " + why);
-    std::string error;
-    if (!checkBounds(*j, &error)) return failWith(error);
-  }
 
   // One FIFO per (channel, kind, sender, receiver) that some port names.
   std::map<std::tuple<int, int, int, int>, std::unique_ptr<SimFifo>> fifos;
@@ -164,7 +168,7 @@ void runJobs(std::vector<std::unique_ptr<SimJob>>& jobs, const EngineOptions& o,
         return failWith(where(*j, 0) + ": port " + std::to_string(i) + " names rank " +
                         std::to_string(port.peer));
       bool send = port.dir == kPortSend;
-      auto key = std::make_tuple(j->channel, (int)port.kind, send ? j->rank : port.peer,
+      auto key = std::make_tuple(j->channel(), (int)port.kind, send ? j->rank : port.peer,
                                  send ? port.peer : j->rank);
       auto& f = fifos[key];
       if (!f) {
@@ -175,21 +179,30 @@ void runJobs(std::vector<std::unique_ptr<SimJob>>& jobs, const EngineOptions& o,
         f->control.reset(static_cast<FifoControl*>(std::aligned_alloc(64, bytes)));
         std::memset(f->control.get(), 0, bytes);
         f->control->tail.value = f->control->head.value = o.counterStart;
-        f->view = ConnectorView{f->slots.data(), f->control.get(), o.nSlots, o.slotBytes, nullptr, 0, 0, nullptr};
+        // LL memory starts with every flag at the initial counter value, which no slot of the
+        // first lap expects (a transport's zero-filled memory with counters at 0 is the same).
+        size_t llBytes = (size_t)o.nSlots * o.llSlotBytes;
+        f->llSlots.reset(static_cast<char*>(std::aligned_alloc(64, std::max<size_t>(64, llBytes))));
+        LlLine* lines = reinterpret_cast<LlLine*>(f->llSlots.get());
+        for (size_t i = 0; i < llBytes / sizeof(LlLine); i++)
+          lines[i] = LlLine{0, o.counterStart, 0, o.counterStart};
+        f->view = ConnectorView{f->slots.data(), f->control.get(), o.nSlots,   o.slotBytes,
+                                f->llSlots.get(), o.llSlotBytes,    0,          nullptr};
       }
       j->views[i] = f->view;
     }
   }
 
-  // Bind everything up front, as an executor does; counters are read at the first advance.
+  // Bind everything up front, as an executor does; counters are read at the first acquire.
   std::map<std::pair<int, int>, std::vector<SimJob*>> byRankChannel;
   for (auto& j : jobs) {
-    ProgramRunner::Params rp = {&j->program,      j->views.data(),
-                                j->inputs.data(), j->outputs.data(),
-                                j->type,          makeRedOp(j->op, j->type, o.nranks),
-                                nullptr,          nullptr};
-    if (const char* why = j->runner.init(rp)) return failWith(where(*j, 0) + ": " + why);
-    byRankChannel[{j->rank, j->channel}].push_back(j.get());
+    RunArgs args = j->job.runArgs(j->views.data());
+    args.program = &j->program;
+    if (RunError e = j->runner.init(args); e != kRunOk)
+      return failWith(where(*j, 0) + ": " + runErrorText(e));
+    std::string error;
+    if (!checkBounds(*j, &error)) return failWith(error);
+    byRankChannel[{j->rank, j->channel()}].push_back(j.get());
   }
   Queues queues;
   for (auto& [key, list] : byRankChannel) {
@@ -201,14 +214,15 @@ void runJobs(std::vector<std::unique_ptr<SimJob>>& jobs, const EngineOptions& o,
   std::vector<size_t> order(queues.size());
   for (size_t i = 0; i < order.size(); i++) order[i] = i;
   std::mt19937 rng(o.seed);
+  SimSync sync;
   for (;;) {
     if (o.seed) std::shuffle(order.begin(), order.end(), rng);
     bool progressed = false, allDone = true;
     for (size_t q : order) {
       while (head[q] < queues[q].size()) {
         SimJob& j = *queues[q][head[q]];
-        AdvanceResult r = j.runner.advance(o.slicesPerTurn);
-        if (r.error) return failWith(where(j, 0) + ": " + r.error);
+        AdvanceResult r = j.runner.advance(sync, o.slicesPerTurn);
+        if (r.error != kRunOk) return failWith(where(j, 0) + ": " + runErrorText(r.error));
         progressed |= r.progressed;
         res->slices += r.slices;
         if (!r.done) break;
@@ -229,6 +243,57 @@ void runJobs(std::vector<std::unique_ptr<SimJob>>& jobs, const EngineOptions& o,
                       std::to_string(f->dst) + " channel " + std::to_string(f->channel) + ": " +
                       std::to_string(left) + " slot(s) never received");
   }
+}
+
+// Each rank's planner and plan, kept alive while its jobs run.
+struct RankPlans {
+  std::vector<std::unique_ptr<Planner>> planners;
+  std::vector<std::unique_ptr<Plan>> plans;
+};
+
+// Plans `ops` for `rank` with `ctx` and appends one SimJob per planned job. False (res set)
+// if planning failed.
+bool planRank(const PlanContext& ctx, std::span<const CollArgs> ops, int caseIndex,
+              const std::function<void(int, int, Program*)>& mutate,
+              const std::function<void(int, PlanJob*)>& mutateJob, RankPlans* keep,
+              std::vector<std::unique_ptr<SimJob>>* jobs, SimResult* res) {
+  keep->planners.push_back(std::make_unique<Planner>(ctx));
+  keep->plans.push_back(std::make_unique<Plan>());
+  Plan& plan = *keep->plans.back();
+  if (ncclResult_t rc = keep->planners.back()->plan(ops, &plan); rc != ncclSuccess) {
+    res->result = rc;
+    res->error = "planning rank " + std::to_string(ctx.rank) + " failed: " + lastErrorMessage();
+    return false;
+  }
+  for (size_t i = 0; i < plan.nJobs; i++) {
+    auto j = std::make_unique<SimJob>();
+    j->rank = ctx.rank;
+    j->caseIndex = caseIndex;
+    j->job = plan.jobs[i];
+    j->program = *plan.jobs[i].program;
+    if (mutate) mutate(ctx.rank, j->job.channel, &j->program);
+    if (mutateJob) mutateJob(ctx.rank, &j->job);
+    jobs->push_back(std::move(j));
+  }
+  return true;
+}
+
+PlanContext simContext(int nranks, int rank, Protocol protocol, uint32_t slotBytes,
+                       uint32_t llSlotBytes, uint32_t nSlots, int nChannels, uint64_t chunkBytes) {
+  PlanContext ctx;
+  ctx.nranks = nranks;
+  ctx.rank = rank;
+  ctx.ring = ConnGeometry{nSlots, slotBytes, llSlotBytes};
+  ctx.p2p = ctx.ring;
+  ctx.tune.minChannels = ctx.tune.maxChannels = nChannels;
+  ctx.tune.protocols = 1u << protocol;
+  ctx.tune.chunkBytes = chunkBytes;
+  return ctx;
+}
+
+// LL slot bytes whose data holds `bytes`: two line bytes per data byte, whole lines.
+uint32_t llSlotBytesFor(uint64_t bytes) {
+  return (uint32_t)((bytes + kLlLineData - 1) / kLlLineData * kLlLineBytes);
 }
 
 // Where the input sits inside the output (in place), or the output inside the input.
@@ -297,9 +362,8 @@ struct CaseMemory {
   std::vector<char*> inPtr, outPtr;
 };
 
-// Lays out one case's memory and builds its jobs. Returns false (with res set) on bad input.
-bool prepareCase(const SimCase& c, int caseIndex, CaseMemory* mem,
-                 std::vector<std::unique_ptr<SimJob>>* jobs, SimResult* res) {
+// Lays out one case's memory. Returns false (with res set) on bad input.
+bool prepareCase(const SimCase& c, CaseMemory* mem, SimResult* res) {
   const SimSpec& spec = c.spec;
   const size_t es = dataTypeSize(spec.type);
   auto failWith = [&](ncclResult_t code, const std::string& why) {
@@ -349,39 +413,23 @@ bool prepareCase(const SimCase& c, int caseIndex, CaseMemory* mem,
     }
   }
 
-  for (int r = 0; r < spec.nranks; r++) {
-    for (int ch = 0; ch < spec.nChannels; ch++) {
-      auto j = std::make_unique<SimJob>();
-      j->rank = r;
-      j->channel = ch;
-      j->caseIndex = caseIndex;
-      j->type = spec.type;
-      j->op = collReduces(spec.coll) ? spec.op : ncclSum;
-      CollDesc d;
-      d.coll = spec.coll;
-      d.count = spec.count;
-      d.elemSize = es;
-      d.nranks = spec.nranks;
-      d.rank = r;
-      d.root = spec.root;
-      if (ch < (int)spec.rings.size()) d.ring = spec.rings[ch];
-      d.nChannels = spec.nChannels;
-      d.channel = ch;
-      d.sliceElems = spec.sliceElems;
-      d.chunkElems = spec.chunkElems;
-      if (ncclResult_t rc = buildProgram(d, &j->program); rc != ncclSuccess)
-        return failWith(rc, "building rank " + std::to_string(r) + " channel " +
-                                std::to_string(ch) + " failed: " + lastErrorMessage());
-      if (spec.mutate) spec.mutate(r, ch, &j->program);
-      j->inputs.assign(std::max<int>(1, j->program.nBuffers), mem->inPtr[r]);
-      j->outputs.assign(std::max<int>(1, j->program.nBuffers), mem->outPtr[r]);
-      j->inElems.assign(j->inputs.size(), simInputElems(spec, r));
-      j->outElems.assign(j->outputs.size(), simOutputElems(spec, r));
-      jobs->push_back(std::move(j));
-    }
-  }
   return true;
 }
+
+// The operation rank `r` calls for case `c`, on the case's memory.
+CollArgs caseArgs(const SimSpec& spec, const CaseMemory& mem, int r) {
+  CollArgs a;
+  a.kind = spec.coll;
+  a.sendbuff = mem.inPtr[r];
+  a.recvbuff = mem.outPtr[r];
+  a.count = spec.count;
+  a.datatype = spec.type;
+  a.op = spec.op;
+  a.redOp = makeRedOp(collReduces(spec.coll) ? spec.op : ncclSum, spec.type, spec.nranks);
+  a.root = spec.root;
+  return a;
+}
+
 
 }  // namespace
 
@@ -390,8 +438,8 @@ SimResult simulateBatch(std::vector<SimCase>* cases) {
   if (cases->empty()) return res;
   const SimSpec& first = (*cases)[0].spec;
   std::vector<CaseMemory> mem(cases->size());
-  std::vector<std::unique_ptr<SimJob>> jobs;
   uint32_t slotBytes = first.slotBytes;
+  uint64_t llData = 0;
   for (size_t i = 0; i < cases->size(); i++) {
     const SimSpec& spec = (*cases)[i].spec;
     if (spec.nranks != first.nranks) {
@@ -399,11 +447,32 @@ SimResult simulateBatch(std::vector<SimCase>* cases) {
       res.error = "all cases of a batch need the same nranks";
       return res;
     }
-    if (!prepareCase((*cases)[i], (int)i, &mem[i], &jobs, &res)) return res;
-    slotBytes =
-        std::max<uint32_t>(slotBytes, (uint32_t)(spec.sliceElems * dataTypeSize(spec.type)));
+    if (!prepareCase((*cases)[i], &mem[i], &res)) return res;
+    const uint64_t slice = spec.sliceElems * dataTypeSize(spec.type);
+    slotBytes = std::max<uint32_t>(slotBytes, (uint32_t)slice);
+    llData = std::max(llData, slice);
   }
-  EngineOptions o{first.nranks,       first.nSlots,        slotBytes,
+  std::vector<std::unique_ptr<SimJob>> jobs;
+  RankPlans keep;
+  const uint32_t llSlotBytes = llSlotBytesFor(llData);
+  for (int r = 0; r < first.nranks; r++) {
+    for (size_t i = 0; i < cases->size(); i++) {
+      const SimSpec& spec = (*cases)[i].spec;
+      PlanContext ctx = simContext(first.nranks, r, spec.protocol, slotBytes, llSlotBytes,
+                                   first.nSlots, spec.nChannels,
+                                   spec.chunkElems * dataTypeSize(spec.type));
+      ctx.rings = spec.rings;
+      CollArgs a = caseArgs(spec, mem[i], r);
+      if (!planRank(ctx, {&a, 1}, (int)i, spec.mutate, spec.mutateJob, &keep, &jobs, &res))
+        return res;
+      for (size_t k = jobs.size(); k-- > 0 && jobs[k]->rank == r && jobs[k]->caseIndex == (int)i;) {
+        SimJob& j = *jobs[k];
+        j.inElems.assign(j.job.inputs.size(), simInputElems(spec, r));
+        j.outElems.assign(j.job.outputs.size(), simOutputElems(spec, r));
+      }
+    }
+  }
+  EngineOptions o{first.nranks,       first.nSlots,        slotBytes, llSlotBytes,
                   first.counterStart, first.slicesPerTurn, first.seed};
   runJobs(jobs, o, &res);
   if (res.result != ncclSuccess) return res;
@@ -426,64 +495,57 @@ SimResult simulate(const SimSpec& spec, const std::vector<Bytes>& inputs,
   return res;
 }
 
-SimResult simulateP2p(const SimP2pSpec& spec, const std::vector<std::vector<P2pOp>>& ops,
+SimResult simulateP2p(const SimP2pSpec& spec, const std::vector<std::vector<SimP2pOp>>& ops,
                       std::vector<std::vector<Bytes>>* buffers) {
   SimResult res;
   const size_t es = dataTypeSize(spec.type);
-  if ((int)ops.size() != spec.nranks || (int)buffers->size() != spec.nranks) {
+  auto failWith = [&](const std::string& why) {
     res.result = ncclInvalidArgument;
-    res.error = "need ops and buffers for every rank";
+    res.error = why;
     return res;
-  }
+  };
+  if ((int)ops.size() != spec.nranks || (int)buffers->size() != spec.nranks)
+    return failWith("need ops and buffers for every rank");
+  const uint32_t slotBytes = (uint32_t)(spec.sliceElems * es);
+  const uint32_t llSlotBytes = llSlotBytesFor(slotBytes);
   std::vector<std::unique_ptr<SimJob>> jobs;
+  RankPlans keep;
   for (int r = 0; r < spec.nranks; r++) {
     auto& bufs = (*buffers)[r];
-    if (bufs.size() != ops[r].size()) {
-      res.result = ncclInvalidArgument;
-      res.error = "rank " + std::to_string(r) + ": one buffer per op";
-      return res;
+    if (bufs.size() != ops[r].size())
+      return failWith("rank " + std::to_string(r) + ": one buffer per op");
+    std::vector<CollArgs> args;
+    for (size_t i = 0; i < ops[r].size(); i++) {
+      const SimP2pOp& op = ops[r][i];
+      if (bufs[i].size() != op.count * es)
+        return failWith("rank " + std::to_string(r) + " op " + std::to_string(i) + ": buffer size");
+      CollArgs a;
+      a.kind = op.send ? Coll::Send : Coll::Recv;
+      a.sendbuff = bufs[i].data();
+      a.recvbuff = bufs[i].data();
+      a.count = op.count;
+      a.datatype = spec.type;
+      a.redOp = makeRedOp(ncclSum, spec.type, spec.nranks);
+      a.root = op.peer;
+      args.push_back(a);
     }
-    for (int c = 0; c < spec.nChannels; c++) {
-      auto j = std::make_unique<SimJob>();
-      j->rank = r;
-      j->channel = c;
-      j->type = spec.type;
-      P2pDesc d;
-      d.ops = ops[r];
-      for (size_t i = 0; i < d.ops.size(); i++) d.ops[i].buffer = (int)i;
-      d.elemSize = es;
-      d.nranks = spec.nranks;
-      d.rank = r;
-      d.nChannels = spec.nChannels;
-      d.channel = c;
-      d.sliceElems = spec.sliceElems;
-      if (ncclResult_t rc = buildP2p(d, &j->program); rc != ncclSuccess) {
-        res.result = rc;
-        res.error = "building rank " + std::to_string(r) + " failed: " + lastErrorMessage();
-        return res;
-      }
-      for (size_t i = 0; i < bufs.size(); i++) {
-        size_t need = ops[r][i].count * es;
-        if (bufs[i].size() != need) {
-          res.result = ncclInvalidArgument;
-          res.error = "rank " + std::to_string(r) + " op " + std::to_string(i) + ": buffer size";
-          return res;
+    PlanContext ctx = simContext(spec.nranks, r, spec.protocol, slotBytes, llSlotBytes, spec.nSlots,
+                                 1, 0);
+    size_t before = jobs.size();
+    if (!planRank(ctx, args, 0, nullptr, nullptr, &keep, &jobs, &res)) return res;
+    // Buffer sizes in bytes (send/recv Programs count bytes), per buffer index.
+    for (size_t k = before; k < jobs.size(); k++) {
+      SimJob& j = *jobs[k];
+      j.inElems.assign(j.job.inputs.size(), 0);
+      j.outElems.assign(j.job.outputs.size(), 0);
+      for (size_t b = 0; b < j.job.inputs.size(); b++)
+        for (size_t i = 0; i < bufs.size(); i++) {
+          if (j.job.inputs[b] == bufs[i].data()) j.inElems[b] = bufs[i].size();
+          if (j.job.outputs[b] == bufs[i].data()) j.outElems[b] = bufs[i].size();
         }
-        j->inputs.push_back(bufs[i].data());
-        j->outputs.push_back(bufs[i].data());
-        j->inElems.push_back(ops[r][i].count);
-        j->outElems.push_back(ops[r][i].count);
-      }
-      if (j->inputs.empty()) {
-        j->inputs.push_back(nullptr);
-        j->outputs.push_back(nullptr);
-        j->inElems.push_back(0);
-        j->outElems.push_back(0);
-      }
-      jobs.push_back(std::move(j));
     }
   }
-  EngineOptions o{spec.nranks,       spec.nSlots,        (uint32_t)(spec.sliceElems * es),
+  EngineOptions o{spec.nranks,       spec.nSlots,        slotBytes, llSlotBytes,
                   spec.counterStart, spec.slicesPerTurn, spec.seed};
   runJobs(jobs, o, &res);
   return res;

@@ -1,0 +1,25 @@
+#include "src/plan/plan_cache.h"
+
+#include "src/core/error.h"
+
+namespace ringcc {
+
+ncclResult_t PlanCache::get(const CollDesc& d, int channel, const Program** out) {
+  Key key{static_cast<int>(d.coll), d.nranks, d.rank, d.root, channel, d.ring};
+  auto it = plans_.find(key);
+  if (it != plans_.end()) {
+    *out = it->second.get();
+    return ncclSuccess;
+  }
+  auto program = std::make_unique<Program>();
+  RINGCC_CHECK(buildProgram(d, program.get()));
+  *out = program.get();
+  plans_.emplace(std::move(key), std::move(program));
+  return ncclSuccess;
+}
+
+void PlanCache::beginBatch() {
+  if (plans_.size() >= kMaxPlans) plans_.clear();
+}
+
+}  // namespace ringcc

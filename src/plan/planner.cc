@@ -1,0 +1,181 @@
+#include "src/plan/planner.h"
+
+#include <algorithm>
+
+#include "kernels/dtypes.h"
+#include "src/core/error.h"
+#include "src/core/log.h"
+
+namespace ringcc {
+
+RunArgs PlanJob::runArgs(const ConnectorView* views) const {
+  RunArgs a{};
+  a.program = program;
+  a.ports = views;
+  a.inputs = inputs.data();
+  a.outputs = outputs.data();
+  a.counts = counts.data();
+  a.type = type;
+  a.elemSize = elemSize;
+  a.op = op;
+  a.protocol = protocol;
+  a.nChannels = nChannels;
+  a.channel = static_cast<uint32_t>(channel);
+  a.sliceElems = sliceElems;
+  a.chunkElems = chunkElems;
+  return a;
+}
+
+PlanJob& Plan::newJob() {
+  if (nJobs == jobs.size()) jobs.emplace_back();
+  PlanJob& job = jobs[nJobs++];
+  job.inputs.clear();
+  job.outputs.clear();
+  job.counts.clear();
+  return job;
+}
+
+Program* Plan::newProgram() {
+  if (nOwn == own.size()) own.push_back(std::make_unique<Program>());
+  return own[nOwn++].get();
+}
+
+void Planner::sizes(uint8_t kind, Protocol protocol, uint32_t elemSize, PlanJob* job) const {
+  const ConnGeometry& g = ctx_.geometry(kind);
+  if (protocol == kProtoLL && g.llSlotBytes == 0) protocol = kProtoSimple;
+  job->protocol = protocol;
+  const uint64_t sliceBytes = protocol == kProtoLL
+                                  ? std::min(llSlotData(g.llSlotBytes), kLlMaxSliceBytes)
+                                  : g.slotBytes;
+  job->sliceElems = std::max<uint64_t>(1, sliceBytes / elemSize);
+  // A ring chunk of c slices needs c + 1 slots (prims.h), so chunks stay below nSlots slices.
+  uint64_t chunkSlices = 1;
+  if (ctx_.tune.chunkBytes > 0)
+    chunkSlices = std::clamp<uint64_t>(ctx_.tune.chunkBytes / (job->sliceElems * elemSize), 1,
+                                       std::max<uint32_t>(1, g.nSlots - 1));
+  job->chunkElems = chunkSlices * job->sliceElems;
+}
+
+ncclResult_t Planner::plan(std::span<const CollArgs> ops, Plan* plan) {
+  plan->clear();
+  cache_.beginBatch();
+  p2pOps_.clear();
+  for (const CollArgs& a : ops) {
+    if (a.count == 0) continue;  // nothing moves, on every rank alike
+    if (a.kind == Coll::Send || a.kind == Coll::Recv) {
+      p2pOps_.push_back(&a);
+      continue;
+    }
+    RINGCC_CHECK(planCollective(a, plan));
+  }
+  return planP2p(p2pOps_, plan);
+}
+
+ncclResult_t Planner::planCollective(const CollArgs& a, Plan* plan) {
+  const uint32_t elemSize = static_cast<uint32_t>(dataTypeSize(a.datatype));
+  const uint64_t bytes = static_cast<uint64_t>(a.count) * elemSize;
+  const TuneChoice t = chooseTune(ctx_.tune, a.kind, bytes, ctx_.nranks);
+  LOG_INFO(kLogTuning, "%s: %zu x %u bytes, %d ranks: algorithm Ring, protocol %s, %d channels",
+           collName(a.kind), a.count, elemSize, ctx_.nranks, protocolName(t.protocol),
+           t.nChannels);
+  CollDesc d;
+  d.coll = a.kind;
+  d.nranks = ctx_.nranks;
+  d.rank = ctx_.rank;
+  d.root = a.root;
+  for (int c = 0; c < t.nChannels; ++c) {
+    if (c < static_cast<int>(ctx_.rings.size()))
+      d.ring = ctx_.rings[c];
+    else
+      d.ring.clear();
+    const Program* program = nullptr;
+    RINGCC_CHECK(cache_.get(d, c, &program));
+    PlanJob& job = plan->newJob();
+    job.channel = c;
+    job.name = collName(a.kind);
+    job.program = program;
+    job.type = a.datatype;
+    job.elemSize = elemSize;
+    job.op = a.redOp;
+    job.nChannels = static_cast<uint32_t>(t.nChannels);
+    sizes(collPortKind(a.kind), t.protocol, elemSize, &job);
+    job.inputs.assign(program->nBuffers, a.sendbuff);
+    job.outputs.assign(program->nBuffers, a.recvbuff);
+    job.counts.assign(program->nCounts, a.count);
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t Planner::planP2p(const std::vector<const CollArgs*>& ops, Plan* plan) {
+  if (ops.empty()) return ncclSuccess;
+  const int nranks = ctx_.nranks;
+  const size_t perRound = std::max(1, kMaxLanes / (2 * nranks));
+  std::vector<size_t> posted(2 * static_cast<size_t>(nranks), 0);  // per (peer, direction)
+  std::vector<size_t> round(ops.size());
+  std::vector<size_t> roundOps;
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const CollArgs& a = *ops[i];
+    size_t& k = posted[2 * static_cast<size_t>(a.root) + (a.kind == Coll::Send ? 1 : 0)];
+    round[i] = k++ / perRound;
+    if (round[i] >= roundOps.size()) roundOps.resize(round[i] + 1, 0);
+    ++roundOps[round[i]];
+  }
+
+  for (size_t first = 0; first < roundOps.size();) {
+    size_t last = first, total = roundOps[first];
+    while (last + 1 < roundOps.size() && total + roundOps[last + 1] <= kMaxLanes)
+      total += roundOps[++last];
+    PlanJob& job = plan->newJob();
+    job.channel = 0;
+    job.name = "send/recv";
+    job.type = ncclUint8;
+    job.elemSize = 1;
+    job.op = makeRedOp(ncclSum, ncclUint8, nranks);
+    job.nChannels = 1;
+    P2pDesc p2p;
+    p2p.nranks = nranks;
+    p2p.rank = ctx_.rank;
+    uint64_t largest = 0;
+    std::vector<uint64_t> selfSends, selfRecvs;
+    for (size_t i = 0; i < ops.size(); ++i) {
+      if (round[i] < first || round[i] > last) continue;
+      const CollArgs& a = *ops[i];
+      P2pOp p;
+      p.send = a.kind == Coll::Send;
+      p.peer = a.root;
+      p.count = static_cast<int>(job.counts.size());
+      const uint64_t bytes = static_cast<uint64_t>(a.count) * dataTypeSize(a.datatype);
+      job.counts.push_back(bytes);
+      largest = std::max(largest, bytes);
+      if (p.peer == ctx_.rank) (p.send ? selfSends : selfRecvs).push_back(bytes);
+      if (p.send) {
+        p.buffer = static_cast<int>(job.inputs.size());
+        job.inputs.push_back(a.sendbuff);
+      } else {
+        p.buffer = static_cast<int>(job.outputs.size());
+        job.outputs.push_back(a.recvbuff);
+      }
+      p2p.ops.push_back(p);
+    }
+    for (size_t i = 0; i < std::min(selfSends.size(), selfRecvs.size()); ++i)
+      if (selfSends[i] != selfRecvs[i])
+        return fail(ncclInvalidArgument, "send/recv",
+                    "send to self of %llu bytes meets a receive of %llu bytes",
+                    static_cast<unsigned long long>(selfSends[i]),
+                    static_cast<unsigned long long>(selfRecvs[i]));
+    Program* program = plan->newProgram();
+    RINGCC_CHECK(buildP2p(p2p, program));
+    job.program = program;
+    const TuneChoice t = chooseTune(ctx_.tune, Coll::Send, largest, nranks);
+    sizes(kPortP2p, t.protocol, 1, &job);
+    // The runner indexes inputs and outputs by the same buffer number.
+    size_t n = std::max<size_t>({job.inputs.size(), job.outputs.size(), program->nBuffers, 1});
+    job.inputs.resize(n, nullptr);
+    job.outputs.resize(n, nullptr);
+    job.counts.resize(std::max<size_t>(job.counts.size(), program->nCounts), 0);
+    first = last + 1;
+  }
+  return ncclSuccess;
+}
+
+}  // namespace ringcc

@@ -1,0 +1,109 @@
+// The planner: turns one batch (a group's operations on one communicator, in call order) into
+// plain jobs that any executor runs and the simulator checks. Executor-independent: the host
+// engine binds jobs to its connections and drives them with ProgramRunner; the CUDA executor
+// will pack the same jobs into kernel arguments; the simulator (tests/support/simulator.h)
+// plans every rank with this same code and runs the jobs against in-memory FIFOs.
+//
+//   CollArgs[] ──► tune (channels, protocol) ──► PlanCache (Program per channel, size-free)
+//              ──► PlanJob {channel, Program, buffers, counts, type, op, protocol, slice, chunk}
+//
+// Per channel, jobs run in the order they appear (they share the channel's connections);
+// channels run side by side. Every rank derives the same jobs from matching calls, so the
+// connections a job's ports name are needed by both ends in the same batch.
+//
+// Send/recv. All sends and receives of a batch become grouped point-to-point Programs on
+// channel 0, after the collectives, counted in bytes (so that operations of different
+// datatypes share one Program). NCCL bounds neither the operations of a group nor those to one
+// peer; a Program holds kMaxLanes lanes. So the i-th operation to a given peer and direction
+// belongs to round i / perRound, perRound = kMaxLanes / (2 nranks), and whole rounds are
+// packed into Programs in order. Every rank computes the rounds alike, so an operation and its
+// match are in the same round; a Program starts when the one before it is done, so round k
+// never waits for a later round on any rank.
+#pragma once
+
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "kernels/prims.h"
+#include "kernels/red_op.h"
+#include "nccl.h"
+#include "src/exec/coll_args.h"
+#include "src/plan/plan_cache.h"
+#include "src/tune/tune.h"
+
+namespace ringcc {
+
+// The geometry of one connection set (ring or p2p), the same on every rank.
+struct ConnGeometry {
+  uint32_t nSlots = 8;
+  uint32_t slotBytes = 0;    // Simple slot
+  uint32_t llSlotBytes = 0;  // LL slot (lines); 0: no LL
+};
+
+struct PlanContext {
+  int nranks = 1;
+  int rank = 0;
+  ConnGeometry ring;  // connections of kPortRing ports
+  ConnGeometry p2p;   // connections of kPortP2p ports
+  TuneConfig tune;
+  std::vector<std::vector<int>> rings;  // per channel ring order; missing or empty: 0..n-1
+
+  const ConnGeometry& geometry(uint8_t kind) const { return kind == kPortP2p ? p2p : ring; }
+};
+
+// One Program with everything its runner needs but the connections.
+struct PlanJob {
+  int channel = 0;
+  const char* name = "";
+  const Program* program = nullptr;  // from the plan cache, or one of the plan's own Programs
+  ncclDataType_t type = ncclUint8;
+  uint32_t elemSize = 1;
+  RedOp op = {};
+  Protocol protocol = kProtoSimple;
+  uint32_t nChannels = 1;
+  uint64_t sliceElems = 0;
+  uint64_t chunkElems = 0;
+  std::vector<const void*> inputs;  // [program->nBuffers]
+  std::vector<void*> outputs;       // [program->nBuffers]
+  std::vector<uint64_t> counts;     // [program->nCounts]
+
+  // The runner's arguments, with `views` (one per port of the Program).
+  RunArgs runArgs(const ConnectorView* views) const;
+};
+
+// A batch's jobs. Storage is kept from batch to batch, so that planning a repeated operation
+// allocates nothing.
+struct Plan {
+  std::vector<PlanJob> jobs;  // jobs[0, nJobs) are this batch's
+  size_t nJobs = 0;
+  std::vector<std::unique_ptr<Program>> own;  // grouped send/recv Programs: own[0, nOwn)
+  size_t nOwn = 0;
+
+  PlanJob& newJob();
+  Program* newProgram();
+  void clear() { nJobs = nOwn = 0; }
+};
+
+class Planner {
+ public:
+  explicit Planner(PlanContext context) : ctx_(std::move(context)) {}
+
+  // Plans `ops` (one communicator's, in call order) into *plan, replacing what it held.
+  // Count-0 operations are skipped on every rank alike.
+  ncclResult_t plan(std::span<const CollArgs> ops, Plan* plan);
+
+  const PlanContext& context() const { return ctx_; }
+
+ private:
+  ncclResult_t planCollective(const CollArgs& a, Plan* plan);
+  ncclResult_t planP2p(const std::vector<const CollArgs*>& ops, Plan* plan);
+  // Slice and chunk of `protocol` on connections of `kind` for elements of `elemSize`.
+  void sizes(uint8_t kind, Protocol protocol, uint32_t elemSize, PlanJob* job) const;
+
+  PlanContext ctx_;
+  PlanCache cache_;
+  std::vector<const CollArgs*> p2pOps_;  // scratch
+};
+
+}  // namespace ringcc
