@@ -131,7 +131,7 @@ ncclResult_t HostEngine::runBatch(std::span<const CollArgs> ops) {
     // every peer still inside this operation, which would otherwise wait on us until its
     // NCCL_TIMEOUT: a failure spreads around the ring in bounded time.
     LOG_INFO(kLogColl, "closing %zu connections after a failed operation", conns_.size());
-    for (size_t j = 0; j < plan_.nJobs; ++j) bound_[j]->connectors.clear();
+    for (auto& b : bound_) b->connectors.clear();
     plan_.clear();
     conns_.closeAll();
   }
