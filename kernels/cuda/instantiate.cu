@@ -1,7 +1,10 @@
-// Compiles the device-clean reduce-copy for the GPU: one trivial kernel reaches every
-// datatype x op through the runtime dispatcher (and the strided form a real kernel uses), so
-// nvcc checks the whole header set for every target architecture. Nothing launches it yet;
-// the CUDA executor's kernels will include the same headers.
+// Compiles the device-clean reduce-copy and the Program runner for the GPU: trivial kernels
+// reach every datatype x op through the runtime dispatcher (and the strided form a real kernel
+// uses) and drive the runner's three phases the way a channel's block will, so nvcc checks
+// the whole header set for every target architecture. Nothing launches them yet; the CUDA
+// executor's kernels will include the same headers.
+#include "kernels/cuda/device_sync.cuh"
+#include "kernels/prims.h"
 #include "kernels/reduce_copy.h"
 
 namespace ringcc {
@@ -14,6 +17,27 @@ __global__ void reduceCopyProbeKernel(ncclDataType_t type, RedOp op, const void*
     reduceCopyStrided(type, op, local, peer, dst0, dst1, count, applyPost, threadIdx.x, blockDim.x);
   } else if (threadIdx.x == 0) {
     reduceCopy(type, op, local, peer, dst0, dst1, count, applyPost);
+  }
+}
+
+// One channel's block running a bound Program: thread 0 acquires a slice, every thread does
+// its share of the reduce-copy, thread 0 publishes it. The runner lives in global memory (it
+// holds per-lane state for up to kMaxLanes lanes).
+__global__ void runProgramProbeKernel(ProgramRunner* runner) {
+  __shared__ Slice slice;
+  __shared__ int status;
+  DeviceSync sync;
+  for (;;) {
+    if (threadIdx.x == 0) {
+      RunError error = kRunOk;
+      status = runner->acquire(sync, &slice, &error);
+    }
+    __syncthreads();
+    if (status != kRunReady) return;  // done, error, or blocked: the host looks again later
+    runner->reduceCopy(slice, threadIdx.x, blockDim.x);
+    __syncthreads();
+    if (threadIdx.x == 0) runner->publish(sync, slice);
+    __syncthreads();
   }
 }
 
