@@ -51,17 +51,16 @@ ncclResult_t connInfoFromHeader(const ConnInfoHeader& h, int peerRank, ConnInfo*
 }
 
 ncclResult_t packConnInfoBytes(const char* transport, uint32_t version, ConnSide side,
-                               const void* fixed, size_t fixedBytes,
-                               std::span<const uint8_t> tail, ConnInfo* out) {
+                               const void* fixed, size_t fixedBytes, std::span<const uint8_t> tail,
+                               ConnInfo* out) {
   size_t nameBytes = std::strlen(transport);
   if (nameBytes >= kTransportNameBytes)
     return fail(ncclInvalidArgument, "connection info", "transport name '%s' is longer than %zu",
                 transport, kTransportNameBytes - 1);
   uint64_t total = uint64_t{fixedBytes} + tail.size();
   if (total > kMaxConnInfoBytes)
-    return fail(ncclInvalidArgument, "connection info",
-                "%s info of %llu bytes exceeds %llu bytes", transport,
-                static_cast<unsigned long long>(total),
+    return fail(ncclInvalidArgument, "connection info", "%s info of %llu bytes exceeds %llu bytes",
+                transport, static_cast<unsigned long long>(total),
                 static_cast<unsigned long long>(kMaxConnInfoBytes));
   std::memset(out->transport, 0, sizeof(out->transport));
   std::memcpy(out->transport, transport, nameBytes);
@@ -93,8 +92,8 @@ ncclResult_t unpackConnInfoBytes(const ConnInfo& info, const char* transport, ui
                     transport, info.version, info.payload.size(), version, tail ? ">= " : "",
                     fixedBytes);
   if (fixedBytes > 0) std::memcpy(fixed, info.payload.data(), fixedBytes);
-  if (tail) tail->assign(info.payload.begin() + static_cast<ptrdiff_t>(fixedBytes),
-                         info.payload.end());
+  if (tail)
+    tail->assign(info.payload.begin() + static_cast<ptrdiff_t>(fixedBytes), info.payload.end());
   return ncclSuccess;
 }
 

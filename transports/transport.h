@@ -124,11 +124,11 @@ bool sameProcess(const PeerInfo& a, const PeerInfo& b);
 inline constexpr uint32_t kDefaultSlots = 8;
 inline constexpr uint32_t kMaxSlots = 4096;
 inline constexpr uint64_t kMaxConnBytes = uint64_t{1} << 30;  // nSlots * slotBytes, and LL too
-inline constexpr uint32_t kDefaultLlSlotBytes = 8192;  // 512 LlLines: 4 KiB of data per slot
+inline constexpr uint32_t kDefaultLlSlotBytes = 8192;         // 512 LlLines: 4 KiB of data per slot
 
 struct ConnSpec {
-  uint32_t nSlots = kDefaultSlots;  // power of two, 1..kMaxSlots
-  uint32_t slotBytes = 0;           // Simple slots: multiple of 64, >= 64
+  uint32_t nSlots = kDefaultSlots;             // power of two, 1..kMaxSlots
+  uint32_t slotBytes = 0;                      // Simple slots: multiple of 64, >= 64
   uint32_t llSlotBytes = kDefaultLlSlotBytes;  // LL slots: multiple of kLlLineBytes; 0: no LL
   int32_t channel = 0;                         // for names and logs only
   PeerInfo self;                               // this rank
@@ -179,7 +179,7 @@ enum class ConnSide : uint8_t { Recv, Send };
 
 const char* connSideName(ConnSide s);
 
-inline constexpr size_t kTransportNameBytes = 16;               // with the terminating NUL
+inline constexpr size_t kTransportNameBytes = 16;                 // with the terminating NUL
 inline constexpr uint64_t kMaxConnInfoBytes = uint64_t{1} << 20;  // payload limit
 
 struct ConnInfo {
@@ -212,8 +212,8 @@ ncclResult_t connInfoFromHeader(const ConnInfoHeader& header, int peerRank, Conn
 // address, say), into *out. ncclInvalidArgument (logged) if the name is too long or the
 // payload exceeds kMaxConnInfoBytes.
 ncclResult_t packConnInfoBytes(const char* transport, uint32_t version, ConnSide side,
-                               const void* fixed, size_t fixedBytes,
-                               std::span<const uint8_t> tail, ConnInfo* out);
+                               const void* fixed, size_t fixedBytes, std::span<const uint8_t> tail,
+                               ConnInfo* out);
 
 template <typename T>
 ncclResult_t packConnInfo(const char* transport, uint32_t version, ConnSide side, const T& fixed,

@@ -108,8 +108,8 @@ ncclResult_t ConnectionTable::ensure(const std::vector<PortKey>& keys,
     const PortKey& k = h.key;
     ConnSide other = h.side == ConnSide::Recv ? ConnSide::Send : ConnSide::Recv;
     ConnInfo remote;
-    ncclResult_t rc = recvConnInfo(*comm_->bootstrap, k.peer, connInfoTag(k, other), &remote,
-                                   stop, timeoutMs);
+    ncclResult_t rc =
+        recvConnInfo(*comm_->bootstrap, k.peer, connInfoTag(k, other), &remote, stop, timeoutMs);
     if (rc != ncclSuccess) {
       // Stopped on purpose (abort, revoke): whoever stopped us has said why.
       if ((stop && stop->load()) || comm_->abortFlag.load()) return rc;
@@ -124,9 +124,8 @@ ncclResult_t ConnectionTable::ensure(const std::vector<PortKey>& keys,
     std::unique_ptr<Connector> conn;
     RINGCC_CHECK(h.pending->connect(remote, &conn));
     h.pending.reset();
-    LOG_INFO(kLogInit, "channel %d %s: %s rank %d connected via %s", k.channel,
-             kindName(k.kind), h.side == ConnSide::Recv ? "recv from" : "send to", k.peer,
-             conn->transportName());
+    LOG_INFO(kLogInit, "channel %d %s: %s rank %d connected via %s", k.channel, kindName(k.kind),
+             h.side == ConnSide::Recv ? "recv from" : "send to", k.peer, conn->transportName());
     conns_[k] = std::move(conn);
   }
   return ncclSuccess;

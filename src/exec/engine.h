@@ -1,6 +1,6 @@
 // The engine of a communicator: its channels, their connectors and the executor that runs
 // Programs on them. Created at the end of communicator init, once peers are known; destroyed
-// before the bootstrap it used to exchange connection blobs.
+// before the bootstrap it used to exchange connection infos.
 #pragma once
 
 #include <memory>

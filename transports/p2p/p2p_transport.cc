@@ -255,8 +255,8 @@ class P2pTransport final : public Transport {
     r.geometry = connGeometry(spec);
     RINGCC_CHECK(packConnInfo("p2p", kP2pInfoVersion, ConnSide::Recv, r, info));
     LOG_INFO(kLogP2p | kLogInit,
-             "p2p: channel %d recv from rank %d: %u x %u bytes (LL %u bytes) at %p",
-             spec.channel, spec.peer.rank, spec.nSlots, spec.slotBytes, spec.llSlotBytes, mem);
+             "p2p: channel %d recv from rank %d: %u x %u bytes (LL %u bytes) at %p", spec.channel,
+             spec.peer.rank, spec.nSlots, spec.slotBytes, spec.llSlotBytes, mem);
     *pending = std::move(recv);
     return ncclSuccess;
   }

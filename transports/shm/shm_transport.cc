@@ -178,8 +178,8 @@ class ShmPendingSend final : public PendingConnection {
     h->sendPid = static_cast<int32_t>(getpid());
     LOG_INFO(kLogShm | kLogInit, "shm: channel %d send to rank %d: attached %s", spec().channel,
              peer, r.name);
-    *conn = std::make_unique<ShmConnector>(ConnSide::Send, peer, ShmSide(std::move(seg), ConnSide::Send),
-                                           std::move(watch));
+    *conn = std::make_unique<ShmConnector>(
+        ConnSide::Send, peer, ShmSide(std::move(seg), ConnSide::Send), std::move(watch));
     return ncclSuccess;
   }
 };
