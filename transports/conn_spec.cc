@@ -1,4 +1,5 @@
-// Connection geometry: NCCL_BUFFSIZE into nSlots x slotBytes, and the checks both sides apply.
+// Connection geometry: NCCL_BUFFSIZE into nSlots x slotBytes (plus LL slots), and the checks
+// both sides apply.
 #include <algorithm>
 
 #include "src/core/error.h"
@@ -43,25 +44,28 @@ ncclResult_t checkConnSpec(const ConnSpec& spec, const char* where) {
                     "spec.nSlots x spec.slotBytes = %llu exceeds %llu bytes",
                     static_cast<unsigned long long>(connSlotBytes(spec)),
                     static_cast<unsigned long long>(kMaxConnBytes));
+  if (spec.llSlotBytes % kLlLineBytes != 0)
+    return failPeer(ncclInvalidArgument, spec.peer.rank, where,
+                    "spec.llSlotBytes=%u must be a multiple of %u (0: no LL memory)",
+                    spec.llSlotBytes, kLlLineBytes);
+  if (connLlBytes(spec) > kMaxConnBytes)
+    return failPeer(ncclInvalidArgument, spec.peer.rank, where,
+                    "spec.nSlots x spec.llSlotBytes = %llu exceeds %llu bytes",
+                    static_cast<unsigned long long>(connLlBytes(spec)),
+                    static_cast<unsigned long long>(kMaxConnBytes));
   return ncclSuccess;
 }
 
-ncclResult_t unpackConnBlobBytes(const ConnBlob& blob, const char* transport, uint32_t version,
-                                 void* data, size_t size, int peerRank) {
-  char made[sizeof(blob.transport) + 1] = {};
-  std::memcpy(made, blob.transport, sizeof(blob.transport));
-  if (std::strcmp(made, transport) != 0)
-    return failPeer(ncclInvalidUsage, peerRank, "connectSend",
-                    "connection blob was made by transport '%s', not '%s' (both ranks must "
-                    "select the same transport)",
-                    made, transport);
-  if (blob.version != version || blob.size != size)
-    return failPeer(ncclInvalidUsage, peerRank, "connectSend",
-                    "%s connection blob has version %u size %u, expected version %u size %zu "
-                    "(ranks run different ringcc builds?)",
-                    transport, blob.version, blob.size, version, size);
-  std::memcpy(data, blob.payload, size);
-  return ncclSuccess;
+ncclResult_t checkConnGeometry(const ConnSpec& spec, const ConnGeometry& remote,
+                               const char* where) {
+  if (remote.nSlots == spec.nSlots && remote.slotBytes == spec.slotBytes &&
+      remote.llSlotBytes == spec.llSlotBytes)
+    return ncclSuccess;
+  return failPeer(ncclInvalidUsage, spec.peer.rank, where,
+                  "channel %d: the peer has %u slots of %u bytes (LL %u bytes), we have %u of %u "
+                  "(LL %u) (NCCL_BUFFSIZE must be the same on every rank)",
+                  spec.channel, remote.nSlots, remote.slotBytes, remote.llSlotBytes, spec.nSlots,
+                  spec.slotBytes, spec.llSlotBytes);
 }
 
 }  // namespace ringcc

@@ -11,17 +11,12 @@
 namespace ringcc {
 namespace {
 
-// Bootstrap tags of connection blobs: one per (kind, channel). The direction needs no tag
-// bit: the two directions between a pair travel as messages from different senders.
+// Bootstrap tags of connection infos: one per (side that made it, kind, channel). The side bit
+// is needed because infos now travel both ways: between ranks A and B on one channel, A's
+// receiver info (for B -> A) and A's sender info (for A -> B) both go from A to B.
 constexpr int kTagConnBase = 0x43000000;
-int connTag(const PortKey& key) { return kTagConnBase | (key.kind << 16) | key.channel; }
 
-// What the receiver sends the sender: its FIFO geometry and the transport's blob.
-struct ConnOffer {
-  uint32_t nSlots;
-  uint32_t slotBytes;
-  ConnBlob blob;
-};
+const char* kindName(uint8_t kind) { return kind == kPortRing ? "ring" : "p2p"; }
 
 // FIFO geometry of a new connection of `kind` (PortKind), from NCCL_BUFFSIZE now.
 ConnSpec connSpecFor(uint8_t kind) {
@@ -30,10 +25,35 @@ ConnSpec connSpecFor(uint8_t kind) {
   // (2 (n-1) connections per rank) in check.
   int64_t bytes = paramInt("BUFFSIZE");
   if (kind == kPortP2p) bytes /= 4;
-  return connSpecForBuffer(bytes);
+  ConnSpec spec = connSpecForBuffer(bytes);
+  // LL carries small messages only (it is chosen below a few KiB per channel), so every
+  // connection gets the same small LL slots: nSlots x 8 KiB, 4 KiB of data each.
+  spec.llSlotBytes = kDefaultLlSlotBytes;
+  return spec;
 }
 
 }  // namespace
+
+int connInfoTag(const PortKey& key, ConnSide madeBy) {
+  return kTagConnBase | (static_cast<int>(madeBy) << 20) | (key.kind << 16) | key.channel;
+}
+
+ncclResult_t sendConnInfo(Bootstrap& bootstrap, int peer, int tag, const ConnInfo& info) {
+  ConnInfoHeader h = connInfoHeader(info);
+  RINGCC_CHECK(bootstrap.send(peer, tag, &h, sizeof(h)));
+  if (info.payload.empty()) return ncclSuccess;
+  return bootstrap.send(peer, tag, info.payload.data(), info.payload.size());
+}
+
+ncclResult_t recvConnInfo(Bootstrap& bootstrap, int peer, int tag, ConnInfo* info,
+                          const std::atomic<bool>* stop, int64_t timeoutMs) {
+  ConnInfoHeader h;
+  RINGCC_CHECK(bootstrap.recv(peer, tag, &h, sizeof(h), stop, timeoutMs));
+  RINGCC_CHECK(connInfoFromHeader(h, peer, info));
+  if (info->payload.empty()) return ncclSuccess;
+  // Sent right after its header under the same tag, so it is the next message of that tag.
+  return bootstrap.recv(peer, tag, info->payload.data(), info->payload.size(), stop, timeoutMs);
+}
 
 ConnectionTable::ConnectionTable(ncclComm* comm)
     : comm_(comm), ringSpec_(connSpecFor(kPortRing)), p2pSpec_(connSpecFor(kPortP2p)) {}
@@ -57,56 +77,55 @@ ncclResult_t ConnectionTable::ensure(const std::vector<PortKey>& keys,
   if (missing.empty()) return ncclSuccess;
   std::sort(missing.begin(), missing.end());
 
-  // Receivers first: set up, and offer the blob to the sending peer.
+  // First every side sets up its half and sends its info. A half that is never connected
+  // (a later failure returns early) releases what it set up, which the peer sees as a close.
+  struct Half {
+    PortKey key;
+    ConnSide side;
+    std::unique_ptr<PendingConnection> pending;
+  };
+  std::vector<Half> halves;
+  halves.reserve(missing.size());
   for (const PortKey& k : missing) {
-    if (k.dir != kPortRecv) continue;
     if (k.peer == comm_->rank)
       return fail(ncclInternalError, "connect", "a program asks for a connection to itself");
+    ConnSide side = k.dir == kPortRecv ? ConnSide::Recv : ConnSide::Send;
     ConnSpec spec;
     RINGCC_CHECK(connectionSpec(k, &spec));
     Transport* transport = nullptr;
     RINGCC_CHECK(selectTransport(spec.self, spec.peer, &transport));
-    ConnOffer offer{};
-    std::unique_ptr<Connector> conn;
-    RINGCC_CHECK(transport->setupRecv(spec, &offer.blob, &conn));
-    offer.nSlots = spec.nSlots;
-    offer.slotBytes = spec.slotBytes;
-    RINGCC_CHECK(comm_->bootstrap->send(k.peer, connTag(k), &offer, sizeof(offer)));
-    LOG_INFO(kLogInit, "channel %d %s: recv from rank %d via %s (%u x %u B)", k.channel,
-             k.kind == kPortRing ? "ring" : "p2p", k.peer, transport->name(), spec.nSlots,
-             spec.slotBytes);
-    conns_[k] = std::move(conn);
+    ConnInfo info;
+    std::unique_ptr<PendingConnection> pending;
+    RINGCC_CHECK(transport->setup(side, spec, &info, &pending));
+    RINGCC_CHECK(sendConnInfo(*comm_->bootstrap, k.peer, connInfoTag(k, side), info));
+    LOG_INFO(kLogInit, "channel %d %s: %s rank %d via %s (%u x %u B, LL %u B)", k.channel,
+             kindName(k.kind), side == ConnSide::Recv ? "recv from" : "send to", k.peer,
+             transport->name(), spec.nSlots, spec.slotBytes, spec.llSlotBytes);
+    halves.push_back(Half{k, side, std::move(pending)});
   }
-  // Then senders: take the receiver's offer and attach.
-  for (const PortKey& k : missing) {
-    if (k.dir != kPortSend) continue;
-    ConnSpec spec;
-    RINGCC_CHECK(connectionSpec(k, &spec));
-    ConnOffer offer{};
+  // Then every side takes its peer's info and connects.
+  for (Half& h : halves) {
+    const PortKey& k = h.key;
+    ConnSide other = h.side == ConnSide::Recv ? ConnSide::Send : ConnSide::Recv;
+    ConnInfo remote;
     ncclResult_t rc =
-        comm_->bootstrap->recv(k.peer, connTag(k), &offer, sizeof(offer), stop, timeoutMs);
+        recvConnInfo(*comm_->bootstrap, k.peer, connInfoTag(k, other), &remote, stop, timeoutMs);
     if (rc != ncclSuccess) {
       // Stopped on purpose (abort, revoke): whoever stopped us has said why.
       if ((stop && stop->load()) || comm_->abortFlag.load()) return rc;
       return failPeer(
           rc, k.peer, "connect",
-          "channel %d %s: no connection offer from peer %d within %lld ms "
+          "channel %d %s: no connection info from peer %d's %s side within %lld ms "
           "(NCCL_TIMEOUT or NCCL_BOOTSTRAP_TIMEOUT) or its bootstrap link ended; "
           "has it joined this operation?",
-          k.channel, k.kind == kPortRing ? "ring" : "p2p", k.peer,
+          k.channel, kindName(k.kind), k.peer, connSideName(other),
           static_cast<long long>(std::min<int64_t>(timeoutMs, comm_->bootstrap->timeoutMs())));
     }
-    spec.nSlots = offer.nSlots;
-    spec.slotBytes = offer.slotBytes;
-    RINGCC_CHECK(checkConnSpec(spec, "connect"));
-    Transport* transport = findTransport(offer.blob.transport);
-    if (transport == nullptr)
-      return failPeer(ncclRemoteError, k.peer, "connect", "peer offered unknown transport '%.8s'",
-                      offer.blob.transport);
     std::unique_ptr<Connector> conn;
-    RINGCC_CHECK(transport->connectSend(spec, offer.blob, &conn));
-    LOG_INFO(kLogInit, "channel %d %s: send to rank %d via %s", k.channel,
-             k.kind == kPortRing ? "ring" : "p2p", k.peer, transport->name());
+    RINGCC_CHECK(h.pending->connect(remote, &conn));
+    h.pending.reset();
+    LOG_INFO(kLogInit, "channel %d %s: %s rank %d connected via %s", k.channel, kindName(k.kind),
+             h.side == ConnSide::Recv ? "recv from" : "send to", k.peer, conn->transportName());
     conns_[k] = std::move(conn);
   }
   return ncclSuccess;

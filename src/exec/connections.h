@@ -2,13 +2,15 @@
 // receive from the previous one) and point-to-point connections to any peer, each made on
 // first use.
 //
-// Making a connection is a two-sided exchange over the bootstrap: the receiver sets up the
-// FIFO (transports/transport.h) and sends the sender its blob; the sender attaches. Every
-// rank that needs a connection needs it in the same batch as its peer does, because both
-// derive the need from matching operations (a ring step, a send matched by a receive). A peer
-// that does not come (it never calls the operation, or it died) ends the wait at the caller's
-// deadline or stop flag. Sends of blobs go first, then receives, so two ranks that need each
-// other both ways do not wait on each other.
+// Making a connection is a two-way exchange over the bootstrap (transport contract v2,
+// transports/transport.h): each side sets up its half and sends the peer its connection info
+// (the receiver's describes the FIFO it allocated, the sender's who it is and what it
+// expects), then takes the peer's info and connects. Every rank that needs a connection needs
+// it in the same batch as its peer does, because both derive the need from matching
+// operations (a ring step, a send matched by a receive). A peer that does not come (it never
+// calls the operation, or it died) ends the wait at the caller's deadline or stop flag. All
+// infos of a batch are sent before any is received, so two ranks that need each other, both
+// ways or several times, never wait on each other.
 //
 // Used by the engine thread only; not thread-safe.
 #pragma once
@@ -28,6 +30,8 @@ struct ncclComm;
 
 namespace ringcc {
 
+class Bootstrap;
+
 // One end of one connection, as a Program's port names it.
 struct PortKey {
   int channel;
@@ -40,7 +44,8 @@ struct PortKey {
 
 class ConnectionTable {
  public:
-  // Reads the geometry of both connection kinds once, here (at communicator init), as NCCL
+  // Reads the geometry of both connection kinds (Simple and LL slots) once, here (at
+  // communicator init), as NCCL
   // reads its parameters once: every connection the table makes later gets it, whatever the
   // environment says by then.
   explicit ConnectionTable(ncclComm* comm);
@@ -50,7 +55,7 @@ class ConnectionTable {
   const ConnSpec& spec(uint8_t kind) const { return kind == kPortP2p ? p2pSpec_ : ringSpec_; }
 
   // Makes every connection in `keys` that does not exist yet. Collective with the peers
-  // named in the missing keys. Waiting for a peer's offer ends with ncclRemoteError once *stop
+  // named in the missing keys. Waiting for a peer's info ends with ncclRemoteError once *stop
   // is set (may be null) or after timeoutMs (or BOOTSTRAP_TIMEOUT, if shorter).
   ncclResult_t ensure(const std::vector<PortKey>& keys, const std::atomic<bool>* stop = nullptr,
                       int64_t timeoutMs = INT64_MAX);
@@ -72,5 +77,18 @@ class ConnectionTable {
   ConnSpec p2pSpec_;
   std::map<PortKey, std::unique_ptr<Connector>> conns_;
 };
+
+// Bootstrap tag of the info that the `madeBy` side of the connection `key` names sends to the
+// other side. Both sides of a connection compute the same tag for the same message.
+int connInfoTag(const PortKey& key, ConnSide madeBy);
+
+// Ships a connection info to `peer` as two bootstrap messages under one tag: its header
+// (ConnInfoHeader), then its payload unless it is empty.
+ncclResult_t sendConnInfo(Bootstrap& bootstrap, int peer, int tag, const ConnInfo& info);
+
+// Takes the next info from `peer` under `tag`, checking its header before it sizes anything
+// from it. Waits like Bootstrap::recv with a stop flag and deadline.
+ncclResult_t recvConnInfo(Bootstrap& bootstrap, int peer, int tag, ConnInfo* info,
+                          const std::atomic<bool>* stop = nullptr, int64_t timeoutMs = INT64_MAX);
 
 }  // namespace ringcc

@@ -1,10 +1,12 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <cstring>
 #include <thread>
 #include <vector>
 
 #include "support/test_env.h"
+#include "tests/transport/conn_pair.h"
 #include "tests/transport/fifo_stream.h"
 #include "transports/p2p/p2p_transport.h"
 #include "transports/transport.h"
@@ -14,31 +16,51 @@ using namespace ringcc::test;
 
 namespace {
 
-struct P2pPair {
-  std::unique_ptr<Connector> recv, send;
-};
-
-ConnSpec smallSpec(uint32_t nSlots, uint32_t slotBytes) {
+ConnSpec smallSpec(uint32_t nSlots, uint32_t slotBytes, uint32_t llSlotBytes = 1024) {
   ConnSpec s;
   s.nSlots = nSlots;
   s.slotBytes = slotBytes;
+  s.llSlotBytes = llSlotBytes;
   s.self = localPeerInfo(0);
   s.peer = localPeerInfo(1);
   return s;
 }
 
-P2pPair connectP2p(const ConnSpec& spec) {
-  P2pPair p;
-  ConnBlob blob;
-  REQUIRE(p2pTransport().setupRecv(spec, &blob, &p.recv) == ncclSuccess);
-  REQUIRE(p2pTransport().connectSend(spec, blob, &p.send) == ncclSuccess);
+// The sender's spec for a receiver's: the same geometry, seen from the other end.
+ConnSpec senderOf(ConnSpec s) {
+  std::swap(s.self, s.peer);
+  return s;
+}
+
+ConnPair connectP2p(const ConnSpec& spec) {
+  ConnPair p;
+  REQUIRE(connectPair(p2pTransport(), spec, &p) == ncclSuccess);
   return p;
+}
+
+ncclResult_t setup(ConnSide side, const ConnSpec& spec, ConnInfo* info,
+                   std::unique_ptr<PendingConnection>* pending) {
+  return p2pTransport().setup(side, spec, info, pending);
+}
+
+template <typename T>
+T payloadOf(const ConnInfo& info) {
+  T t;
+  REQUIRE(info.payload.size() == sizeof(T));
+  std::memcpy(&t, info.payload.data(), sizeof(T));
+  return t;
+}
+
+template <typename T>
+void setPayload(ConnInfo* info, const T& t) {
+  info->payload.resize(sizeof(T));
+  std::memcpy(info->payload.data(), &t, sizeof(T));
 }
 
 }  // namespace
 
 TEST_CASE("p2p moves a few MiB between two threads exactly, across the counter wrap", "[p2p]") {
-  P2pPair c = connectP2p(smallSpec(4, 16384));
+  ConnPair c = connectP2p(smallSpec(4, 16384));
   REQUIRE(c.recv->view().control == c.send->view().control);
   REQUIRE(c.recv->view().slots == c.send->view().slots);
   REQUIRE(reinterpret_cast<uintptr_t>(c.recv->view().slots) % 64 == 0);
@@ -68,7 +90,7 @@ TEST_CASE("p2p moves a few MiB between two threads exactly, across the counter w
 }
 
 TEST_CASE("p2p: a peer that closes ends the other side's wait, after its last slot", "[p2p]") {
-  P2pPair c = connectP2p(smallSpec(2, 64));
+  ConnPair c = connectP2p(smallSpec(2, 64));
   const ConnectorView v = c.recv->view();
   CHECK(c.recv->peerState() == PeerState::Open);
   CHECK(c.send->peerState() == PeerState::Open);
@@ -95,7 +117,7 @@ TEST_CASE("p2p: a peer that closes ends the other side's wait, after its last sl
 }
 
 TEST_CASE("p2p: the receiver closing first leaves the sender's memory valid", "[p2p]") {
-  P2pPair c = connectP2p(smallSpec(2, 64));
+  ConnPair c = connectP2p(smallSpec(2, 64));
   c.recv.reset();
   CHECK(c.send->peerState() == PeerState::Closed);
   // The FIFO is empty (2 free slots), so the sender may still write; its third wait fails.
@@ -110,52 +132,168 @@ TEST_CASE("p2p: the receiver closing first leaves the sender's memory valid", "[
   CHECK(waitSlotFree(v, 2, testWaitOptions(c.send.get(), 10)) == ncclRemoteError);
 }
 
-TEST_CASE("p2p: a blob that outlived its receiver is refused, even at a reused address", "[p2p]") {
-  ConnSpec spec = smallSpec(4, 128);
-  std::unique_ptr<Connector> recv, send;
-  ConnBlob stale;
-  REQUIRE(p2pTransport().setupRecv(spec, &stale, &recv) == ncclSuccess);
-  recv.reset();  // the receiver aborted while its offer was still on its way
-  CHECK(p2pTransport().connectSend(spec, stale, &send) == ncclRemoteError);
-  CHECK(send == nullptr);
-  // New receivers, likely at the freed address: the old blob still names none of them.
-  std::vector<std::unique_ptr<Connector>> fresh(4);
-  std::vector<ConnBlob> blobs(4);
-  for (size_t i = 0; i < fresh.size(); ++i)
-    REQUIRE(p2pTransport().setupRecv(spec, &blobs[i], &fresh[i]) == ncclSuccess);
-  CHECK(p2pTransport().connectSend(spec, stale, &send) == ncclRemoteError);
-  CHECK(send == nullptr);
-  REQUIRE(p2pTransport().connectSend(spec, blobs[0], &send) == ncclSuccess);
-  CHECK(send->peerState() == PeerState::Open);
+TEST_CASE("p2p: infos go both ways, and either side may connect first", "[p2p]") {
+  ConnSpec spec = smallSpec(4, 256, 512);
+  for (bool senderFirst : {false, true}) {
+    INFO("senderFirst=" << senderFirst);
+    ConnPair c;
+    REQUIRE(connectPair(p2pTransport(), spec, &c, senderFirst) == ncclSuccess);
+    CHECK(std::string(c.recvInfo.transport) == "p2p");
+    CHECK(c.recvInfo.side == ConnSide::Recv);
+    CHECK(c.recvInfo.version == kP2pInfoVersion);
+    CHECK(std::string(c.sendInfo.transport) == "p2p");
+    CHECK(c.sendInfo.side == ConnSide::Send);
+    P2pRecvInfo r = payloadOf<P2pRecvInfo>(c.recvInfo);
+    P2pSendInfo s = payloadOf<P2pSendInfo>(c.sendInfo);
+    CHECK(r.pid == getpid());
+    CHECK(s.pid == getpid());
+    CHECK(r.geometry.llSlotBytes == 512);
+    CHECK(s.geometry.nSlots == 4);
+    CHECK(s.geometry.slotBytes == 256);
+    CHECK(s.geometry.llSlotBytes == 512);
+    CHECK(c.recv->side() == ConnSide::Recv);
+    CHECK(c.send->side() == ConnSide::Send);
+    CHECK(c.recv->peerRank() == 1);
+    CHECK(c.send->peerRank() == 0);
+    CHECK(c.recv->view().control == c.send->view().control);
+    uint8_t byte = 7, got = 0;
+    uint32_t tail = 0, step = 0;
+    CHECK(sendStream(c.send->view(), &tail, &byte, 1, testWaitOptions(c.send.get())) ==
+          ncclSuccess);
+    CHECK(recvStream(c.recv->view(), &step, &got, 1, testWaitOptions(c.recv.get())) == ncclSuccess);
+    CHECK(got == 7);
+  }
 }
 
-TEST_CASE("p2p rejects bad specs and foreign blobs", "[p2p]") {
-  std::unique_ptr<Connector> recv, send;
-  ConnBlob blob;
-  CHECK(p2pTransport().setupRecv(smallSpec(3, 64), &blob, &recv) == ncclInvalidArgument);
-  CHECK(p2pTransport().setupRecv(smallSpec(4, 100), &blob, &recv) == ncclInvalidArgument);
-  CHECK(p2pTransport().setupRecv(smallSpec(0, 64), &blob, &recv) == ncclInvalidArgument);
+TEST_CASE("p2p: LL memory is there, zeroed, aligned and shared; no progress, no doorbell",
+          "[p2p]") {
+  ConnPair c = connectP2p(smallSpec(8, 4096, 2048));
+  const ConnectorView& v = c.recv->view();
+  REQUIRE(v.llSlots != nullptr);
+  CHECK(v.llSlotBytes == 2048);
+  CHECK(reinterpret_cast<uintptr_t>(v.llSlots) % 64 == 0);
+  CHECK(c.send->view().llSlots == v.llSlots);
+  CHECK(c.send->view().llSlotBytes == 2048);
+  // Apart from the Simple slots and the counters.
+  CHECK(v.llSlots >= v.slots + 8 * 4096);
+  const size_t llBytes = 8 * 2048;
+  std::vector<char> zeros(llBytes, 0);
+  CHECK(std::memcmp(v.llSlots, zeros.data(), llBytes) == 0);
+  // Lines written by the sender are the receiver's to read.
+  auto* line = reinterpret_cast<LlLine*>(c.send->view().llSlots) + (llBytes / kLlLineBytes - 1);
+  *line = LlLine{1, 1, 2, 1};
+  CHECK(reinterpret_cast<const LlLine*>(v.llSlots)[llBytes / kLlLineBytes - 1].data1 == 2);
+
+  CHECK(v.doorbell == nullptr);
+  CHECK(c.send->view().doorbell == nullptr);
+  for (Connector* conn : {c.recv.get(), c.send.get()}) {
+    CHECK_FALSE(conn->needsProgress());
+    bool moved = true;
+    CHECK(conn->progress(&moved) == ncclSuccess);
+    CHECK_FALSE(moved);
+  }
+
+  // llSlotBytes 0: no LL memory at all.
+  ConnPair none = connectP2p(smallSpec(4, 128, 0));
+  CHECK(none.recv->view().llSlots == nullptr);
+  CHECK(none.recv->view().llSlotBytes == 0);
+  CHECK(none.send->view().llSlots == nullptr);
+}
+
+TEST_CASE("p2p: an info that outlived its receiver is refused, even at a reused address", "[p2p]") {
+  ConnSpec spec = smallSpec(4, 128);
+  std::unique_ptr<PendingConnection> recv, send;
+  std::unique_ptr<Connector> conn;
+  ConnInfo stale, sendInfo;
+  REQUIRE(setup(ConnSide::Recv, spec, &stale, &recv) == ncclSuccess);
+  recv.reset();  // the receiver aborted while its info was still on its way
+  REQUIRE(setup(ConnSide::Send, senderOf(spec), &sendInfo, &send) == ncclSuccess);
+  CHECK(send->connect(stale, &conn) == ncclRemoteError);
+  CHECK(conn == nullptr);
+  // A pending side connects once only.
+  CHECK(send->connect(stale, &conn) == ncclInvalidUsage);
+  // New receivers, likely at the freed address: the old info still names none of them.
+  std::vector<std::unique_ptr<PendingConnection>> fresh(4);
+  std::vector<ConnInfo> infos(4);
+  for (size_t i = 0; i < fresh.size(); ++i)
+    REQUIRE(setup(ConnSide::Recv, spec, &infos[i], &fresh[i]) == ncclSuccess);
+  REQUIRE(setup(ConnSide::Send, senderOf(spec), &sendInfo, &send) == ncclSuccess);
+  CHECK(send->connect(stale, &conn) == ncclRemoteError);
+  REQUIRE(setup(ConnSide::Send, senderOf(spec), &sendInfo, &send) == ncclSuccess);
+  REQUIRE(send->connect(infos[0], &conn) == ncclSuccess);
+  CHECK(conn->peerState() == PeerState::Open);
+  // The receiver gives up before its connect: to the sender that is a close.
+  fresh[0].reset();
+  CHECK(conn->peerState() == PeerState::Closed);
+}
+
+TEST_CASE("p2p rejects bad specs and foreign, misrouted or mismatched infos", "[p2p]") {
+  std::unique_ptr<PendingConnection> recv, send;
+  std::unique_ptr<Connector> conn;
+  ConnInfo info;
+  CHECK(setup(ConnSide::Recv, smallSpec(3, 64), &info, &recv) == ncclInvalidArgument);
+  CHECK(setup(ConnSide::Recv, smallSpec(4, 100), &info, &recv) == ncclInvalidArgument);
+  CHECK(setup(ConnSide::Recv, smallSpec(0, 64), &info, &recv) == ncclInvalidArgument);
+  CHECK(setup(ConnSide::Send, smallSpec(4, 64, 24), &info, &send) == ncclInvalidArgument);
   CHECK(recv == nullptr);
+  CHECK(send == nullptr);
+  CHECK(p2pTransport().setup(ConnSide::Recv, smallSpec(4, 64), nullptr, &recv) ==
+        ncclInvalidArgument);
 
   ConnSpec spec = smallSpec(4, 128);
-  REQUIRE(p2pTransport().setupRecv(spec, &blob, &recv) == ncclSuccess);
-  CHECK(std::string(blob.transport) == "p2p");
+  ConnInfo recvInfo, sendInfo;
+  REQUIRE(setup(ConnSide::Recv, spec, &recvInfo, &recv) == ncclSuccess);
 
+  auto trySend = [&](const ConnSpec& s, const ConnInfo& remote) {
+    REQUIRE(setup(ConnSide::Send, s, &sendInfo, &send) == ncclSuccess);
+    return send->connect(remote, &conn);
+  };
+  CapturedLog log;
   // Another process's pointer must never be followed.
-  P2pBlob b;
-  std::memcpy(&b, blob.payload, sizeof(b));
-  CHECK(b.pid == getpid());
-  ConnBlob foreign = blob;
-  b.pid = getpid() + 1;
-  std::memcpy(foreign.payload, &b, sizeof(b));
-  CHECK(p2pTransport().connectSend(spec, foreign, &send) == ncclInvalidUsage);
-
-  // A blob of another transport, or for another geometry.
-  ConnBlob other = blob;
+  P2pRecvInfo r = payloadOf<P2pRecvInfo>(recvInfo);
+  ConnInfo foreign = recvInfo;
+  r.pid = getpid() + 1;
+  setPayload(&foreign, r);
+  CHECK(trySend(senderOf(spec), foreign) == ncclInvalidUsage);
+  CHECK(log.contains("process"));
+  // An info of another transport, another version, the wrong side or the wrong size.
+  ConnInfo other = recvInfo;
   std::strcpy(other.transport, "shm");
-  CHECK(p2pTransport().connectSend(spec, other, &send) == ncclInvalidUsage);
-  CHECK(p2pTransport().connectSend(smallSpec(8, 128), blob, &send) == ncclInvalidUsage);
-  CHECK(send == nullptr);
+  CHECK(trySend(senderOf(spec), other) == ncclInvalidUsage);
+  CHECK(log.contains("'shm'"));
+  other = recvInfo;
+  other.version = kP2pInfoVersion + 1;
+  CHECK(trySend(senderOf(spec), other) == ncclInvalidUsage);
+  other = recvInfo;
+  other.payload.push_back(0);
+  CHECK(trySend(senderOf(spec), other) == ncclInvalidUsage);
+  CHECK(trySend(senderOf(spec), sendInfo) == ncclInvalidUsage);  // a sender's info, not ours
+  // Another geometry: slots, slot size, LL slot size.
+  CHECK(trySend(senderOf(smallSpec(8, 128)), recvInfo) == ncclInvalidUsage);
+  CHECK(trySend(senderOf(smallSpec(4, 256)), recvInfo) == ncclInvalidUsage);
+  CHECK(trySend(senderOf(smallSpec(4, 128, 2048)), recvInfo) == ncclInvalidUsage);
+  CHECK(log.contains("NCCL_BUFFSIZE"));
+  CHECK(log.contains("rank 0"));
+  CHECK(conn == nullptr);
 
-  CHECK(p2pTransport().connectSend(spec, blob, &send) == ncclSuccess);
+  // The receiver checks the sender's info just as well.
+  ConnInfo mismatched;
+  std::unique_ptr<PendingConnection> otherSend;
+  REQUIRE(setup(ConnSide::Send, senderOf(smallSpec(4, 128, 2048)), &mismatched, &otherSend) ==
+          ncclSuccess);
+  CHECK(recv->connect(mismatched, &conn) == ncclInvalidUsage);
+  CHECK(conn == nullptr);
+  REQUIRE(setup(ConnSide::Recv, spec, &recvInfo, &recv) == ncclSuccess);
+  CHECK(recv->connect(recvInfo, &conn) == ncclInvalidUsage);  // a receiver's info, not a sender's
+  REQUIRE(setup(ConnSide::Recv, spec, &recvInfo, &recv) == ncclSuccess);
+  P2pSendInfo s{};
+  s.pid = getpid() + 1;
+  s.geometry = connGeometry(spec);
+  ConnInfo foreignSend;
+  REQUIRE(packConnInfo("p2p", kP2pInfoVersion, ConnSide::Send, s, &foreignSend) == ncclSuccess);
+  CHECK(recv->connect(foreignSend, &conn) == ncclInvalidUsage);
+
+  // And a matching pair still connects.
+  ConnPair ok;
+  CHECK(connectPair(p2pTransport(), spec, &ok) == ncclSuccess);
 }

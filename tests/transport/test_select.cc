@@ -103,6 +103,9 @@ TEST_CASE("NCCL_BUFFSIZE becomes nSlots x slotBytes", "[select]") {
   ConnSpec s = defaultConnSpec();
   CHECK(s.nSlots == 8);
   CHECK(s.slotBytes == 64 * 1024);
+  CHECK(s.llSlotBytes == kDefaultLlSlotBytes);
+  CHECK(kDefaultLlSlotBytes == 8192);
+  CHECK(connLlBytes(s) == 8 * 8192);
   CHECK(checkConnSpec(s, "test") == ncclSuccess);
   {
     ScopedEnv m("NCCL_BUFFSIZE", "1M");
@@ -143,22 +146,13 @@ TEST_CASE("checkConnSpec names the bad field", "[select]") {
   s.nSlots = kMaxSlots * 2;
   s.slotBytes = 64;
   CHECK(checkConnSpec(s, "test") == ncclInvalidArgument);
-}
-
-TEST_CASE("connection blobs round-trip and reject other transports", "[select]") {
-  struct Payload {
-    uint64_t a;
-    char name[16];
-  } in{0x1234, "hello"}, out{};
-  ConnBlob blob;
-  packConnBlob("xyz", 3, in, &blob);
-  CHECK(std::string(blob.transport) == "xyz");
-  CHECK(blob.size == sizeof(Payload));
-  CHECK(unpackConnBlob(blob, "xyz", 3, &out, 1) == ncclSuccess);
-  CHECK(out.a == 0x1234);
-  CHECK(std::string(out.name) == "hello");
-  CapturedLog log;
-  CHECK(unpackConnBlob(blob, "abc", 3, &out, 1) == ncclInvalidUsage);
-  CHECK(log.contains("'xyz'"));
-  CHECK(unpackConnBlob(blob, "xyz", 4, &out, 1) == ncclInvalidUsage);
+  s.nSlots = 8;
+  s.llSlotBytes = 40;  // not a whole number of LL lines
+  CHECK(checkConnSpec(s, "test") == ncclInvalidArgument);
+  CHECK(log.contains("spec.llSlotBytes=40"));
+  s.llSlotBytes = 0;  // no LL memory is fine
+  CHECK(checkConnSpec(s, "test") == ncclSuccess);
+  s.nSlots = kMaxSlots;
+  s.llSlotBytes = 1u << 20;  // 4 GiB of LL lines
+  CHECK(checkConnSpec(s, "test") == ncclInvalidArgument);
 }

@@ -5,11 +5,13 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <cstring>
 #include <string>
 #include <thread>
 #include <vector>
 
 #include "support/test_env.h"
+#include "tests/transport/conn_pair.h"
 #include "tests/transport/fifo_stream.h"
 #include "transports/shm/shm_transport.h"
 #include "transports/transport.h"
@@ -31,42 +33,28 @@ std::vector<std::string> shmNamesOf(pid_t pid) {
   return names;
 }
 
-ShmBlob shmBlobOf(const ConnBlob& blob) {
-  ShmBlob b;
-  std::memcpy(&b, blob.payload, sizeof(b));
-  return b;
+ShmRecvInfo recvInfoOf(const ConnInfo& info) {
+  ShmRecvInfo r;
+  REQUIRE(info.payload.size() == sizeof(r));
+  std::memcpy(&r, info.payload.data(), sizeof(r));
+  return r;
 }
 
-ConnSpec specFor(int selfRank, int peerRank, pid_t peerPid, uint32_t nSlots, uint32_t slotBytes) {
+ConnSpec specFor(int selfRank, int peerRank, pid_t peerPid, uint32_t nSlots, uint32_t slotBytes,
+                 uint32_t llSlotBytes = 1024) {
   ConnSpec s;
   s.nSlots = nSlots;
   s.slotBytes = slotBytes;
+  s.llSlotBytes = llSlotBytes;
   s.self = localPeerInfo(selfRank);
   s.peer = localPeerInfo(peerRank);
   s.peer.pid = static_cast<int32_t>(peerPid);
   return s;
 }
 
-bool writeAll(int fd, const void* p, size_t n) {
-  const char* c = static_cast<const char*>(p);
-  while (n > 0) {
-    ssize_t w = write(fd, c, n);
-    if (w <= 0) return false;
-    c += w;
-    n -= static_cast<size_t>(w);
-  }
-  return true;
-}
-
-bool readAll(int fd, void* p, size_t n) {
-  char* c = static_cast<char*>(p);
-  while (n > 0) {
-    ssize_t r = read(fd, c, n);
-    if (r <= 0) return false;
-    c += r;
-    n -= static_cast<size_t>(r);
-  }
-  return true;
+ncclResult_t setup(ConnSide side, const ConnSpec& spec, ConnInfo* info,
+                   std::unique_ptr<PendingConnection>* pending) {
+  return shmTransport().setup(side, spec, info, pending);
 }
 
 // A forked child with a pipe each way. The child runs `body(in, out)` and _exits with its
@@ -114,12 +102,18 @@ constexpr size_t kBytes = 2 << 20;
 TEST_CASE("shm moves data both ways between a parent and a forked child", "[shm]") {
   const pid_t parent = getpid();
   Child child([parent](int in, int out) {
+    // Both halves first, then both infos out, then the parent's two in: the way the
+    // connection table does it, all sends before any receive.
     ConnSpec spec = specFor(1, 0, parent, 8, 8192);
+    std::unique_ptr<PendingConnection> pr, ps;
     std::unique_ptr<Connector> recv, send;
-    ConnBlob mine, theirs;
-    if (shmTransport().setupRecv(spec, &mine, &recv) != ncclSuccess) return 10;
-    if (!writeAll(out, &mine, sizeof(mine)) || !readAll(in, &theirs, sizeof(theirs))) return 11;
-    if (shmTransport().connectSend(spec, theirs, &send) != ncclSuccess) return 12;
+    ConnInfo myRecv, mySend, theirRecv, theirSend;
+    if (setup(ConnSide::Recv, spec, &myRecv, &pr) != ncclSuccess) return 10;
+    if (setup(ConnSide::Send, spec, &mySend, &ps) != ncclSuccess) return 10;
+    if (!writeInfo(out, myRecv) || !writeInfo(out, mySend)) return 11;
+    if (!readInfo(in, &theirRecv) || !readInfo(in, &theirSend)) return 11;
+    if (pr->connect(theirSend, &recv) != ncclSuccess) return 12;
+    if (ps->connect(theirRecv, &send) != ncclSuccess) return 12;
     std::vector<uint8_t> got(kBytes);
     uint32_t step = 0, tail = 0;
     if (recvStream(recv->view(), &step, got.data(), kBytes, testWaitOptions(recv.get())) !=
@@ -139,23 +133,31 @@ TEST_CASE("shm moves data both ways between a parent and a forked child", "[shm]
   });
 
   ConnSpec spec = specFor(0, 1, child.pid, 8, 8192);
+  std::unique_ptr<PendingConnection> pr, ps;
   std::unique_ptr<Connector> recv, send;
-  ConnBlob mine, theirs;
-  REQUIRE(shmTransport().setupRecv(spec, &mine, &recv) == ncclSuccess);
+  ConnInfo myRecv, mySend, theirRecv, theirSend;
+  REQUIRE(setup(ConnSide::Recv, spec, &myRecv, &pr) == ncclSuccess);
+  REQUIRE(setup(ConnSide::Send, spec, &mySend, &ps) == ncclSuccess);
 
   // The segment exists, under our pid, with mode 0600, until the child attaches.
-  ShmBlob b = shmBlobOf(mine);
+  ShmRecvInfo b = recvInfoOf(myRecv);
   struct stat st;
   REQUIRE(stat((std::string("/dev/shm") + b.name).c_str(), &st) == 0);
   CHECK((st.st_mode & 07777) == 0600);
   CHECK(S_ISREG(st.st_mode));
   CHECK(st.st_uid == getuid());
   CHECK(shmNamesOf(parent).size() == 1);
+  CHECK(mySend.side == ConnSide::Send);
+  CHECK(std::string(mySend.transport) == "shm");
 
-  REQUIRE(writeAll(child.out, &mine, sizeof(mine)));
-  REQUIRE(readAll(child.in, &theirs, sizeof(theirs)));
-  REQUIRE(shmTransport().connectSend(spec, theirs, &send) == ncclSuccess);
+  REQUIRE(writeInfo(child.out, myRecv));
+  REQUIRE(writeInfo(child.out, mySend));
+  REQUIRE(readInfo(child.in, &theirRecv));
+  REQUIRE(readInfo(child.in, &theirSend));
+  CHECK(theirSend.side == ConnSide::Send);
+  REQUIRE(ps->connect(theirRecv, &send) == ncclSuccess);
   CHECK(shmNamesOf(child.pid).empty());  // we attached to the child's segment: name gone
+  REQUIRE(pr->connect(theirSend, &recv) == ncclSuccess);
 
   std::vector<uint8_t> data = makeStream(kBytes, 1), got(kBytes);
   uint32_t tail = 0, step = 0;
@@ -178,10 +180,12 @@ TEST_CASE("shm: a futex sleeper in another process is woken by the publisher", "
   // cross-process FUTEX_WAKE can end that sleep quickly.
   Child child([parent](int in, int out) {
     ConnSpec spec = specFor(1, 0, parent, 2, 64);
-    ConnBlob blob;
+    ConnInfo mine, theirs;
+    std::unique_ptr<PendingConnection> pending;
     std::unique_ptr<Connector> send;
-    if (!readAll(in, &blob, sizeof(blob))) return 10;
-    if (shmTransport().connectSend(spec, blob, &send) != ncclSuccess) return 11;
+    if (setup(ConnSide::Send, spec, &mine, &pending) != ncclSuccess) return 10;
+    if (!writeInfo(out, mine) || !readInfo(in, &theirs)) return 10;
+    if (pending->connect(theirs, &send) != ncclSuccess) return 11;
     ConnectorView v = send->view();
     publishCounter(&v.control->tail, 2);
     WaitOptions o = testWaitOptions(send.get());
@@ -195,10 +199,13 @@ TEST_CASE("shm: a futex sleeper in another process is woken by the publisher", "
     return waited < std::chrono::seconds(3) ? 0 : 14;
   });
   ConnSpec spec = specFor(0, 1, child.pid, 2, 64);
-  ConnBlob blob;
+  ConnInfo mine, theirs;
+  std::unique_ptr<PendingConnection> pending;
   std::unique_ptr<Connector> recv;
-  REQUIRE(shmTransport().setupRecv(spec, &blob, &recv) == ncclSuccess);
-  REQUIRE(writeAll(child.out, &blob, sizeof(blob)));
+  REQUIRE(setup(ConnSide::Recv, spec, &mine, &pending) == ncclSuccess);
+  REQUIRE(writeInfo(child.out, mine));
+  REQUIRE(readInfo(child.in, &theirs));
+  REQUIRE(pending->connect(theirs, &recv) == ncclSuccess);
   ConnectorView v = recv->view();
   REQUIRE(waitSlotFilled(v, 1, testWaitOptions(recv.get())) == ncclSuccess);
   // Wait until the child is asleep on head, then free a slot.
@@ -219,11 +226,15 @@ TEST_CASE("shm: a child killed mid-transfer ends the parent's waits; close clean
   // Child: receives on C (never drains it), sends forever on A.
   Child child([parent](int in, int out) {
     ConnSpec spec = specFor(1, 0, parent, 4, 4096);
+    std::unique_ptr<PendingConnection> pc, pa;
     std::unique_ptr<Connector> recvC, sendA;
-    ConnBlob c, a;
-    if (shmTransport().setupRecv(spec, &c, &recvC) != ncclSuccess) return 10;
-    if (!writeAll(out, &c, sizeof(c)) || !readAll(in, &a, sizeof(a))) return 11;
-    if (shmTransport().connectSend(spec, a, &sendA) != ncclSuccess) return 12;
+    ConnInfo c, a, theirA, theirC;
+    if (setup(ConnSide::Recv, spec, &c, &pc) != ncclSuccess) return 10;
+    if (setup(ConnSide::Send, spec, &a, &pa) != ncclSuccess) return 10;
+    if (!writeInfo(out, c) || !writeInfo(out, a)) return 11;
+    if (!readInfo(in, &theirA) || !readInfo(in, &theirC)) return 11;
+    if (pa->connect(theirA, &sendA) != ncclSuccess) return 12;
+    if (pc->connect(theirC, &recvC) != ncclSuccess) return 12;
     std::vector<uint8_t> data = makeStream(8 << 20, 3);
     uint32_t tail = 0;
     sendStream(sendA->view(), &tail, data.data(), data.size(), testWaitOptions(sendA.get(), 60));
@@ -231,13 +242,18 @@ TEST_CASE("shm: a child killed mid-transfer ends the parent's waits; close clean
   });
 
   ConnSpec spec = specFor(0, 1, child.pid, 4, 4096);
-  std::unique_ptr<Connector> recvA, recvB, sendC;
-  ConnBlob a, b, c;
-  REQUIRE(shmTransport().setupRecv(spec, &a, &recvA) == ncclSuccess);
-  REQUIRE(shmTransport().setupRecv(spec, &b, &recvB) == ncclSuccess);  // never attached
-  REQUIRE(readAll(child.in, &c, sizeof(c)));
-  REQUIRE(writeAll(child.out, &a, sizeof(a)));
-  REQUIRE(shmTransport().connectSend(spec, c, &sendC) == ncclSuccess);
+  std::unique_ptr<PendingConnection> pa, pb, pc;
+  std::unique_ptr<Connector> recvA, sendC;
+  ConnInfo a, b, c, theirC, theirA;
+  REQUIRE(setup(ConnSide::Recv, spec, &a, &pa) == ncclSuccess);
+  REQUIRE(setup(ConnSide::Recv, spec, &b, &pb) == ncclSuccess);  // never connected
+  REQUIRE(setup(ConnSide::Send, spec, &c, &pc) == ncclSuccess);
+  REQUIRE(readInfo(child.in, &theirC));
+  REQUIRE(readInfo(child.in, &theirA));
+  REQUIRE(writeInfo(child.out, a));
+  REQUIRE(writeInfo(child.out, c));
+  REQUIRE(pc->connect(theirC, &sendC) == ncclSuccess);
+  REQUIRE(pa->connect(theirA, &recvA) == ncclSuccess);
 
   // Some data arrives exactly, then the child dies without closing anything.
   std::vector<uint8_t> got;
@@ -271,84 +287,161 @@ TEST_CASE("shm: a child killed mid-transfer ends the parent's waits; close clean
   CHECK(shmNamesOf(child.pid).empty());
   CHECK(shmNamesOf(parent).size() == 1);  // B: nobody attached
   recvA.reset();
-  recvB.reset();
+  pb.reset();
   sendC.reset();
   CHECK(shmNamesOf(parent).empty());
 }
 
 TEST_CASE("shm segments are 0600 whatever the umask, and named after their creator", "[shm]") {
   mode_t old = umask(0277);  // would turn 0600 into 0400
-  ConnSpec spec = specFor(0, 1, getpid(), 8, 4096);
-  ConnBlob blob;
-  std::unique_ptr<Connector> recv;
-  ncclResult_t r = shmTransport().setupRecv(spec, &blob, &recv);
+  ConnSpec spec = specFor(0, 1, getpid(), 8, 4096, 2048);
+  ConnInfo info;
+  std::unique_ptr<PendingConnection> pending;
+  ncclResult_t r = setup(ConnSide::Recv, spec, &info, &pending);
   umask(old);
   REQUIRE(r == ncclSuccess);
-  ShmBlob b = shmBlobOf(blob);
-  CHECK(std::string(blob.transport) == "shm");
+  ShmRecvInfo b = recvInfoOf(info);
+  CHECK(std::string(info.transport) == "shm");
+  CHECK(info.side == ConnSide::Recv);
+  CHECK(info.version == kShmInfoVersion);
   CHECK(std::string(b.name).rfind("/ringcc-" + std::to_string(getpid()) + "-", 0) == 0);
   CHECK(b.recvPid == getpid());
-  CHECK(b.nSlots == 8);
-  CHECK(b.slotBytes == 4096);
+  CHECK(b.geometry.nSlots == 8);
+  CHECK(b.geometry.slotBytes == 4096);
+  CHECK(b.geometry.llSlotBytes == 2048);
   struct stat st;
   REQUIRE(stat((std::string("/dev/shm") + b.name).c_str(), &st) == 0);
   CHECK((st.st_mode & 07777) == 0600);
   CHECK(static_cast<uint64_t>(st.st_size) == b.bytes);
-  CHECK(b.bytes >= 8 * 4096 + fifoControlBytes(8));
-  // The FIFO starts zeroed and page-aligned.
-  const ConnectorView& v = recv->view();
+  CHECK(b.bytes >= 8 * 4096 + 8 * 2048 + fifoControlBytes(8));
+  pending.reset();  // never connected: the name goes with it
+  CHECK(stat((std::string("/dev/shm") + b.name).c_str(), &st) != 0);
+}
+
+TEST_CASE("shm: Simple and LL memory start zeroed and aligned; no progress, no doorbell", "[shm]") {
+  ConnSpec spec = specFor(0, 1, getpid(), 8, 4096, 2048);
+  ConnPair c;
+  REQUIRE(connectPair(shmTransport(), spec, &c) == ncclSuccess);
+  const ConnectorView& v = c.recv->view();
   CHECK(v.control->tail.value == 0);
   CHECK(v.control->head.value == 0);
   CHECK(reinterpret_cast<uintptr_t>(v.slots) % 4096 == 0);
   CHECK(reinterpret_cast<uintptr_t>(&v.control->head) -
             reinterpret_cast<uintptr_t>(&v.control->tail) ==
         64);
-  recv.reset();
-  CHECK(stat((std::string("/dev/shm") + b.name).c_str(), &st) != 0);
+  REQUIRE(v.llSlots != nullptr);
+  CHECK(v.llSlotBytes == 2048);
+  CHECK(reinterpret_cast<uintptr_t>(v.llSlots) % 64 == 0);
+  CHECK(v.llSlots >= v.slots + 8 * 4096);
+  const size_t llBytes = 8 * 2048;
+  std::vector<char> zeros(llBytes, 0);
+  CHECK(std::memcmp(v.llSlots, zeros.data(), llBytes) == 0);
+  // Two mappings of the same LL lines.
+  const ConnectorView& sv = c.send->view();
+  REQUIRE(sv.llSlots != nullptr);
+  CHECK(sv.llSlots != v.llSlots);
+  CHECK(sv.llSlotBytes == 2048);
+  reinterpret_cast<LlLine*>(sv.llSlots)[llBytes / kLlLineBytes - 1] = LlLine{5, 1, 6, 1};
+  CHECK(reinterpret_cast<const LlLine*>(v.llSlots)[llBytes / kLlLineBytes - 1].data0 == 5);
+  CHECK(v.doorbell == nullptr);
+  CHECK(sv.doorbell == nullptr);
+  for (Connector* conn : {c.recv.get(), c.send.get()}) {
+    CHECK_FALSE(conn->needsProgress());
+    bool moved = true;
+    CHECK(conn->progress(&moved) == ncclSuccess);
+    CHECK_FALSE(moved);
+  }
+
+  ConnPair none;
+  REQUIRE(connectPair(shmTransport(), specFor(0, 1, getpid(), 4, 4096, 0), &none) == ncclSuccess);
+  CHECK(none.recv->view().llSlots == nullptr);
+  CHECK(none.send->view().llSlots == nullptr);
+  CHECK(none.recv->view().llSlotBytes == 0);
 }
 
 TEST_CASE("shm works within one process too, and leaves nothing behind", "[shm]") {
   ConnSpec spec = specFor(0, 1, getpid(), 4, 16384);
-  ConnBlob blob;
-  std::unique_ptr<Connector> recv, send;
-  REQUIRE(shmTransport().setupRecv(spec, &blob, &recv) == ncclSuccess);
-  REQUIRE(shmTransport().connectSend(spec, blob, &send) == ncclSuccess);
-  CHECK(shmNamesOf(getpid()).empty());  // attached: unlinked at once
-  // Two mappings of the same pages.
-  CHECK(recv->view().slots != send->view().slots);
-  std::vector<uint8_t> in = makeStream(kBytes, 9), out(kBytes);
-  ncclResult_t sendResult = ncclInternalError;
-  std::thread sender([&] {
-    uint32_t tail = 0;
-    sendResult = sendStream(send->view(), &tail, in.data(), kBytes, testWaitOptions(send.get()));
-  });
-  uint32_t step = 0;
-  CHECK(recvStream(recv->view(), &step, out.data(), kBytes, testWaitOptions(recv.get())) ==
-        ncclSuccess);
-  sender.join();
-  CHECK(sendResult == ncclSuccess);
-  CHECK(out == in);
-  send.reset();
-  CHECK(recv->peerState() == PeerState::Closed);
+  for (bool senderFirst : {false, true}) {
+    ConnPair c;
+    REQUIRE(connectPair(shmTransport(), spec, &c, senderFirst) == ncclSuccess);
+    CHECK(shmNamesOf(getpid()).empty());  // attached: unlinked at once
+    // Two mappings of the same pages.
+    CHECK(c.recv->view().slots != c.send->view().slots);
+    std::vector<uint8_t> in = makeStream(kBytes, 9), out(kBytes);
+    ncclResult_t sendResult = ncclInternalError;
+    std::thread sender([&] {
+      uint32_t tail = 0;
+      sendResult =
+          sendStream(c.send->view(), &tail, in.data(), kBytes, testWaitOptions(c.send.get()));
+    });
+    uint32_t step = 0;
+    CHECK(recvStream(c.recv->view(), &step, out.data(), kBytes, testWaitOptions(c.recv.get())) ==
+          ncclSuccess);
+    sender.join();
+    CHECK(sendResult == ncclSuccess);
+    CHECK(out == in);
+    c.send.reset();
+    CHECK(c.recv->peerState() == PeerState::Closed);
+  }
 }
 
-TEST_CASE("shm: attaching after the receiver closed fails cleanly", "[shm]") {
+TEST_CASE("shm: attaching after the receiver closed fails cleanly; mismatches are refused",
+          "[shm]") {
   ConnSpec spec = specFor(0, 1, getpid(), 4, 4096);
-  ConnBlob blob;
-  std::unique_ptr<Connector> recv, send;
-  REQUIRE(shmTransport().setupRecv(spec, &blob, &recv) == ncclSuccess);
+  ConnInfo recvInfo, sendInfo;
+  std::unique_ptr<PendingConnection> recv, send;
+  std::unique_ptr<Connector> conn;
+  REQUIRE(setup(ConnSide::Recv, spec, &recvInfo, &recv) == ncclSuccess);
   recv.reset();
   CHECK(shmNamesOf(getpid()).empty());
-  CHECK(shmTransport().connectSend(spec, blob, &send) == ncclRemoteError);
-  CHECK(send == nullptr);
+  REQUIRE(setup(ConnSide::Send, spec, &sendInfo, &send) == ncclSuccess);
+  CHECK(send->connect(recvInfo, &conn) == ncclRemoteError);
+  CHECK(conn == nullptr);
 
-  // Geometry mismatch is misuse, found before anything is mapped.
-  REQUIRE(shmTransport().setupRecv(spec, &blob, &recv) == ncclSuccess);
-  ConnSpec other = specFor(0, 1, getpid(), 8, 4096);
-  CHECK(shmTransport().connectSend(other, blob, &send) == ncclInvalidUsage);
+  // Geometry mismatch is misuse, found before anything is mapped, on either side.
+  REQUIRE(setup(ConnSide::Recv, spec, &recvInfo, &recv) == ncclSuccess);
+  CapturedLog log;
+  for (ConnSpec other : {specFor(0, 1, getpid(), 8, 4096), specFor(0, 1, getpid(), 4, 8192),
+                         specFor(0, 1, getpid(), 4, 4096, 4096)}) {
+    REQUIRE(setup(ConnSide::Send, other, &sendInfo, &send) == ncclSuccess);
+    CHECK(send->connect(recvInfo, &conn) == ncclInvalidUsage);
+  }
+  CHECK(log.contains("NCCL_BUFFSIZE"));
   CHECK(shmNamesOf(getpid()).size() == 1);
+  // The receiver refuses the last sender's LL size too, and infos that are not a sender's.
+  CHECK(recv->connect(sendInfo, &conn) == ncclInvalidUsage);
+  REQUIRE(setup(ConnSide::Recv, spec, &recvInfo, &recv) == ncclSuccess);
+  CHECK(recv->connect(recvInfo, &conn) == ncclInvalidUsage);
+  REQUIRE(setup(ConnSide::Recv, spec, &recvInfo, &recv) == ncclSuccess);
+  ConnInfo p2pInfo = sendInfo;
+  std::strcpy(p2pInfo.transport, "p2p");
+  CHECK(recv->connect(p2pInfo, &conn) == ncclInvalidUsage);
+  CHECK(log.contains("'p2p'"));
+  // A receiver's info that lies about the segment's size.
+  REQUIRE(setup(ConnSide::Recv, spec, &recvInfo, &recv) == ncclSuccess);
+  ShmRecvInfo r = recvInfoOf(recvInfo);
+  r.bytes += 4096;
+  ConnInfo lying;
+  REQUIRE(packConnInfo("shm", kShmInfoVersion, ConnSide::Recv, r, &lying) == ncclSuccess);
+  REQUIRE(setup(ConnSide::Send, spec, &sendInfo, &send) == ncclSuccess);
+  CHECK(send->connect(lying, &conn) == ncclInvalidUsage);
+  CHECK(conn == nullptr);
   recv.reset();
   CHECK(shmNamesOf(getpid()).empty());
+}
+
+TEST_CASE("shm: a receiver that gives up before its connect looks closed to its sender", "[shm]") {
+  ConnSpec spec = specFor(0, 1, getpid(), 4, 4096);
+  ConnInfo recvInfo, sendInfo;
+  std::unique_ptr<PendingConnection> recv, send;
+  std::unique_ptr<Connector> conn;
+  REQUIRE(setup(ConnSide::Recv, spec, &recvInfo, &recv) == ncclSuccess);
+  REQUIRE(setup(ConnSide::Send, spec, &sendInfo, &send) == ncclSuccess);
+  REQUIRE(send->connect(recvInfo, &conn) == ncclSuccess);
+  CHECK(conn->peerState() == PeerState::Open);
+  recv.reset();
+  CHECK(conn->peerState() == PeerState::Closed);
+  CHECK(waitSlotFree(conn->view(), 4, testWaitOptions(conn.get(), 10)) == ncclRemoteError);
 }
 
 TEST_CASE("shm: cleanUpAfter removes what a dead receiver left, never a live one's", "[shm]") {
@@ -356,17 +449,17 @@ TEST_CASE("shm: cleanUpAfter removes what a dead receiver left, never a live one
   // The child sets up a receiver and reports, then waits for word to die without closing.
   Child child([parent](int in, int out) {
     ConnSpec spec = specFor(1, 0, parent, 4, 4096);
-    std::unique_ptr<Connector> recv;
-    ConnBlob blob;
-    if (shmTransport().setupRecv(spec, &blob, &recv) != ncclSuccess) return 10;
-    if (!writeAll(out, &blob, sizeof(blob))) return 11;
+    std::unique_ptr<PendingConnection> recv;
+    ConnInfo info;
+    if (setup(ConnSide::Recv, spec, &info, &recv) != ncclSuccess) return 10;
+    if (!writeInfo(out, info)) return 11;
     char go;
     if (!readAll(in, &go, 1)) return 12;
     kill(getpid(), SIGKILL);
     return 13;
   });
-  ConnBlob blob;
-  REQUIRE(readAll(child.in, &blob, sizeof(blob)));
+  ConnInfo info;
+  REQUIRE(readInfo(child.in, &info));
   PeerInfo self = localPeerInfo(0);
   PeerInfo dead = localPeerInfo(1);
   dead.pid = static_cast<int32_t>(child.pid);
@@ -385,7 +478,10 @@ TEST_CASE("shm: cleanUpAfter removes what a dead receiver left, never a live one
   PeerInfo peers[] = {self, dead};
   cleanUpAfterPeers(self, peers);
   CHECK(shmNamesOf(child.pid).empty());
-  std::unique_ptr<Connector> send;
-  CHECK(shmTransport().connectSend(specFor(0, 1, child.pid, 4, 4096), blob, &send) ==
-        ncclRemoteError);
+  std::unique_ptr<PendingConnection> send;
+  std::unique_ptr<Connector> conn;
+  ConnInfo sendInfo;
+  REQUIRE(setup(ConnSide::Send, specFor(0, 1, child.pid, 4, 4096), &sendInfo, &send) ==
+          ncclSuccess);
+  CHECK(send->connect(info, &conn) == ncclRemoteError);
 }

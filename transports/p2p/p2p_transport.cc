@@ -1,6 +1,7 @@
 // p2p: one heap block per connection, shared by pointer between two ranks of one process.
 //
-// Block layout (64-byte aligned):  [P2pBlock header | FifoControl (+ sizes) | slots]
+// Block layout (64-byte aligned):
+//   [P2pBlock header | FifoControl (+ sizes) | Simple slots | LL slots (zeroed)]
 #include "transports/p2p/p2p_transport.h"
 
 #include <unistd.h>
@@ -11,6 +12,7 @@
 #include <mutex>
 #include <new>
 #include <unordered_map>
+#include <utility>
 
 #include "src/core/error.h"
 #include "src/core/log.h"
@@ -26,16 +28,18 @@ uint64_t alignUp(uint64_t n, uint64_t a) { return (n + a - 1) / a * a; }
 
 struct alignas(64) P2pBlock {
   uint64_t magic;
-  std::atomic<int32_t> refs;        // Connectors holding the block
-  std::atomic<uint32_t> closed[2];  // indexed by ConnSide: that side was destroyed
+  std::atomic<int32_t> refs;        // sides holding the block
+  std::atomic<uint32_t> closed[2];  // indexed by ConnSide: that side was released
   uint32_t nSlots;
   uint32_t slotBytes;
+  uint32_t llSlotBytes;
   uint64_t controlOffset;
   uint64_t slotsOffset;
+  uint64_t llSlotsOffset;
   uint64_t serial;
 };
 
-// Blocks whose receiving Connector still lives, by serial number (see p2p_transport.h).
+// Blocks whose receiving side still lives, by serial number (see p2p_transport.h).
 class OpenBlocks {
  public:
   uint64_t add(P2pBlock* block) {
@@ -69,46 +73,123 @@ OpenBlocks& openBlocks() {
   return *blocks;
 }
 
-ConnectorView blockView(P2pBlock* b) {
-  char* base = reinterpret_cast<char*>(b);
-  ConnectorView v;
+ConnectorView blockView(const P2pBlock* b) {
+  char* base = reinterpret_cast<char*>(const_cast<P2pBlock*>(b));
+  ConnectorView v{};
   v.control = reinterpret_cast<FifoControl*>(base + b->controlOffset);
   v.slots = base + b->slotsOffset;
   v.nSlots = b->nSlots;
   v.slotBytes = b->slotBytes;
-  return v;
+  v.llSlots = b->llSlotBytes > 0 ? base + b->llSlotsOffset : nullptr;
+  v.llSlotBytes = b->llSlotBytes;
+  return v;  // doorbell stays null: the peer sleeps on the FIFO counters themselves
 }
 
-class P2pConnector final : public Connector {
+// One side's reference to a block. Releasing it (destruction) tells the other side, and frees
+// the block if it was the last reference.
+class BlockRef {
  public:
-  P2pConnector(ConnSide side, int peerRank, P2pBlock* block)
-      : Connector(side, peerRank, blockView(block)), block_(block) {}
-
-  ~P2pConnector() override {
-    // First make the block unreachable for senders that still hold its blob.
-    if (side() == ConnSide::Recv) openBlocks().remove(block_->serial);
-    block_->closed[static_cast<int>(side())].store(1, std::memory_order_release);
+  BlockRef(P2pBlock* block, ConnSide side) : block_(block), side_(side) {}
+  BlockRef(BlockRef&& o) noexcept : block_(std::exchange(o.block_, nullptr)), side_(o.side_) {}
+  BlockRef& operator=(BlockRef&&) = delete;
+  ~BlockRef() {
+    if (block_ == nullptr) return;
+    // First make the block unreachable for senders that still hold its info.
+    if (side_ == ConnSide::Recv) openBlocks().remove(block_->serial);
+    block_->closed[static_cast<int>(side_)].store(1, std::memory_order_release);
     // Wake a peer asleep on either counter so that it sees the close now, not at its next
     // timeout.
-    wakeCounter(&view_.control->tail);
-    wakeCounter(&view_.control->head);
+    ConnectorView v = blockView(block_);
+    wakeCounter(&v.control->tail);
+    wakeCounter(&v.control->head);
     if (block_->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) {
       block_->~P2pBlock();
       std::free(block_);
     }
   }
 
+  P2pBlock* get() const { return block_; }
+
+ private:
+  P2pBlock* block_;
+  ConnSide side_;
+};
+
+class P2pConnector final : public Connector {
+ public:
+  P2pConnector(ConnSide side, int peerRank, BlockRef block)
+      : Connector(side, peerRank, blockView(block.get())), block_(std::move(block)) {}
+
   const char* transportName() const override { return "p2p"; }
 
   PeerState peerState() const override {
     int other = side() == ConnSide::Recv ? static_cast<int>(ConnSide::Send)
                                          : static_cast<int>(ConnSide::Recv);
-    return block_->closed[other].load(std::memory_order_acquire) ? PeerState::Closed
-                                                                 : PeerState::Open;
+    return block_.get()->closed[other].load(std::memory_order_acquire) ? PeerState::Closed
+                                                                       : PeerState::Open;
   }
 
  private:
-  P2pBlock* block_;
+  BlockRef block_;
+};
+
+// The address in a p2p info means something only in the process that made it.
+ncclResult_t checkSameProcess(int32_t pid, const ConnSpec& spec, const char* where) {
+  if (pid == static_cast<int32_t>(getpid())) return ncclSuccess;
+  return failPeer(ncclInvalidUsage, spec.peer.rank, where,
+                  "info comes from process %d but this is process %d: p2p connects ranks of "
+                  "one process only",
+                  pid, static_cast<int>(getpid()));
+}
+
+// Receiver between setup and connect: owns the block (and its entry in OpenBlocks), so a
+// sender may attach even before the receiver's connect.
+class P2pPendingRecv final : public PendingConnection {
+ public:
+  P2pPendingRecv(const ConnSpec& spec, P2pBlock* block)
+      : PendingConnection(ConnSide::Recv, spec), block_(block, ConnSide::Recv) {}
+
+ protected:
+  ncclResult_t connectImpl(const ConnInfo& remote, std::unique_ptr<Connector>* conn) override {
+    const char* where = "p2p connect recv";
+    P2pSendInfo s;
+    RINGCC_CHECK(unpackConnInfo(remote, "p2p", kP2pInfoVersion, ConnSide::Send, &s,
+                                spec().peer.rank, where));
+    RINGCC_CHECK(checkSameProcess(s.pid, spec(), where));
+    RINGCC_CHECK(checkConnGeometry(spec(), s.geometry, where));
+    *conn = std::make_unique<P2pConnector>(ConnSide::Recv, spec().peer.rank, std::move(block_));
+    return ncclSuccess;
+  }
+
+ private:
+  BlockRef block_;
+};
+
+// Sender between setup and connect: holds nothing; it attaches in connect.
+class P2pPendingSend final : public PendingConnection {
+ public:
+  explicit P2pPendingSend(const ConnSpec& spec) : PendingConnection(ConnSide::Send, spec) {}
+
+ protected:
+  ncclResult_t connectImpl(const ConnInfo& remote, std::unique_ptr<Connector>* conn) override {
+    const char* where = "p2p connect send";
+    P2pRecvInfo r;
+    RINGCC_CHECK(unpackConnInfo(remote, "p2p", kP2pInfoVersion, ConnSide::Recv, &r,
+                                spec().peer.rank, where));
+    // Check the pid before the address is so much as looked up.
+    RINGCC_CHECK(checkSameProcess(r.pid, spec(), where));
+    RINGCC_CHECK(checkConnGeometry(spec(), r.geometry, where));
+    P2pBlock* block = openBlocks().acquire(r.serial, r.block);
+    if (block == nullptr)
+      return failPeer(ncclRemoteError, spec().peer.rank, where,
+                      "the receiver already closed this connection (channel %d)", spec().channel);
+    // From here on we hold a reference: the connector adopts it.
+    *conn = std::make_unique<P2pConnector>(ConnSide::Send, spec().peer.rank,
+                                           BlockRef(block, ConnSide::Send));
+    LOG_INFO(kLogP2p | kLogInit, "p2p: channel %d send to rank %d connected", spec().channel,
+             spec().peer.rank);
+    return ncclSuccess;
+  }
 };
 
 class P2pTransport final : public Transport {
@@ -127,17 +208,24 @@ class P2pTransport final : public Transport {
     return true;
   }
 
-  ncclResult_t setupRecv(const ConnSpec& spec, ConnBlob* blob,
-                         std::unique_ptr<Connector>* conn) override {
-    if (blob == nullptr || conn == nullptr)
-      return fail(ncclInvalidArgument, "p2p setupRecv", "blob and conn must not be NULL");
-    RINGCC_CHECK(checkConnSpec(spec, "p2p setupRecv"));
+ protected:
+  ncclResult_t setupImpl(ConnSide side, const ConnSpec& spec, ConnInfo* info,
+                         std::unique_ptr<PendingConnection>* pending) override {
+    if (side == ConnSide::Send) {
+      P2pSendInfo s{};
+      s.pid = static_cast<int32_t>(getpid());
+      s.geometry = connGeometry(spec);
+      RINGCC_CHECK(packConnInfo("p2p", kP2pInfoVersion, ConnSide::Send, s, info));
+      *pending = std::make_unique<P2pPendingSend>(spec);
+      return ncclSuccess;
+    }
     uint64_t controlOffset = alignUp(sizeof(P2pBlock), kAlign);
     uint64_t slotsOffset = alignUp(controlOffset + fifoControlBytes(spec.nSlots), kAlign);
-    uint64_t total = alignUp(slotsOffset + connSlotBytes(spec), kAlign);
+    uint64_t llSlotsOffset = alignUp(slotsOffset + connSlotBytes(spec), kAlign);
+    uint64_t total = alignUp(llSlotsOffset + connLlBytes(spec), kAlign);
     void* mem = std::aligned_alloc(kAlign, total);
     if (mem == nullptr)
-      return failPeer(ncclSystemError, spec.peer.rank, "p2p setupRecv",
+      return failPeer(ncclSystemError, spec.peer.rank, "p2p setup recv",
                       "could not allocate %llu bytes for channel %d",
                       static_cast<unsigned long long>(total), spec.channel);
     auto* block = new (mem) P2pBlock;
@@ -147,50 +235,29 @@ class P2pTransport final : public Transport {
     block->closed[1].store(0, std::memory_order_relaxed);
     block->nSlots = spec.nSlots;
     block->slotBytes = spec.slotBytes;
+    block->llSlotBytes = spec.llSlotBytes;
     block->controlOffset = controlOffset;
     block->slotsOffset = slotsOffset;
-    std::memset(static_cast<char*>(mem) + controlOffset, 0, slotsOffset - controlOffset);
+    block->llSlotsOffset = llSlotsOffset;
+    // Counters, waiters and sizes start at 0, and LL lines with zero flags (no epoch is 0).
+    // Simple slots need no clearing: nothing reads a slot before its tail moved.
+    char* base = static_cast<char*>(mem);
+    std::memset(base + controlOffset, 0, slotsOffset - controlOffset);
+    std::memset(base + llSlotsOffset, 0, total - llSlotsOffset);
     block->serial = openBlocks().add(block);
+    // The pending side owns the block from here on, also if packing the info fails.
+    auto recv = std::make_unique<P2pPendingRecv>(spec, block);
 
-    P2pBlob b{};
-    b.block = reinterpret_cast<uint64_t>(block);
-    b.serial = block->serial;
-    b.pid = static_cast<int32_t>(getpid());
-    b.nSlots = spec.nSlots;
-    b.slotBytes = spec.slotBytes;
-    packConnBlob("p2p", kP2pBlobVersion, b, blob);
-    *conn = std::make_unique<P2pConnector>(ConnSide::Recv, spec.peer.rank, block);
-    LOG_INFO(kLogP2p | kLogInit, "p2p: channel %d recv from rank %d: %u x %u bytes at %p",
-             spec.channel, spec.peer.rank, spec.nSlots, spec.slotBytes, mem);
-    return ncclSuccess;
-  }
-
-  ncclResult_t connectSend(const ConnSpec& spec, const ConnBlob& blob,
-                           std::unique_ptr<Connector>* conn) override {
-    if (conn == nullptr)
-      return fail(ncclInvalidArgument, "p2p connectSend", "conn must not be NULL");
-    RINGCC_CHECK(checkConnSpec(spec, "p2p connectSend"));
-    P2pBlob b;
-    RINGCC_CHECK(unpackConnBlob(blob, "p2p", kP2pBlobVersion, &b, spec.peer.rank));
-    // The address means something only in the process that made it: check before touching it.
-    if (b.pid != static_cast<int32_t>(getpid()))
-      return failPeer(ncclInvalidUsage, spec.peer.rank, "p2p connectSend",
-                      "blob comes from process %d but this is process %d: p2p connects ranks "
-                      "of one process only",
-                      b.pid, static_cast<int>(getpid()));
-    if (b.nSlots != spec.nSlots || b.slotBytes != spec.slotBytes)
-      return failPeer(ncclInvalidUsage, spec.peer.rank, "p2p connectSend",
-                      "receiver has %u slots of %u bytes, we expect %u of %u (NCCL_BUFFSIZE "
-                      "must be the same on every rank)",
-                      b.nSlots, b.slotBytes, spec.nSlots, spec.slotBytes);
-    P2pBlock* block = openBlocks().acquire(b.serial, b.block);
-    if (block == nullptr)
-      return failPeer(ncclRemoteError, spec.peer.rank, "p2p connectSend",
-                      "the receiver already closed this connection (channel %d)", spec.channel);
-    // From here on we hold a reference: the connector adopts it.
-    *conn = std::make_unique<P2pConnector>(ConnSide::Send, spec.peer.rank, block);
-    LOG_INFO(kLogP2p | kLogInit, "p2p: channel %d send to rank %d connected", spec.channel,
-             spec.peer.rank);
+    P2pRecvInfo r{};
+    r.block = reinterpret_cast<uint64_t>(block);
+    r.serial = block->serial;
+    r.pid = static_cast<int32_t>(getpid());
+    r.geometry = connGeometry(spec);
+    RINGCC_CHECK(packConnInfo("p2p", kP2pInfoVersion, ConnSide::Recv, r, info));
+    LOG_INFO(kLogP2p | kLogInit,
+             "p2p: channel %d recv from rank %d: %u x %u bytes (LL %u bytes) at %p", spec.channel,
+             spec.peer.rank, spec.nSlots, spec.slotBytes, spec.llSlotBytes, mem);
+    *pending = std::move(recv);
     return ncclSuccess;
   }
 };

@@ -1,16 +1,18 @@
-// p2p: ranks in one process. The receiver allocates the FIFO on the heap and the blob carries
-// its address; the sender uses the very same memory. Host memory only (CUDA peer mappings will
-// be their own transport).
+// p2p: ranks in one process. The receiver allocates the FIFO on the heap and its info carries
+// the address; the sender uses the very same memory. The sender's info carries only its pid
+// and geometry, which the receiver checks. Host memory only (CUDA peer mappings will be their
+// own transport). No progress thread: both sides share the memory, and the doorbell is null.
 //
-// The block is reference counted by the two Connectors, so whichever side is destroyed last
-// frees it: a peer that is still waiting after the other side closed (abort) reads valid
-// memory, sees PeerState::Closed and fails cleanly instead of touching freed memory.
+// The block is reference counted by the two sides (PendingConnection, then Connector), so
+// whichever side is released last frees it: a peer that is still waiting after the other side
+// closed (abort) reads valid memory, sees PeerState::Closed and fails cleanly instead of
+// touching freed memory.
 //
-// A blob may outlive its receiver: a rank that aborts, or fails an operation and closes its
-// connections, while its offer still waits in a peer's bootstrap inbox. So the sender never
-// follows the address on trust: it looks the block's serial number up in the process's table
-// of blocks whose receiver still lives, and takes its reference under that table's lock. A
-// stale blob is ncclRemoteError, as attaching to a closed shm segment is.
+// A receiver's info may outlive its receiver: a rank that aborts, or fails an operation and
+// closes its connections, while its info still waits in a peer's bootstrap inbox. So the
+// sender never follows the address on trust: it looks the block's serial number up in the
+// process's table of blocks whose receiver still lives, and takes its reference under that
+// table's lock. A stale info is ncclRemoteError, as attaching to a closed shm segment is.
 #pragma once
 
 #include <cstdint>
@@ -19,16 +21,22 @@
 
 namespace ringcc {
 
-inline constexpr uint32_t kP2pBlobVersion = 2;
+inline constexpr uint32_t kP2pInfoVersion = 3;
 
-// The p2p blob's payload.
-struct P2pBlob {
+// The receiver's info: where its FIFO is.
+struct P2pRecvInfo {
   uint64_t block;   // address of the P2pBlock, meaningful in process `pid` only
   uint64_t serial;  // names the block while its receiver lives (addresses get reused)
   int32_t pid;
-  uint32_t nSlots;
-  uint32_t slotBytes;
   uint32_t pad;
+  ConnGeometry geometry;
+};
+
+// The sender's info: who it is and the geometry it expects.
+struct P2pSendInfo {
+  int32_t pid;
+  uint32_t pad;
+  ConnGeometry geometry;
 };
 
 Transport& p2pTransport();

@@ -3,7 +3,9 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <cstdio>
 #include <cstring>
+#include <utility>
 
 #include "src/core/error.h"
 #include "src/core/log.h"
@@ -15,7 +17,8 @@ namespace ringcc {
 namespace {
 
 constexpr uint64_t kShmMagic = 0x72696e6763637368ull;  // "ringccsh"
-constexpr uint32_t kShmLayoutVersion = 1;
+constexpr uint32_t kShmLayoutVersion = 2;
+constexpr uint64_t kPage = 4096;
 
 uint64_t alignUp(uint64_t n, uint64_t a) { return (n + a - 1) / a * a; }
 
@@ -24,23 +27,28 @@ struct alignas(64) ShmHeader {
   uint32_t version;
   uint32_t nSlots;
   uint32_t slotBytes;
+  uint32_t llSlotBytes;
   int32_t recvPid;
   int32_t sendPid;     // set by the sender when it attaches
   uint32_t closed[2];  // indexed by ConnSide; atomic_ref only
   uint64_t controlOffset;
   uint64_t slotsOffset;
+  uint64_t llSlotsOffset;
 };
 static_assert(sizeof(ShmHeader) == 64);
 
 struct Layout {
-  uint64_t controlOffset, slotsOffset, total;
+  uint64_t controlOffset, slotsOffset, llSlotsOffset, total;
 };
 
-Layout layoutFor(uint32_t nSlots, uint32_t slotBytes) {
+Layout layoutFor(const ConnGeometry& g) {
   Layout l;
   l.controlOffset = alignUp(sizeof(ShmHeader), 64);
-  l.slotsOffset = alignUp(l.controlOffset + fifoControlBytes(nSlots), 4096);
-  l.total = l.slotsOffset + uint64_t{nSlots} * slotBytes;
+  l.slotsOffset = alignUp(l.controlOffset + fifoControlBytes(g.nSlots), kPage);
+  uint64_t slotsEnd = l.slotsOffset + uint64_t{g.nSlots} * g.slotBytes;
+  l.llSlotsOffset = alignUp(slotsEnd, kPage);
+  uint64_t llBytes = uint64_t{g.nSlots} * g.llSlotBytes;
+  l.total = llBytes > 0 ? l.llSlotsOffset + llBytes : slotsEnd;
   return l;
 }
 
@@ -48,44 +56,62 @@ std::atomic_ref<uint32_t> closedRef(ShmHeader* h, ConnSide s) {
   return std::atomic_ref<uint32_t>(h->closed[static_cast<int>(s)]);
 }
 
+ConnectorView viewOf(const ShmSegment& seg) {
+  auto* h = static_cast<ShmHeader*>(seg.base());
+  char* base = static_cast<char*>(seg.base());
+  ConnectorView v{};
+  v.control = reinterpret_cast<FifoControl*>(base + h->controlOffset);
+  v.slots = base + h->slotsOffset;
+  v.nSlots = h->nSlots;
+  v.slotBytes = h->slotBytes;
+  v.llSlots = h->llSlotBytes > 0 ? base + h->llSlotsOffset : nullptr;
+  v.llSlotBytes = h->llSlotBytes;
+  return v;  // doorbell stays null: the peer sleeps on the FIFO counters themselves
+}
+
+// One side's mapping of a segment. Releasing it (destruction) tells the other side through its
+// closed flag and wakes both counters; the segment's own destructor then unmaps, and removes
+// the name if the sender never attached.
+class ShmSide {
+ public:
+  ShmSide(ShmSegment seg, ConnSide side) : seg_(std::move(seg)), side_(side) {}
+  ShmSide(ShmSide&& o) noexcept : seg_(std::move(o.seg_)), side_(o.side_) {}
+  ShmSide& operator=(ShmSide&&) = delete;
+  ~ShmSide() {
+    if (seg_.base() == nullptr) return;
+    closedRef(header(), side_).store(1, std::memory_order_release);
+    ConnectorView v = viewOf(seg_);
+    wakeCounter(&v.control->tail);
+    wakeCounter(&v.control->head);
+  }
+
+  ShmHeader* header() const { return static_cast<ShmHeader*>(seg_.base()); }
+  const ShmSegment& segment() const { return seg_; }
+
+ private:
+  ShmSegment seg_;
+  ConnSide side_;
+};
+
 class ShmConnector final : public Connector {
  public:
-  ShmConnector(ConnSide side, int peerRank, ShmSegment seg, ProcessWatch watch)
-      : Connector(side, peerRank, viewOf(seg)),
-        seg_(std::move(seg)),
-        header_(static_cast<ShmHeader*>(seg_.base())),
+  ShmConnector(ConnSide side, int peerRank, ShmSide mapping, ProcessWatch watch)
+      : Connector(side, peerRank, viewOf(mapping.segment())),
+        mapping_(std::move(mapping)),
         watch_(std::move(watch)) {}
-
-  ~ShmConnector() override {
-    closedRef(header_, side()).store(1, std::memory_order_release);
-    wakeCounter(&view_.control->tail);
-    wakeCounter(&view_.control->head);
-    // seg_'s destructor unmaps, and removes the name if the sender never attached.
-  }
 
   const char* transportName() const override { return "shm"; }
 
   PeerState peerState() const override {
     ConnSide other = side() == ConnSide::Recv ? ConnSide::Send : ConnSide::Recv;
-    if (closedRef(header_, other).load(std::memory_order_acquire)) return PeerState::Closed;
+    if (closedRef(mapping_.header(), other).load(std::memory_order_acquire))
+      return PeerState::Closed;
     if (!watch_.alive()) return PeerState::Dead;
     return PeerState::Open;
   }
 
  private:
-  static ConnectorView viewOf(const ShmSegment& seg) {
-    auto* h = static_cast<ShmHeader*>(seg.base());
-    char* base = static_cast<char*>(seg.base());
-    ConnectorView v;
-    v.control = reinterpret_cast<FifoControl*>(base + h->controlOffset);
-    v.slots = base + h->slotsOffset;
-    v.nSlots = h->nSlots;
-    v.slotBytes = h->slotBytes;
-    return v;
-  }
-
-  ShmSegment seg_;
-  ShmHeader* header_;
+  ShmSide mapping_;
   ProcessWatch watch_;
 };
 
@@ -94,6 +120,69 @@ ProcessWatch watchPeer(const ConnSpec& spec, int32_t pid) {
   if (pid <= 0 || spec.self.pidNamespace != spec.peer.pidNamespace) return ProcessWatch();
   return ProcessWatch(pid);
 }
+
+// Receiver between setup and connect: owns the segment (its name waits for the sender).
+class ShmPendingRecv final : public PendingConnection {
+ public:
+  ShmPendingRecv(const ConnSpec& spec, ShmSegment seg)
+      : PendingConnection(ConnSide::Recv, spec), mapping_(std::move(seg), ConnSide::Recv) {}
+
+ protected:
+  ncclResult_t connectImpl(const ConnInfo& remote, std::unique_ptr<Connector>* conn) override {
+    const char* where = "shm connect recv";
+    ShmSendInfo s;
+    RINGCC_CHECK(unpackConnInfo(remote, "shm", kShmInfoVersion, ConnSide::Send, &s,
+                                spec().peer.rank, where));
+    RINGCC_CHECK(checkConnGeometry(spec(), s.geometry, where));
+    // Watch the sender from now: it is alive (it just sent its info).
+    *conn = std::make_unique<ShmConnector>(ConnSide::Recv, spec().peer.rank, std::move(mapping_),
+                                           watchPeer(spec(), s.sendPid));
+    return ncclSuccess;
+  }
+
+ private:
+  ShmSide mapping_;
+};
+
+// Sender between setup and connect: holds nothing; it attaches in connect.
+class ShmPendingSend final : public PendingConnection {
+ public:
+  explicit ShmPendingSend(const ConnSpec& spec) : PendingConnection(ConnSide::Send, spec) {}
+
+ protected:
+  ncclResult_t connectImpl(const ConnInfo& remote, std::unique_ptr<Connector>* conn) override {
+    const char* where = "shm connect send";
+    const int peer = spec().peer.rank;
+    ShmRecvInfo r;
+    RINGCC_CHECK(unpackConnInfo(remote, "shm", kShmInfoVersion, ConnSide::Recv, &r, peer, where));
+    r.name[sizeof(r.name) - 1] = '\0';
+    RINGCC_CHECK(checkConnGeometry(spec(), r.geometry, where));
+    Layout l = layoutFor(r.geometry);
+    if (r.bytes != l.total)
+      return failPeer(ncclInvalidUsage, peer, where,
+                      "info says %llu bytes for %u x %u slots (LL %u), expected %llu",
+                      static_cast<unsigned long long>(r.bytes), r.geometry.nSlots,
+                      r.geometry.slotBytes, r.geometry.llSlotBytes,
+                      static_cast<unsigned long long>(l.total));
+    // Watch the receiver before attaching: it is alive now (it just sent its info).
+    ProcessWatch watch = watchPeer(spec(), r.recvPid);
+    ShmSegment seg;
+    RINGCC_CHECK(ShmSegment::attach(r.name, r.bytes, peer, &seg));
+    auto* h = static_cast<ShmHeader*>(seg.base());
+    if (h->magic != kShmMagic || h->version != kShmLayoutVersion ||
+        h->nSlots != r.geometry.nSlots || h->slotBytes != r.geometry.slotBytes ||
+        h->llSlotBytes != r.geometry.llSlotBytes || h->controlOffset != l.controlOffset ||
+        h->slotsOffset != l.slotsOffset || h->llSlotsOffset != l.llSlotsOffset)
+      return failPeer(ncclInvalidUsage, peer, where,
+                      "segment %s does not hold the FIFO its info describes", r.name);
+    h->sendPid = static_cast<int32_t>(getpid());
+    LOG_INFO(kLogShm | kLogInit, "shm: channel %d send to rank %d: attached %s", spec().channel,
+             peer, r.name);
+    *conn = std::make_unique<ShmConnector>(
+        ConnSide::Send, peer, ShmSide(std::move(seg), ConnSide::Send), std::move(watch));
+    return ncclSuccess;
+  }
+};
 
 class ShmTransport final : public Transport {
  public:
@@ -121,72 +210,45 @@ class ShmTransport final : public Transport {
     ShmSegment::removeNamesOf(peer.pid);
   }
 
-  ncclResult_t setupRecv(const ConnSpec& spec, ConnBlob* blob,
-                         std::unique_ptr<Connector>* conn) override {
-    if (blob == nullptr || conn == nullptr)
-      return fail(ncclInvalidArgument, "shm setupRecv", "blob and conn must not be NULL");
-    RINGCC_CHECK(checkConnSpec(spec, "shm setupRecv"));
-    Layout l = layoutFor(spec.nSlots, spec.slotBytes);
+ protected:
+  ncclResult_t setupImpl(ConnSide side, const ConnSpec& spec, ConnInfo* info,
+                         std::unique_ptr<PendingConnection>* pending) override {
+    if (side == ConnSide::Send) {
+      ShmSendInfo s{};
+      s.sendPid = static_cast<int32_t>(getpid());
+      s.geometry = connGeometry(spec);
+      RINGCC_CHECK(packConnInfo("shm", kShmInfoVersion, ConnSide::Send, s, info));
+      *pending = std::make_unique<ShmPendingSend>(spec);
+      return ncclSuccess;
+    }
+    Layout l = layoutFor(connGeometry(spec));
     ShmSegment seg;
     RINGCC_CHECK(ShmSegment::create(l.total, spec.peer.rank, &seg));
-    // A fresh segment reads as zeros: counters, waiters, sizes and closed flags start at 0.
+    // A fresh segment reads as zeros: counters, waiters, sizes, closed flags and the LL lines'
+    // flags start at 0.
     auto* h = static_cast<ShmHeader*>(seg.base());
     h->magic = kShmMagic;
     h->version = kShmLayoutVersion;
     h->nSlots = spec.nSlots;
     h->slotBytes = spec.slotBytes;
+    h->llSlotBytes = spec.llSlotBytes;
     h->recvPid = static_cast<int32_t>(getpid());
     h->controlOffset = l.controlOffset;
     h->slotsOffset = l.slotsOffset;
+    h->llSlotsOffset = l.llSlotsOffset;
 
-    ShmBlob b{};
-    std::snprintf(b.name, sizeof(b.name), "%s", seg.name());
-    b.bytes = l.total;
-    b.nSlots = spec.nSlots;
-    b.slotBytes = spec.slotBytes;
-    b.recvPid = h->recvPid;
-    packConnBlob("shm", kShmBlobVersion, b, blob);
-    LOG_INFO(kLogShm | kLogInit, "shm: channel %d recv from rank %d: %s, %u x %u bytes",
-             spec.channel, spec.peer.rank, seg.name(), spec.nSlots, spec.slotBytes);
-    *conn = std::make_unique<ShmConnector>(ConnSide::Recv, spec.peer.rank, std::move(seg),
-                                           watchPeer(spec, spec.peer.pid));
-    return ncclSuccess;
-  }
-
-  ncclResult_t connectSend(const ConnSpec& spec, const ConnBlob& blob,
-                           std::unique_ptr<Connector>* conn) override {
-    if (conn == nullptr)
-      return fail(ncclInvalidArgument, "shm connectSend", "conn must not be NULL");
-    RINGCC_CHECK(checkConnSpec(spec, "shm connectSend"));
-    ShmBlob b;
-    RINGCC_CHECK(unpackConnBlob(blob, "shm", kShmBlobVersion, &b, spec.peer.rank));
-    b.name[sizeof(b.name) - 1] = '\0';
-    if (b.nSlots != spec.nSlots || b.slotBytes != spec.slotBytes)
-      return failPeer(ncclInvalidUsage, spec.peer.rank, "shm connectSend",
-                      "receiver has %u slots of %u bytes, we expect %u of %u (NCCL_BUFFSIZE "
-                      "must be the same on every rank)",
-                      b.nSlots, b.slotBytes, spec.nSlots, spec.slotBytes);
-    Layout l = layoutFor(b.nSlots, b.slotBytes);
-    if (b.bytes != l.total)
-      return failPeer(ncclInvalidUsage, spec.peer.rank, "shm connectSend",
-                      "blob says %llu bytes for %u x %u slots, expected %llu",
-                      static_cast<unsigned long long>(b.bytes), b.nSlots, b.slotBytes,
-                      static_cast<unsigned long long>(l.total));
-    // Watch the receiver before attaching: it is alive now (it just sent the blob).
-    ProcessWatch watch = watchPeer(spec, b.recvPid);
-    ShmSegment seg;
-    RINGCC_CHECK(ShmSegment::attach(b.name, b.bytes, spec.peer.rank, &seg));
-    auto* h = static_cast<ShmHeader*>(seg.base());
-    if (h->magic != kShmMagic || h->version != kShmLayoutVersion || h->nSlots != b.nSlots ||
-        h->slotBytes != b.slotBytes || h->controlOffset != l.controlOffset ||
-        h->slotsOffset != l.slotsOffset)
-      return failPeer(ncclInvalidUsage, spec.peer.rank, "shm connectSend",
-                      "segment %s does not hold the FIFO its blob describes", b.name);
-    h->sendPid = static_cast<int32_t>(getpid());
-    LOG_INFO(kLogShm | kLogInit, "shm: channel %d send to rank %d: attached %s", spec.channel,
-             spec.peer.rank, b.name);
-    *conn = std::make_unique<ShmConnector>(ConnSide::Send, spec.peer.rank, std::move(seg),
-                                           std::move(watch));
+    ShmRecvInfo r{};
+    std::snprintf(r.name, sizeof(r.name), "%s", seg.name());
+    r.bytes = l.total;
+    r.geometry = connGeometry(spec);
+    r.recvPid = h->recvPid;
+    LOG_INFO(kLogShm | kLogInit, "shm: channel %d recv from rank %d: %s, %u x %u bytes (LL %u)",
+             spec.channel, spec.peer.rank, seg.name(), spec.nSlots, spec.slotBytes,
+             spec.llSlotBytes);
+    // The pending side owns the segment from here on, also if packing the info fails.
+    auto recv = std::make_unique<ShmPendingRecv>(spec, std::move(seg));
+    RINGCC_CHECK(packConnInfo("shm", kShmInfoVersion, ConnSide::Recv, r, info));
+    *pending = std::move(recv);
     return ncclSuccess;
   }
 };
