@@ -27,13 +27,8 @@ PlanContext planContext(const ncclComm* comm, const ConnectionTable& conns) {
   PlanContext c;
   c.nranks = comm->nranks;
   c.rank = comm->rank;
-  for (uint8_t kind : {kPortRing, kPortP2p}) {
-    const ConnSpec& spec = conns.spec(kind);
-    ConnGeometry& g = kind == kPortRing ? c.ring : c.p2p;
-    g.nSlots = spec.nSlots;
-    g.slotBytes = spec.slotBytes;
-    g.llSlotBytes = 0;  // LL memory comes with transport contract v2
-  }
+  c.ring = connGeometry(conns.spec(kPortRing));
+  c.p2p = connGeometry(conns.spec(kPortP2p));
   c.tune = tuneConfigFromEnv();
   return c;
 }

@@ -135,7 +135,6 @@ ncclResult_t Planner::planP2p(const std::vector<const CollArgs*>& ops, Plan* pla
     P2pDesc p2p;
     p2p.nranks = nranks;
     p2p.rank = ctx_.rank;
-    uint64_t largest = 0;
     std::vector<uint64_t> selfSends, selfRecvs;
     for (size_t i = 0; i < ops.size(); ++i) {
       if (round[i] < first || round[i] > last) continue;
@@ -146,7 +145,6 @@ ncclResult_t Planner::planP2p(const std::vector<const CollArgs*>& ops, Plan* pla
       p.count = static_cast<int>(job.counts.size());
       const uint64_t bytes = static_cast<uint64_t>(a.count) * dataTypeSize(a.datatype);
       job.counts.push_back(bytes);
-      largest = std::max(largest, bytes);
       if (p.peer == ctx_.rank) (p.send ? selfSends : selfRecvs).push_back(bytes);
       if (p.send) {
         p.buffer = static_cast<int>(job.inputs.size());
@@ -166,8 +164,10 @@ ncclResult_t Planner::planP2p(const std::vector<const CollArgs*>& ops, Plan* pla
     Program* program = plan->newProgram();
     RINGCC_CHECK(buildP2p(p2p, program));
     job.program = program;
-    const TuneChoice t = chooseTune(ctx_.tune, Coll::Send, largest, nranks);
-    sizes(kPortP2p, t.protocol, 1, &job);
+    // Both ends of a connection must use one protocol, and a rank's group of sends and
+    // receives differs from its peers' groups, so no per-group size is the same on both ends:
+    // grouped send/recv use Simple unless NCCL_PROTO leaves only LL (then every rank does).
+    sizes(kPortP2p, ctx_.tune.protocols & (1u << kProtoSimple) ? kProtoSimple : kProtoLL, 1, &job);
     // The runner indexes inputs and outputs by the same buffer number.
     size_t n = std::max<size_t>({job.inputs.size(), job.outputs.size(), program->nBuffers, 1});
     job.inputs.resize(n, nullptr);

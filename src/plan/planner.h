@@ -31,21 +31,16 @@
 #include "src/exec/coll_args.h"
 #include "src/plan/plan_cache.h"
 #include "src/tune/tune.h"
+#include "transports/transport.h"
 
 namespace ringcc {
-
-// The geometry of one connection set (ring or p2p), the same on every rank.
-struct ConnGeometry {
-  uint32_t nSlots = 8;
-  uint32_t slotBytes = 0;    // Simple slot
-  uint32_t llSlotBytes = 0;  // LL slot (lines); 0: no LL
-};
 
 struct PlanContext {
   int nranks = 1;
   int rank = 0;
-  ConnGeometry ring;  // connections of kPortRing ports
-  ConnGeometry p2p;   // connections of kPortP2p ports
+  // The geometry of each connection set, the same on every rank (llSlotBytes 0: no LL).
+  ConnGeometry ring{};  // connections of kPortRing ports
+  ConnGeometry p2p{};   // connections of kPortP2p ports
   TuneConfig tune;
   std::vector<std::vector<int>> rings;  // per channel ring order; missing or empty: 0..n-1
 

@@ -283,7 +283,7 @@ PlanContext simContext(int nranks, int rank, Protocol protocol, uint32_t slotByt
   PlanContext ctx;
   ctx.nranks = nranks;
   ctx.rank = rank;
-  ctx.ring = ConnGeometry{nSlots, slotBytes, llSlotBytes};
+  ctx.ring = ConnGeometry{nSlots, slotBytes, llSlotBytes, 0};
   ctx.p2p = ctx.ring;
   ctx.tune.minChannels = ctx.tune.maxChannels = nChannels;
   ctx.tune.protocols = 1u << protocol;
