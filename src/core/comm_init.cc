@@ -33,7 +33,7 @@ uint64_t randomNonce() {
 
 // The part of init that talks to peers; runs on the caller's thread or the init thread.
 ncclResult_t initBody(Communicator* comm, const BootstrapMaker& makeBootstrap) {
-  LogRankScope scope(comm->rank);
+  CommScope scope(comm);
   RINGCC_CHECK(makeBootstrap(comm));
   RINGCC_CHECK(chooseMemKind(&comm->memKind));
 

@@ -54,28 +54,36 @@ ncclResult_t launchOps(const std::vector<CollArgs>& ops) {
   for (ncclComm* comm : comms) guards.push_back(std::make_unique<CallGuard>(comm));
   if (comms.size() == 1) {
     // One communicator: nothing else must progress meanwhile, so run on this thread.
+    CommScope scope(comms[0]);
     ncclResult_t r = comms[0]->engine->run(perComm[0]);
     if (r != ncclSuccess) comms[0]->recordError(r);
     return r;
   }
   ncclResult_t first = ncclSuccess;
+  size_t firstComm = 0;
+  auto failed = [&](size_t i, ncclResult_t r) {
+    comms[i]->recordError(r);
+    if (first == ncclSuccess) {
+      first = r;
+      firstComm = i;
+    }
+  };
   std::vector<bool> submitted(comms.size(), false);
   for (size_t i = 0; i < comms.size(); ++i) {
+    CommScope scope(comms[i]);
     ncclResult_t r = comms[i]->engine->submit(perComm[i]);
     submitted[i] = r == ncclSuccess;
-    if (r != ncclSuccess) {
-      comms[i]->recordError(r);
-      if (first == ncclSuccess) first = r;
-    }
+    if (r != ncclSuccess) failed(i, r);
   }
   for (size_t i = 0; i < comms.size(); ++i) {
     if (!submitted[i]) continue;
+    CommScope scope(comms[i]);
     ncclResult_t r = comms[i]->engine->wait();
-    if (r != ncclSuccess) {
-      comms[i]->recordError(r);
-      if (first == ncclSuccess) first = r;
-    }
+    if (r != ncclSuccess) failed(i, r);
   }
+  // The causes were raised on the engine threads: this thread returns the first failure, so
+  // its last error is that failure's cause.
+  if (first != ncclSuccess) adoptError(comms[firstComm]->firstError());
   return first;
 }
 
@@ -127,6 +135,7 @@ ncclResult_t enqueueOp(const CollArgs& args) {
   }
   // A lone operation: nothing else must progress meanwhile, so it runs on this thread. The
   // API entry point holds the communicator (ApiGuard) for as long as this runs.
+  CommScope scope(args.comm);
   ncclResult_t r = args.comm->engine->run({&args, 1});
   if (r != ncclSuccess) args.comm->recordError(r);
   return r;
