@@ -50,6 +50,8 @@ ncclResult_t failPeer(ncclResult_t code, int peer, const char* where, const char
 
 std::string lastErrorMessage() { return tLast.message; }
 
+ErrorCause lastError() { return tLast; }
+
 void adoptError(const ErrorCause& cause) { tLast = cause; }
 
 ErrorScope::ErrorScope() : outer_(tScope) { tScope = this; }

@@ -36,10 +36,12 @@ ncclResult_t failPeer(ncclResult_t code, int peer, const char* where, const char
 
 // The last error raised on (or adopted by) the calling thread ("" if none).
 std::string lastErrorMessage();
+// The same with its parts (code ncclSuccess if none).
+ErrorCause lastError();
 
 // Makes `cause` the calling thread's last error without logging it again: for a call whose
-// failure was raised, and logged, on another thread (an engine thread), so that the thread
-// the call returns to can still say why.
+// failure was raised, and logged, on another thread (an engine thread, a helper thread of
+// ncclCommInitAll), so that the thread the call returns to can still say why.
 void adoptError(const ErrorCause& cause);
 
 // Hears about every error raised on the thread that opened it, while it is the innermost

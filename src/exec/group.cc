@@ -23,15 +23,25 @@ struct GroupState {
 thread_local GroupState tGroup;
 
 // Runs deferred work (communicator inits) concurrently: inits of several ranks in one group
-// wait for each other in the bootstrap.
+// wait for each other in the bootstrap. The first failure's cause, raised on its helper
+// thread, becomes this thread's last error.
 ncclResult_t runDeferred(std::vector<std::function<ncclResult_t()>>& work) {
   if (work.empty()) return ncclSuccess;
   std::vector<ncclResult_t> results(work.size(), ncclSuccess);
+  std::vector<ErrorCause> causes(work.size());
   std::vector<std::thread> threads;
-  for (size_t i = 0; i < work.size(); ++i) threads.emplace_back([&, i] { results[i] = work[i](); });
+  for (size_t i = 0; i < work.size(); ++i) {
+    threads.emplace_back([&, i] {
+      results[i] = work[i]();
+      if (results[i] != ncclSuccess && results[i] != ncclInProgress) causes[i] = lastError();
+    });
+  }
   for (auto& t : threads) t.join();
-  for (ncclResult_t r : results)
-    if (r != ncclSuccess && r != ncclInProgress) return r;
+  for (size_t i = 0; i < work.size(); ++i) {
+    if (results[i] == ncclSuccess || results[i] == ncclInProgress) continue;
+    adoptError(causes[i]);
+    return results[i];
+  }
   return ncclSuccess;
 }
 

@@ -12,6 +12,7 @@
 #include "support/test_env.h"
 
 using ringcc::test::CapturedLog;
+using ringcc::test::ScopedEnv;
 
 namespace {
 
@@ -251,4 +252,31 @@ TEST_CASE("ncclGetLastError answers each thread with its own last error", "[api_
   std::thread([&] { fresh = ncclGetLastError(comms[1]); }).join();
   CHECK(fresh.empty());
   CHECK(ncclCommDestroy(comms[0]) == ncclSuccess);
+}
+
+TEST_CASE("an init that fails on helper threads tells the calling thread why", "[api_args]") {
+  // ncclCommInitAll, and inits grouped by one thread, run each rank on a helper thread; the
+  // cause is raised there. Fresh threads, so that no earlier error can pass for it.
+  ScopedEnv device("RINGCC_DEVICE", "bogus");
+  ncclResult_t all = ncclSuccess, grouped = ncclSuccess;
+  std::string afterAll, afterGroup;
+  std::thread([&] {
+    ncclComm_t comms[2];
+    all = ncclCommInitAll(comms, 2, nullptr);
+    afterAll = ncclGetLastError(nullptr);
+  }).join();
+  std::thread([&] {
+    ncclUniqueId id;
+    ncclGetUniqueId(&id);
+    ncclComm_t comms[2];
+    ncclGroupStart();
+    ncclCommInitRank(&comms[0], 2, id, 0);
+    ncclCommInitRank(&comms[1], 2, id, 1);
+    grouped = ncclGroupEnd();
+    afterGroup = ncclGetLastError(nullptr);
+  }).join();
+  CHECK(all == ncclInvalidArgument);
+  CHECK(afterAll.find("RINGCC_DEVICE=bogus") != std::string::npos);
+  CHECK(grouped == ncclInvalidArgument);
+  CHECK(afterGroup.find("RINGCC_DEVICE=bogus") != std::string::npos);
 }
