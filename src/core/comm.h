@@ -110,7 +110,8 @@ class CallGuard {
 // Work for `comm` on this thread, for the scope's lifetime: log lines show its rank, and
 // errors raised on this thread are noted as its cause (Communicator::noteWorkError). Open
 // one wherever a failure of the work ends in comm->recordError, on whatever thread the work
-// runs: the API thread, the non-blocking init thread, and the engine's own threads.
+// runs: the API thread, the non-blocking init thread, and the engine's own threads (the host
+// engine's thread opens only a LogRankScope so far; recordError then names the communicator).
 class CommScope final : public ErrorScope {
  public:
   explicit CommScope(Communicator* comm) : comm_(comm), rank_(comm->rank) {}
