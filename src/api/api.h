@@ -40,6 +40,8 @@ class ApiGuard {
 
   // ncclInvalidArgument unless `comm` is live; then the call holds it.
   ncclResult_t enter(Communicator* comm, const char* where);
+  // As enter, but quiet: false, with no error raised, unless `comm` is live.
+  bool tryEnter(Communicator* comm);
   // As enter, plus: the communicator finished init and may run operations.
   ncclResult_t enterReady(Communicator* comm, const char* where);
 

@@ -62,6 +62,14 @@ ncclResult_t ApiGuard::enter(Communicator* comm, const char* where) {
               static_cast<const void*>(comm));
 }
 
+bool ApiGuard::tryEnter(Communicator* comm) {
+  std::lock_guard<std::mutex> lock(gLiveMu);
+  if (comm == nullptr || !liveComms().count(comm)) return false;
+  comm->enterCall();
+  comm_ = comm;
+  return true;
+}
+
 ncclResult_t ApiGuard::enterReady(Communicator* comm, const char* where) {
   RINGCC_CHECK(enter(comm, where));
   int state = comm->asyncError.load();
@@ -72,7 +80,7 @@ ncclResult_t ApiGuard::enterReady(Communicator* comm, const char* where) {
   if (comm->finalized.load()) return fail(ncclInvalidUsage, where, "communicator was finalized");
   if (state != ncclSuccess)
     return fail(static_cast<ncclResult_t>(state), where,
-                "communicator has an error from earlier: %s", comm->lastError().c_str());
+                "communicator has an error from earlier: %s", comm->firstError().message.c_str());
   return ncclSuccess;
 }
 

@@ -196,11 +196,17 @@ NCCL_API(ncclResult_t, ncclCommUserRank, const ncclComm_t comm, int* rank) {
 NCCL_API(const char*, ncclGetErrorString, ncclResult_t result) { return errorString(result); }
 
 NCCL_API(const char*, ncclGetLastError, ncclComm_t comm) {
-  // The returned text lives until the next error of this thread.
+  // The calling thread's last error: raised on it, or the cause of a call of it whose work
+  // failed on another thread (engine or init helper threads). A thread with none gets
+  // `comm`'s first error, if comm has one (say, a non-blocking init that failed on its own
+  // thread), else "" (as NCCL with no error). NCCL keeps one text per process and ignores
+  // comm. The text lives until this thread's next ncclGetLastError.
   thread_local std::string text;
-  text.clear();
-  if (comm && isLiveComm(comm)) text = comm->lastError();
-  if (text.empty()) text = lastErrorMessage();
+  text = lastErrorMessage();
+  if (text.empty()) {
+    ApiGuard guard;  // keeps comm alive while we read it; no error if it is not live
+    if (guard.tryEnter(comm)) text = comm->firstError().message;
+  }
   return text.c_str();
 }
 

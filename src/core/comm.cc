@@ -1,5 +1,7 @@
 #include "src/core/comm.h"
 
+#include <cstdio>
+
 #include "src/bootstrap/bootstrap.h"
 #include "src/core/error.h"
 #include "src/exec/engine.h"
@@ -17,18 +19,37 @@ ncclComm::~ncclComm() {
 
 void ncclComm::recordError(ncclResult_t code) {
   if (code == ncclSuccess || code == ncclInProgress) return;
-  std::string cause = ringcc::lastErrorMessage();
   std::lock_guard<std::mutex> lock(mu_);
-  if (lastError_.empty()) lastError_ = cause;
+  if (firstError_.code == ncclSuccess) {
+    if (workError_.code != ncclSuccess) {
+      firstError_ = workError_;
+    } else {
+      // Raised on a thread without a CommScope for us: its WARN line has the details.
+      char what[256];
+      snprintf(what, sizeof(what),
+               "rank %d of %d (commHash %016llx) failed with \"%s\"; the cause was raised on "
+               "a thread not known to work for this communicator: see the WARN log",
+               rank, nranks, static_cast<unsigned long long>(commHash), ringcc::errorString(code));
+      firstError_.where = "communicator";
+      firstError_.what = what;
+      firstError_.message = firstError_.where + ": " + what;
+    }
+    firstError_.code = code;
+  }
   int expected = ncclSuccess;
   asyncError.compare_exchange_strong(expected, code);
   expected = ncclInProgress;
   asyncError.compare_exchange_strong(expected, code);
 }
 
-std::string ncclComm::lastError() const {
+ringcc::ErrorCause ncclComm::firstError() const {
   std::lock_guard<std::mutex> lock(mu_);
-  return lastError_;
+  return firstError_;
+}
+
+void ncclComm::noteWorkError(const ringcc::ErrorCause& cause) {
+  std::lock_guard<std::mutex> lock(mu_);
+  workError_ = cause;
 }
 
 void ncclComm::enterCall() {

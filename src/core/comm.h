@@ -12,6 +12,13 @@
 // except ncclCommAbort/ncclCommRevoke/ncclCommGetAsyncError, which may come from any thread
 // while another call is running. Every entry point holds a CallGuard; abort raises the abort
 // flag and waits for running calls to leave before freeing anything.
+//
+// Errors: a thread working for a communicator (running its operations, initializing it)
+// holds a CommScope, so that what fails meanwhile is noted as this communicator's cause and
+// never another's, whichever thread raised it. When the work fails, recordError keeps that
+// cause as the communicator's first error (for ncclGetLastError(comm) and the refusal of
+// later calls) and sets the async error (ncclCommGetAsyncError). Only the first failure
+// counts: later ones are its consequences.
 #pragma once
 
 #include <atomic>
@@ -25,6 +32,8 @@
 
 #include "nccl.h"
 #include "src/core/config.h"
+#include "src/core/error.h"
+#include "src/core/log.h"
 #include "src/core/user_ops.h"
 #include "transports/transport.h"
 
@@ -59,9 +68,15 @@ struct ncclComm {
   std::atomic<int> asyncError{ncclSuccess};  // ncclInProgress while a non-blocking init runs
   std::thread initThread;                    // the non-blocking init, joined before freeing
 
-  // Records the first error (kept for ncclGetLastError) and makes it the async error.
+  // The work of this communicator failed with `code`: keeps the cause (the last error raised
+  // in a CommScope for it) as the first error, unless one is kept already, and makes `code`
+  // the async error. Without a noted cause (the failure was raised on a thread that held no
+  // scope), the first error says so and names the communicator.
   void recordError(ncclResult_t code);
-  std::string lastError() const;
+  // The first error; code ncclSuccess and empty texts if none.
+  ringcc::ErrorCause firstError() const;
+  // An error raised on a thread working for this communicator (CommScope).
+  void noteWorkError(const ringcc::ErrorCause& cause);
 
   // Running API calls, so abort and destroy can wait for them to leave.
   void enterCall();
@@ -72,7 +87,8 @@ struct ncclComm {
   mutable std::mutex mu_;
   std::condition_variable idle_;
   int activeCalls_ = 0;
-  std::string lastError_;
+  ringcc::ErrorCause firstError_;
+  ringcc::ErrorCause workError_;  // the latest noted, since errors come wrapped outward
 };
 
 namespace ringcc {
@@ -89,6 +105,21 @@ class CallGuard {
 
  private:
   Communicator* comm_;
+};
+
+// Work for `comm` on this thread, for the scope's lifetime: log lines show its rank, and
+// errors raised on this thread are noted as its cause (Communicator::noteWorkError). Open
+// one wherever a failure of the work ends in comm->recordError, on whatever thread the work
+// runs: the API thread, the non-blocking init thread, and the engine's own threads (the host
+// engine's thread opens only a LogRankScope so far; recordError then names the communicator).
+class CommScope final : public ErrorScope {
+ public:
+  explicit CommScope(Communicator* comm) : comm_(comm), rank_(comm->rank) {}
+  void onError(const ErrorCause& cause) override { comm_->noteWorkError(cause); }
+
+ private:
+  Communicator* comm_;
+  LogRankScope rank_;
 };
 
 }  // namespace ringcc

@@ -33,7 +33,7 @@ uint64_t randomNonce() {
 
 // The part of init that talks to peers; runs on the caller's thread or the init thread.
 ncclResult_t initBody(Communicator* comm, const BootstrapMaker& makeBootstrap) {
-  LogRankScope scope(comm->rank);
+  CommScope scope(comm);
   RINGCC_CHECK(makeBootstrap(comm));
   RINGCC_CHECK(chooseMemKind(&comm->memKind));
 
@@ -139,12 +139,16 @@ ncclResult_t commInitAll(Communicator** comms, int nranks, const int* devlist) {
   ncclUniqueId id;
   RINGCC_CHECK(bootstrapGetUniqueId(&id));
   std::vector<ncclResult_t> results(nranks, ncclSuccess);
+  std::vector<ErrorCause> causes(nranks);  // raised on the helper threads
   std::vector<std::thread> threads;
   for (int r = 0; r < nranks; ++r) {
     threads.emplace_back([&, r] {
       CommConfig config;
       results[r] = commInitRank(&comms[r], nranks, id, r, config);
-      if (results[r] == ncclSuccess) comms[r]->cudaDev = devlist ? devlist[r] : r;
+      if (results[r] == ncclSuccess)
+        comms[r]->cudaDev = devlist ? devlist[r] : r;
+      else
+        causes[r] = lastError();
     });
   }
   for (auto& t : threads) t.join();
@@ -154,6 +158,7 @@ ncclResult_t commInitAll(Communicator** comms, int nranks, const int* devlist) {
       if (comms[q]) commDestroy(comms[q]);
       comms[q] = nullptr;
     }
+    adoptError(causes[r]);
     return results[r];
   }
   return ncclSuccess;

@@ -2,15 +2,15 @@
 
 #include <cstdarg>
 #include <cstdio>
-#include <mutex>
 
 #include "src/core/log.h"
 
 namespace ringcc {
 namespace {
 
-std::mutex gMu;
-std::string gLast;
+// Per thread, like the groups of ncclGroupStart: nothing here needs a lock.
+thread_local ErrorCause tLast;
+thread_local ErrorScope* tScope = nullptr;
 
 ncclResult_t record(ncclResult_t code, int peer, const char* where, const char* fmt, va_list ap) {
   char what[768];
@@ -21,8 +21,12 @@ ncclResult_t record(ncclResult_t code, int peer, const char* where, const char* 
   else
     snprintf(line, sizeof(line), "%s: %s", where, what);
   LOG_WARN("%s", line);
-  std::lock_guard<std::mutex> lock(gMu);
-  gLast = line;
+  tLast.code = code;
+  tLast.where = where;
+  tLast.what = what;
+  tLast.peer = peer;
+  tLast.message = line;
+  if (tScope) tScope->onError(tLast);
   return code;
 }
 
@@ -44,10 +48,15 @@ ncclResult_t failPeer(ncclResult_t code, int peer, const char* where, const char
   return r;
 }
 
-std::string lastErrorMessage() {
-  std::lock_guard<std::mutex> lock(gMu);
-  return gLast;
-}
+std::string lastErrorMessage() { return tLast.message; }
+
+ErrorCause lastError() { return tLast; }
+
+void adoptError(const ErrorCause& cause) { tLast = cause; }
+
+ErrorScope::ErrorScope() : outer_(tScope) { tScope = this; }
+
+ErrorScope::~ErrorScope() { tScope = outer_; }
 
 const char* errorString(ncclResult_t code) {
   switch (code) {

@@ -1,8 +1,13 @@
 // Errors: precise codes plus a kept root cause.
 //
 // Every failure that leaves ringcc is made by fail(): it logs the cause at WARN (what went
-// wrong, where, which peer) and records it as the process's last error, so ncclGetLastError
-// can repeat it. A communicator keeps its own first error too (Communicator::recordError).
+// wrong, where, which peer) and keeps it in two places:
+//  - as the calling thread's last error (lastErrorMessage, behind ncclGetLastError). It is
+//    per thread so that threads failing at once on different communicators each keep their
+//    own message. (NVIDIA's NCCL keeps one buffer for the whole process.)
+//  - with the innermost ErrorScope open on this thread, if any. A CommScope (src/core/comm.h)
+//    is one: whatever fails while a thread works for a communicator becomes that
+//    communicator's candidate cause, and Communicator::recordError makes it its first error.
 // Codes: bad arguments ncclInvalidArgument, misuse ncclInvalidUsage, a dead or misbehaving
 // peer ncclRemoteError, OS failures ncclSystemError, our own bugs ncclInternalError.
 #pragma once
@@ -15,7 +20,10 @@ namespace ringcc {
 
 struct ErrorCause {
   ncclResult_t code = ncclSuccess;
-  std::string message;  // "where: what (peer N)"
+  std::string where;    // the operation or layer that failed ("bootstrap", "ncclAllReduce")
+  std::string what;     // what went wrong
+  int peer = -1;        // the rank at fault, -1 if none
+  std::string message;  // as logged: "where: what (peer rank N)"
 };
 
 // Logs and records an error, returns `code` so callers can `return fail(...)`.
@@ -26,8 +34,31 @@ ncclResult_t fail(ncclResult_t code, const char* where, const char* fmt, ...)
 ncclResult_t failPeer(ncclResult_t code, int peer, const char* where, const char* fmt, ...)
     __attribute__((format(printf, 4, 5)));
 
-// The last error recorded in this process ("" if none).
+// The last error raised on (or adopted by) the calling thread ("" if none).
 std::string lastErrorMessage();
+// The same with its parts (code ncclSuccess if none).
+ErrorCause lastError();
+
+// Makes `cause` the calling thread's last error without logging it again: for a call whose
+// failure was raised, and logged, on another thread (an engine thread, a helper thread of
+// ncclCommInitAll), so that the thread the call returns to can still say why.
+void adoptError(const ErrorCause& cause);
+
+// Hears about every error raised on the thread that opened it, while it is the innermost
+// scope open there. Scopes nest; they must end in reverse order of opening (stack objects).
+class ErrorScope {
+ public:
+  ErrorScope();
+  virtual ~ErrorScope();
+  ErrorScope(const ErrorScope&) = delete;
+  ErrorScope& operator=(const ErrorScope&) = delete;
+
+  // Called on the raising thread, after the WARN line and the thread's last error.
+  virtual void onError(const ErrorCause& cause) = 0;
+
+ private:
+  ErrorScope* outer_;
+};
 
 // ncclGetErrorString's text.
 const char* errorString(ncclResult_t code);

@@ -23,15 +23,25 @@ struct GroupState {
 thread_local GroupState tGroup;
 
 // Runs deferred work (communicator inits) concurrently: inits of several ranks in one group
-// wait for each other in the bootstrap.
+// wait for each other in the bootstrap. The first failure's cause, raised on its helper
+// thread, becomes this thread's last error.
 ncclResult_t runDeferred(std::vector<std::function<ncclResult_t()>>& work) {
   if (work.empty()) return ncclSuccess;
   std::vector<ncclResult_t> results(work.size(), ncclSuccess);
+  std::vector<ErrorCause> causes(work.size());
   std::vector<std::thread> threads;
-  for (size_t i = 0; i < work.size(); ++i) threads.emplace_back([&, i] { results[i] = work[i](); });
+  for (size_t i = 0; i < work.size(); ++i) {
+    threads.emplace_back([&, i] {
+      results[i] = work[i]();
+      if (results[i] != ncclSuccess && results[i] != ncclInProgress) causes[i] = lastError();
+    });
+  }
   for (auto& t : threads) t.join();
-  for (ncclResult_t r : results)
-    if (r != ncclSuccess && r != ncclInProgress) return r;
+  for (size_t i = 0; i < work.size(); ++i) {
+    if (results[i] == ncclSuccess || results[i] == ncclInProgress) continue;
+    adoptError(causes[i]);
+    return results[i];
+  }
   return ncclSuccess;
 }
 
@@ -55,23 +65,30 @@ ncclResult_t launchOps(const std::vector<CollArgs>& ops) {
   // One communicator: nothing else must progress meanwhile, so it runs on this thread.
   const bool runInline = comms.size() == 1;
   ncclResult_t first = ncclSuccess;
+  size_t firstComm = 0;
+  auto failed = [&](size_t i, ncclResult_t r) {
+    comms[i]->recordError(r);
+    if (first == ncclSuccess) {
+      first = r;
+      firstComm = i;
+    }
+  };
   std::vector<EngineHandle> handles(comms.size(), 0);
   for (size_t i = 0; i < comms.size(); ++i) {
+    CommScope scope(comms[i]);
     EngineBatch batch{perComm[i], perComm[i].front().stream, runInline};
     ncclResult_t r = comms[i]->engine->enqueue(batch, &handles[i]);
-    if (r != ncclSuccess) {
-      comms[i]->recordError(r);
-      if (first == ncclSuccess) first = r;
-    }
+    if (r != ncclSuccess) failed(i, r);
   }
   for (size_t i = 0; i < comms.size(); ++i) {
     if (handles[i] == 0) continue;
+    CommScope scope(comms[i]);
     ncclResult_t r = comms[i]->engine->wait(handles[i]);
-    if (r != ncclSuccess) {
-      comms[i]->recordError(r);
-      if (first == ncclSuccess) first = r;
-    }
+    if (r != ncclSuccess) failed(i, r);
   }
+  // The causes were raised on the engine threads: this thread returns the first failure, so
+  // its last error is that failure's cause.
+  if (first != ncclSuccess) adoptError(comms[firstComm]->firstError());
   return first;
 }
 
@@ -123,6 +140,7 @@ ncclResult_t enqueueOp(const CollArgs& args) {
   }
   // A lone operation: nothing else must progress meanwhile, so it runs on this thread. The
   // API entry point holds the communicator (ApiGuard) for as long as this runs.
+  CommScope scope(args.comm);
   CommEngine& engine = *args.comm->engine;
   EngineHandle handle = 0;
   ncclResult_t r = engine.enqueue(EngineBatch{{&args, 1}, args.stream, true}, &handle);

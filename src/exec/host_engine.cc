@@ -102,7 +102,7 @@ ncclResult_t HostEngine::stopped(const char* phase) const {
 }
 
 void HostEngine::threadMain() {
-  LogRankScope scope(comm_->rank);
+  CommScope scope(comm_);
   std::unique_lock<std::mutex> lock(mu_);
   while (true) {
     cv_.wait(lock, [this] { return exit_ || finished_ != enqueued_; });

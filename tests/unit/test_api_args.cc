@@ -2,14 +2,17 @@
 // argument, never a crash, and the communicator stays usable.
 #include <catch2/catch.hpp>
 
+#include <atomic>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "nccl.h"
 #include "support/test_env.h"
 
 using ringcc::test::CapturedLog;
+using ringcc::test::ScopedEnv;
 
 namespace {
 
@@ -195,4 +198,85 @@ TEST_CASE("group misuse and device API calls answer clearly", "[api_args]") {
 TEST_CASE("ncclGetLastError repeats the root cause", "[api_args]") {
   CHECK(ncclCommCount(nullptr, nullptr) == ncclInvalidArgument);
   CHECK(std::string(ncclGetLastError(nullptr)).find("comm is NULL") != std::string::npos);
+}
+
+TEST_CASE("ncclGetLastError answers each thread with its own last error", "[api_args]") {
+  // Two threads, each refused on its own communicator, strictly one after the other: with
+  // one text for the whole process the first would read the second's message.
+  ncclComm_t comms[2];
+  REQUIRE(ncclCommInitAll(&comms[0], 1, nullptr) == ncclSuccess);
+  REQUIRE(ncclCommInitAll(&comms[1], 1, nullptr) == ncclSuccess);
+  std::atomic<int> turn{0};
+  auto waitTurn = [&](int t) {
+    while (turn.load() < t) std::this_thread::yield();
+  };
+  float buf[8] = {};
+  ncclResult_t results[2];
+  std::string seen[2], seenWithComm[2];
+  std::thread first([&] {
+    results[0] =
+        ncclAllReduce(buf, buf, 8, static_cast<ncclDataType_t>(12), ncclSum, comms[0], nullptr);
+    turn = 1;
+    waitTurn(2);
+    seen[0] = ncclGetLastError(nullptr);
+    seenWithComm[0] = ncclGetLastError(comms[1]);  // the thread's own error comes first
+  });
+  std::thread second([&] {
+    waitTurn(1);
+    results[1] = ncclBroadcast(buf, buf, 8, ncclFloat, 5, comms[1], nullptr);
+    turn = 2;
+    seen[1] = ncclGetLastError(nullptr);
+    seenWithComm[1] = ncclGetLastError(comms[0]);
+  });
+  first.join();
+  second.join();
+  CHECK(results[0] == ncclInvalidArgument);
+  CHECK(results[1] == ncclInvalidArgument);
+  INFO("first thread saw: " << seen[0] << "\nsecond thread saw: " << seen[1]);
+  CHECK(seen[0].find("datatype 12") != std::string::npos);
+  CHECK(seen[1].find("root 5 is out of range") != std::string::npos);
+  CHECK(seenWithComm[0] == seen[0]);
+  CHECK(seenWithComm[1] == seen[1]);
+
+  // A thread that raised nothing reads "", as NCCL does without an error; refused arguments
+  // are no error of the communicator, so naming one changes nothing.
+  std::string fresh = "unset", freshWithComm = "unset";
+  std::thread([&] {
+    fresh = ncclGetLastError(nullptr);
+    freshWithComm = ncclGetLastError(comms[0]);
+  }).join();
+  CHECK(fresh.empty());
+  CHECK(freshWithComm.empty());
+  // A stale handle is no error either: ncclGetLastError never raises one.
+  CHECK(ncclCommDestroy(comms[1]) == ncclSuccess);
+  std::thread([&] { fresh = ncclGetLastError(comms[1]); }).join();
+  CHECK(fresh.empty());
+  CHECK(ncclCommDestroy(comms[0]) == ncclSuccess);
+}
+
+TEST_CASE("an init that fails on helper threads tells the calling thread why", "[api_args]") {
+  // ncclCommInitAll, and inits grouped by one thread, run each rank on a helper thread; the
+  // cause is raised there. Fresh threads, so that no earlier error can pass for it.
+  ScopedEnv device("RINGCC_DEVICE", "bogus");
+  ncclResult_t all = ncclSuccess, grouped = ncclSuccess;
+  std::string afterAll, afterGroup;
+  std::thread([&] {
+    ncclComm_t comms[2];
+    all = ncclCommInitAll(comms, 2, nullptr);
+    afterAll = ncclGetLastError(nullptr);
+  }).join();
+  std::thread([&] {
+    ncclUniqueId id;
+    ncclGetUniqueId(&id);
+    ncclComm_t comms[2];
+    ncclGroupStart();
+    ncclCommInitRank(&comms[0], 2, id, 0);
+    ncclCommInitRank(&comms[1], 2, id, 1);
+    grouped = ncclGroupEnd();
+    afterGroup = ncclGetLastError(nullptr);
+  }).join();
+  CHECK(all == ncclInvalidArgument);
+  CHECK(afterAll.find("RINGCC_DEVICE=bogus") != std::string::npos);
+  CHECK(grouped == ncclInvalidArgument);
+  CHECK(afterGroup.find("RINGCC_DEVICE=bogus") != std::string::npos);
 }

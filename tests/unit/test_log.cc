@@ -1,10 +1,11 @@
-#include <catch2/catch.hpp>
-
 #include <unistd.h>
 
+#include <catch2/catch.hpp>
 #include <fstream>
 #include <set>
 #include <sstream>
+#include <thread>
+#include <vector>
 
 #include "src/core/error.h"
 #include "src/core/log.h"
@@ -68,4 +69,54 @@ TEST_CASE("every result code has its own string", "[errors]") {
   for (int c = 0; c < ncclNumResults; ++c)
     CHECK(seen.insert(errorString(static_cast<ncclResult_t>(c))).second);
   CHECK(std::string(errorString(static_cast<ncclResult_t>(99))) == "unknown result code");
+}
+
+namespace {
+
+// Keeps what it hears.
+class Collect final : public ErrorScope {
+ public:
+  void onError(const ErrorCause& cause) override { heard.push_back(cause); }
+  std::vector<ErrorCause> heard;
+};
+
+}  // namespace
+
+TEST_CASE("the last error is the calling thread's own", "[errors]") {
+  CapturedLog log;
+  fail(ncclSystemError, "here", "main thread's error");
+  std::string other = "unset", otherAfter;
+  std::thread([&] {
+    other = lastErrorMessage();
+    fail(ncclInternalError, "there", "second thread's error");
+    otherAfter = lastErrorMessage();
+  }).join();
+  CHECK(other.empty());
+  CHECK(otherAfter == "there: second thread's error");
+  CHECK(lastErrorMessage() == "here: main thread's error");
+  adoptError(ErrorCause{ncclRemoteError, "engine", "adopted", 2, "engine: adopted (peer rank 2)"});
+  CHECK(lastErrorMessage() == "engine: adopted (peer rank 2)");
+}
+
+TEST_CASE("the innermost ErrorScope of the raising thread hears about an error", "[errors]") {
+  CapturedLog log;
+  Collect outer;
+  failPeer(ncclRemoteError, 4, "outer", "first");
+  {
+    Collect inner;
+    fail(ncclInvalidUsage, "inner", "second");
+    // Another thread's errors are its own business.
+    std::thread([] { fail(ncclInternalError, "elsewhere", "third"); }).join();
+    REQUIRE(inner.heard.size() == 1);
+    CHECK(inner.heard[0].code == ncclInvalidUsage);
+    CHECK(inner.heard[0].where == "inner");
+    CHECK(inner.heard[0].what == "second");
+    CHECK(inner.heard[0].peer == -1);
+    CHECK(inner.heard[0].message == "inner: second");
+  }
+  fail(ncclSystemError, "outer", "fourth");
+  REQUIRE(outer.heard.size() == 2);
+  CHECK(outer.heard[0].peer == 4);
+  CHECK(outer.heard[0].message == "outer: first (peer rank 4)");
+  CHECK(outer.heard[1].what == "fourth");
 }
