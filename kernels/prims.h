@@ -197,9 +197,26 @@ class ProgramRunner {
       if (ring && v.nSlots < ringSlots) return kRunErrTooFewSlots;
     }
     RunShape shape{a.counts, a.elemSize, a.nChannels, a.channel, a.chunkElems};
-    for (int i = 0; i < g.nLanes; i++) {
+    for (int i = 0; i < g.nLanes; i++) lanes_[i].geo = laneGeometry(g.lanes[i], shape);
+#if !defined(__CUDA_ARCH__)
+    fn_ = reduceCopyFunction(a.type);
+    if (!fn_) return kRunErrArgs;
+#endif
+    restart(a.op);
+    return kRunOk;
+  }
+
+  // Starts the bound Program over with operator `op`, keeping what init() checked and
+  // computed (connections, counts, geometry): for an operation repeated on the same
+  // connections with the same counts. The buffer tables are read through the pointers init()
+  // was given, so the executor may change their contents in between.
+  RINGCC_HOST_DEVICE void restart(const RedOp& op) {
+    args_.op = op;
+    nDone_ = 0;
+    cursor_ = 0;
+    started_ = false;
+    for (int i = 0; i < args_.program->nLanes; i++) {
       LaneState& st = lanes_[i];
-      st.geo = laneGeometry(g.lanes[i], shape);
       st.loop = 0;
       st.step = 0;
       st.done = 0;
@@ -210,11 +227,6 @@ class ProgramRunner {
       st.waitValue = 0;
       settle(i);
     }
-#if !defined(__CUDA_ARCH__)
-    fn_ = reduceCopyFunction(a.type);
-    if (!fn_) return kRunErrArgs;
-#endif
-    return kRunOk;
   }
 
   RINGCC_HOST_DEVICE bool done() const { return nDone_ == args_.program->nLanes; }
@@ -522,29 +534,37 @@ class ProgramRunner {
     return true;
   }
 
-  // Data bytes [from, from + bytes) of a slot's lines into dst (from is a multiple of 8).
+  // Data bytes [from, from + bytes) of a slot's lines into dst (from is a multiple of 8; dst
+  // 4-byte aligned): whole lines as two 4-byte words, a partial last line byte by byte.
   RINGCC_HOST_DEVICE static void llUnpack(const LlLine* lines, uint64_t from, uint64_t bytes,
                                           char* dst) {
-    uint32_t buf[2];
-    for (uint64_t b = 0; b < bytes; b += kLlLineData) {
-      const LlLine* l = &lines[(from + b) / kLlLineData];
-      buf[0] = (uint32_t)loadHalf(&l->data0);
-      buf[1] = (uint32_t)loadHalf(&l->data1);
-      uint64_t k = bytes - b < kLlLineData ? bytes - b : kLlLineData;
-      __builtin_memcpy(dst + b, buf, k);
+    const LlLine* l = &lines[from / kLlLineData];
+    uint32_t* d = (uint32_t*)dst;
+    const uint64_t whole = bytes / kLlLineData;
+    for (uint64_t i = 0; i < whole; i++) {
+      d[2 * i] = (uint32_t)loadHalf(&l[i].data0);
+      d[2 * i + 1] = (uint32_t)loadHalf(&l[i].data1);
+    }
+    if (uint64_t rest = bytes - whole * kLlLineData) {
+      uint32_t buf[2] = {(uint32_t)loadHalf(&l[whole].data0), (uint32_t)loadHalf(&l[whole].data1)};
+      __builtin_memcpy(dst + whole * kLlLineData, buf, rest);
     }
   }
 
   RINGCC_HOST_DEVICE static void llPack(LlLine* lines, uint64_t from, uint64_t bytes,
                                         const char* src, uint32_t epoch) {
-    uint32_t buf[2];
-    for (uint64_t b = 0; b < bytes; b += kLlLineData) {
-      LlLine* l = &lines[(from + b) / kLlLineData];
-      uint64_t k = bytes - b < kLlLineData ? bytes - b : kLlLineData;
-      buf[0] = buf[1] = 0;
-      __builtin_memcpy(buf, src + b, k);
-      storeHalf(&l->data0, buf[0], epoch);
-      storeHalf(&l->data1, buf[1], epoch);
+    LlLine* l = &lines[from / kLlLineData];
+    const uint32_t* s = (const uint32_t*)src;
+    const uint64_t whole = bytes / kLlLineData;
+    for (uint64_t i = 0; i < whole; i++) {
+      storeHalf(&l[i].data0, s[2 * i], epoch);
+      storeHalf(&l[i].data1, s[2 * i + 1], epoch);
+    }
+    if (uint64_t rest = bytes - whole * kLlLineData) {
+      uint32_t buf[2] = {0, 0};
+      __builtin_memcpy(buf, src + whole * kLlLineData, rest);
+      storeHalf(&l[whole].data0, buf[0], epoch);
+      storeHalf(&l[whole].data1, buf[1], epoch);
     }
   }
 

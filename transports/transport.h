@@ -140,7 +140,7 @@ struct ConnSpec {
 // kDefaultLlSlotBytes.
 ConnSpec connSpecForBuffer(int64_t bytes, uint32_t nSlots = kDefaultSlots);
 
-// connSpecForBuffer(NCCL_BUFFSIZE): kDefaultSlots slots (512 KiB -> 8 x 64 KiB). A BUFFSIZE out
+// connSpecForBuffer(NCCL_BUFFSIZE): kDefaultSlots slots (1 MiB -> 8 x 128 KiB). A BUFFSIZE out
 // of range is clamped with a WARN. The caller fills channel, self and peer.
 ConnSpec defaultConnSpec();
 

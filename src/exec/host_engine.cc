@@ -64,28 +64,27 @@ ncclResult_t HostEngine::connectRing() {
 
 ncclResult_t HostEngine::enqueue(const EngineBatch& batch, EngineHandle* handle) {
   if (batch.runInline) {
-    // Nothing else must progress meanwhile: run here, without the two thread hand-offs.
-    LogRankScope scope(comm_->rank);
-    ncclResult_t r = runBatch(batch.ops);
-    std::lock_guard<std::mutex> lock(mu_);
-    *handle = ++enqueued_;
-    finished_ = enqueued_;
-    result_ = r;
+    // Nothing else must progress meanwhile: run here, without the thread hand-offs and
+    // without the engine thread's lock (one batch at a time: that thread is idle). The caller
+    // holds a CommScope, which also names the rank in log lines.
+    inlineResult_ = runBatch(batch.ops);
+    inlineHandle_ = *handle = nextHandle_++;
     return ncclSuccess;
   }
   std::lock_guard<std::mutex> lock(mu_);
   if (finished_ != enqueued_) return fail(ncclInternalError, "enqueue", "a batch is already running");
   batch_ = batch.ops;
-  *handle = ++enqueued_;
+  enqueued_ = *handle = nextHandle_++;
   cv_.notify_all();
   return ncclSuccess;
 }
 
 ncclResult_t HostEngine::wait(EngineHandle handle) {
+  if (handle != 0 && handle == inlineHandle_) return inlineResult_;  // done inside enqueue()
   std::unique_lock<std::mutex> lock(mu_);
-  if (handle == 0 || handle > enqueued_)
+  if (handle == 0 || handle != enqueued_)
     return fail(ncclInternalError, "wait", "no batch %llu", static_cast<unsigned long long>(handle));
-  cv_.wait(lock, [&] { return finished_ >= handle; });
+  cv_.wait(lock, [&] { return finished_ == handle; });
   return result_;
 }
 
@@ -135,9 +134,16 @@ ncclResult_t HostEngine::runBatch(std::span<const CollArgs> ops) {
 
 ncclResult_t HostEngine::planAndRun(std::span<const CollArgs> ops) {
   if (stopRequested()) return fail(ncclInvalidUsage, "collective", "communicator was aborted");
-  RINGCC_CHECK(planner_.plan(ops, &plan_));
+  bool reused = false;
+  RINGCC_CHECK(planner_.plan(ops, &plan_, &reused));
   if (plan_.nJobs == 0) return ncclSuccess;
-  RINGCC_CHECK(bindJobs());
+  if (reused) {
+    // Same jobs, counts and connections: the runners start over on the new buffers (the
+    // planner wrote them into the tables the runners read).
+    for (size_t j = 0; j < plan_.nJobs; ++j) bound_[j]->runner.restart(plan_.jobs[j].op);
+  } else {
+    RINGCC_CHECK(bindJobs());
+  }
   return runJobs();
 }
 

@@ -96,8 +96,14 @@ class HostEngine final : public CommEngine {
   std::mutex mu_;
   std::condition_variable cv_;
   std::span<const CollArgs> batch_;
-  EngineHandle enqueued_ = 0;  // handle of the last batch enqueued
-  EngineHandle finished_ = 0;  // handle of the last batch done
+  // Handles count up from 1 for both kinds of batch. The caller's thread owns nextHandle_
+  // and the inline pair (enqueue and wait come from the thread that holds the communicator);
+  // mu_ guards the hand-off pair.
+  EngineHandle nextHandle_ = 1;
+  EngineHandle inlineHandle_ = 0;  // the last batch run inside enqueue() ...
+  ncclResult_t inlineResult_ = ncclSuccess;  // ... and its result
+  EngineHandle enqueued_ = 0;  // the last batch handed to the engine thread ...
+  EngineHandle finished_ = 0;  // ... and the last one it finished
   bool exit_ = false;
   ncclResult_t result_ = ncclSuccess;
   std::atomic<bool> abortOps_{false};

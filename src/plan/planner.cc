@@ -56,7 +56,31 @@ void Planner::sizes(uint8_t kind, Protocol protocol, uint32_t elemSize, PlanJob*
   job->chunkElems = chunkSlices * job->sliceElems;
 }
 
-ncclResult_t Planner::plan(std::span<const CollArgs> ops, Plan* plan) {
+bool Planner::reuse(std::span<const CollArgs> ops, Plan* plan) const {
+  if (ops.size() != 1 || plan != lastPlan_ || plan->nJobs == 0) return false;
+  const CollArgs& a = ops[0];
+  if (a.kind != last_.kind || a.count != last_.count || a.datatype != last_.datatype ||
+      a.root != last_.root)
+    return false;
+  for (size_t j = 0; j < plan->nJobs; ++j) {
+    PlanJob& job = plan->jobs[j];
+    std::fill(job.inputs.begin(), job.inputs.end(), a.sendbuff);
+    std::fill(job.outputs.begin(), job.outputs.end(), a.recvbuff);
+    job.op = a.redOp;
+  }
+  LOG_INFO(kLogTuning, "%s: %zu elements, %d ranks: protocol %s, %zu channels (plan reused)",
+           collName(a.kind), a.count, ctx_.nranks, protocolName(plan->jobs[0].protocol),
+           plan->nJobs);
+  return true;
+}
+
+ncclResult_t Planner::plan(std::span<const CollArgs> ops, Plan* plan, bool* reused) {
+  if (reused) *reused = false;
+  if (reuse(ops, plan)) {
+    if (reused) *reused = true;
+    return ncclSuccess;
+  }
+  lastPlan_ = nullptr;
   plan->clear();
   cache_.beginBatch();
   p2pOps_.clear();
@@ -68,18 +92,24 @@ ncclResult_t Planner::plan(std::span<const CollArgs> ops, Plan* plan) {
     }
     RINGCC_CHECK(planCollective(a, plan));
   }
-  return planP2p(p2pOps_, plan);
+  RINGCC_CHECK(planP2p(p2pOps_, plan));
+  if (ops.size() == 1 && p2pOps_.empty() && plan->nJobs > 0) {
+    lastPlan_ = plan;
+    last_ = ops[0];
+  }
+  return ncclSuccess;
 }
 
 ncclResult_t Planner::planCollective(const CollArgs& a, Plan* plan) {
   const uint32_t elemSize = static_cast<uint32_t>(dataTypeSize(a.datatype));
   const uint64_t bytes = static_cast<uint64_t>(a.count) * elemSize;
   const TuneChoice t = chooseTune(ctx_.tune, a.kind, bytes, ctx_.nranks);
-  LOG_INFO(kLogTuning, "%s: %zu x %u bytes, %d ranks: algorithm Ring, protocol %s, %d channels",
-           collName(a.kind), a.count, elemSize, ctx_.nranks, protocolName(t.protocol),
-           t.nChannels);
+  LOG_INFO(kLogTuning, "%s: %zu x %u bytes, %d ranks: algorithm %s, protocol %s, %d channels",
+           collName(a.kind), a.count, elemSize, ctx_.nranks, algoName(t.algo),
+           protocolName(t.protocol), t.nChannels);
   CollDesc d;
   d.coll = a.kind;
+  d.algo = t.algo;
   d.nranks = ctx_.nranks;
   d.rank = ctx_.rank;
   d.root = a.root;

@@ -85,8 +85,12 @@ class Planner {
   explicit Planner(PlanContext context) : ctx_(std::move(context)) {}
 
   // Plans `ops` (one communicator's, in call order) into *plan, replacing what it held.
-  // Count-0 operations are skipped on every rank alike.
-  ncclResult_t plan(std::span<const CollArgs> ops, Plan* plan);
+  // Count-0 operations are skipped on every rank alike. When the batch is one collective of
+  // the same shape (collective, count, datatype, root) as the one this planner last planned
+  // into the same *plan, only its buffers and operator are replaced and *reused is set: the
+  // jobs need the same connections as before (the common case of a training loop, where
+  // planning would otherwise cost as much as moving a small message).
+  ncclResult_t plan(std::span<const CollArgs> ops, Plan* plan, bool* reused = nullptr);
 
   const PlanContext& context() const { return ctx_; }
 
@@ -96,8 +100,13 @@ class Planner {
   // Slice and chunk of `protocol` on connections of `kind` for elements of `elemSize`.
   void sizes(uint8_t kind, Protocol protocol, uint32_t elemSize, PlanJob* job) const;
 
+  bool reuse(std::span<const CollArgs> ops, Plan* plan) const;
+
   PlanContext ctx_;
   PlanCache cache_;
+  // The last batch planned, when it was a lone collective: what reuse() compares against.
+  const Plan* lastPlan_ = nullptr;
+  CollArgs last_{};
   std::vector<const CollArgs*> p2pOps_;  // scratch
 };
 

@@ -170,6 +170,20 @@ void ringAllReduce(const RingInfo& r, ProgramWriter& w) {
   add(s++, kStepRecv | kStepOut);
 }
 
+// Exchange all-reduce of two ranks: per loop, send the own chunk (pre applied), then reduce
+// the peer's chunk with the own one. Both ranks send before they receive, and a loop's chunk
+// fits the FIFO (kLaneRing), so neither waits on the other's room.
+//
+//   rank 0:  send a0 ──►        ◄── send a1 :rank 1
+//            recv a1, out = a0 ⊕ a1         recv a0, out = a1 ⊕ a0
+void exchangeAllReduce(const RingInfo& r, ProgramWriter& w) {
+  if (w.beginLane(ringLane(1, r.n)) < 0) return;
+  const int recv = w.port(r.prev, kPortRecv, kPortRing);
+  const int send = w.port(r.next, kPortSend, kPortRing);
+  w.step(kStepLocal | kStepSend, recv, send, 0, 0, 0);
+  w.step(kStepRecv | kStepLocal | kStepOut | kStepPost, recv, send, 0, 0, 0);
+}
+
 // Reduce-scatter: block b (input block b) is reduced along the ring, starting at the rank
 // after b's owner and ending at the owner, which applies post and writes its output.
 void ringReduceScatter(const RingInfo& r, ProgramWriter& w) {
@@ -306,6 +320,8 @@ const char* collName(Coll coll) {
   return "?";
 }
 
+const char* algoName(Algo algo) { return algo == Algo::Exchange ? "Exchange" : "Ring"; }
+
 bool collReduces(Coll coll) {
   return coll == Coll::AllReduce || coll == Coll::ReduceScatter || coll == Coll::Reduce;
 }
@@ -352,7 +368,14 @@ ncclResult_t buildProgram(const CollDesc& d, Program* out) {
   RINGCC_CHECK(ringInfo(d, &storage, &r));
   switch (d.coll) {
     case Coll::AllReduce:
-      ringAllReduce(r, w);
+      if (d.algo == Algo::Exchange) {
+        if (d.nranks != 2)
+          return fail(ncclInvalidArgument, kWhere, "the exchange all-reduce needs 2 ranks, not %d",
+                      d.nranks);
+        exchangeAllReduce(r, w);
+      } else {
+        ringAllReduce(r, w);
+      }
       break;
     case Coll::ReduceScatter:
       ringReduceScatter(r, w);

@@ -56,8 +56,18 @@ bool collReduces(Coll coll);
 // from this set's slots (the runner refuses slots smaller than a slice).
 PortKind collPortKind(Coll coll);
 
+// How a collective moves. Ring: NCCL's ring and chain schedules, for every collective.
+// Exchange: all-reduce of two ranks, each sending its whole input to the other and reducing
+// locally: one hop instead of the ring's two, twice the bytes; for small messages. Both ranks
+// compute op(pre(a), pre(b)) in opposite operand order, and every op is commutative bit for
+// bit (max/min order -0 below +0), so they agree exactly, as a ring's single reduction does.
+enum class Algo : uint8_t { Ring, Exchange };
+
+const char* algoName(Algo algo);
+
 struct CollDesc {
   Coll coll = Coll::AllReduce;
+  Algo algo = Algo::Ring;
   int nranks = 1;
   int rank = 0;
   int root = 0;           // broadcast, reduce, gather, scatter: root; send, recv: peer

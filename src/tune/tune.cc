@@ -94,11 +94,17 @@ TuneConfig tuneConfigFromEnv() {
              proto.c_str(), unknown.c_str(),
              c.protocols & (1u << kProtoSimple) ? "Simple " : "",
              c.protocols & (1u << kProtoLL) ? "LL" : "");
-  std::string algo = trim(paramString("ALGO"));
-  if (!algo.empty() && lower(algo) != "ring" && lower(algo) != "^tree")
-    LOG_WARN("environment: NCCL_ALGO=%s: ringcc runs Ring only (Tree is not built yet); using "
-             "Ring",
-             algo.c_str());
+  // NCCL_ALGO names NCCL's algorithms; ringcc builds Ring (and, for two ranks, its own
+  // Exchange, which "Ring" alone turns off). Tree and the others are not built yet.
+  std::string algo = lower(trim(paramString("ALGO")));
+  if (algo == "ring") {
+    c.ringOnly = true;
+  } else if (!algo.empty() && algo != "^tree" && algo != "exchange" && algo != "ring,exchange" &&
+             algo != "exchange,ring") {
+    LOG_WARN("environment: NCCL_ALGO=%s: ringcc builds Ring (and Exchange for two ranks); Tree "
+             "and the others are not built yet; using the default choice",
+             paramString("ALGO").c_str());
+  }
   int64_t chunk = paramInt("CHUNKSIZE");
   if (chunk < 0) {
     LOG_WARN("environment: NCCL_CHUNKSIZE=%lld is negative; using 0 (one slot per chunk)",
@@ -110,12 +116,15 @@ TuneConfig tuneConfigFromEnv() {
 }
 
 TuneChoice chooseTune(const TuneConfig& config, Coll coll, uint64_t bytes, int nranks) {
-  (void)coll;
   TuneChoice t;
   t.nChannels = nranks == 1 ? 1 : std::clamp(config.minChannels, 1, std::max(1, config.maxChannels));
   const bool llOk = (config.protocols & (1u << kProtoLL)) != 0;
   const bool simpleOk = (config.protocols & (1u << kProtoSimple)) != 0;
   t.protocol = llOk && (!simpleOk || bytes <= config.llMaxBytes) ? kProtoLL : kProtoSimple;
+  t.algo = coll == Coll::AllReduce && nranks == 2 && !config.ringOnly &&
+                   bytes <= config.exchangeMaxBytes
+               ? Algo::Exchange
+               : Algo::Ring;
   return t;
 }
 

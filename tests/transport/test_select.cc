@@ -102,7 +102,7 @@ TEST_CASE("NCCL_BUFFSIZE becomes nSlots x slotBytes", "[select]") {
   ScopedEnv a("NCCL_BUFFSIZE", std::nullopt), b("RINGCC_BUFFSIZE", std::nullopt);
   ConnSpec s = defaultConnSpec();
   CHECK(s.nSlots == 8);
-  CHECK(s.slotBytes == 64 * 1024);
+  CHECK(s.slotBytes == 128 * 1024);  // the default NCCL_BUFFSIZE, 1 MiB, in 8 slots
   CHECK(s.llSlotBytes == kDefaultLlSlotBytes);
   CHECK(kDefaultLlSlotBytes == 8192);
   CHECK(connLlBytes(s) == 8 * 8192);

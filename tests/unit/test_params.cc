@@ -14,14 +14,14 @@ using ringcc::test::ScopedEnv;
 
 TEST_CASE("RINGCC_X wins over NCCL_X, which wins over the default", "[params]") {
   ScopedEnv a("RINGCC_BUFFSIZE", std::nullopt), b("NCCL_BUFFSIZE", std::nullopt);
-  CHECK(paramInt("BUFFSIZE") == 524288);
+  CHECK(paramInt("BUFFSIZE") == 1048576);
   {
     ScopedEnv n("NCCL_BUFFSIZE", "1M");
     CHECK(paramInt("BUFFSIZE") == (1 << 20));
     ScopedEnv r("RINGCC_BUFFSIZE", "65536");
     CHECK(paramInt("BUFFSIZE") == 65536);
   }
-  CHECK(paramInt("BUFFSIZE") == 524288);
+  CHECK(paramInt("BUFFSIZE") == 1048576);
 }
 
 TEST_CASE("sizes parse with K/M/G suffixes and reject garbage", "[params]") {
@@ -41,7 +41,7 @@ TEST_CASE("sizes parse with K/M/G suffixes and reject garbage", "[params]") {
 TEST_CASE("a malformed number falls back to the default", "[params]") {
   ScopedEnv r("RINGCC_BUFFSIZE", std::nullopt);
   ScopedEnv n("NCCL_BUFFSIZE", "lots");
-  CHECK(paramInt("BUFFSIZE") == 524288);
+  CHECK(paramInt("BUFFSIZE") == 1048576);
 }
 
 TEST_CASE("the parameter table has unique names, each documented in docs/env.md", "[params]") {
