@@ -132,6 +132,7 @@ struct Slice {
   uint8_t recvPort;  // kNoPort if none
   uint8_t sendPort;  // kNoPort if none
   uint8_t post;      // apply the op's post
+  uint8_t noPre;     // `local` is a partial result: the op's pre was applied already
 };
 
 enum RunStatus : uint8_t { kRunReady, kRunBlocked, kRunDone, kRunError };
@@ -281,7 +282,7 @@ class ProgramRunner {
       if (s.peer) peer = (const char*)s.peer + lo * es;
       if (s.send) send = (char*)s.send + lo * es;
     }
-    reduceCopyRange(local, peer, out, send, n64, s.post != 0);
+    reduceCopyRange(local, peer, out, send, n64, s.post != 0, s.noPre != 0);
     if (args_.protocol == kProtoLL && s.send)
       llPack((LlLine*)s.send, lo * es, n64 * es, (const char*)llOut_ + lo * es, s.sendEpoch);
   }
@@ -476,7 +477,10 @@ class ProgramRunner {
     const uint64_t at = st.stepDone * es;
     w.local = (s.flags & kStepLocal) ? (const char*)args_.inputs[l.inBuf] +
                                            stepInOffset(st.geo, s, st.loop) * es + at
-                                     : nullptr;
+              : (s.flags & kStepLocalOut)
+                  ? (const char*)args_.outputs[l.outBuf] + stepOutOffset(st.geo, s, st.loop) * es + at
+                  : nullptr;
+    w.noPre = (s.flags & kStepLocalOut) != 0;
     w.out = (s.flags & kStepOut)
                 ? (char*)args_.outputs[l.outBuf] + stepOutOffset(st.geo, s, st.loop) * es + at
                 : nullptr;
@@ -497,11 +501,14 @@ class ProgramRunner {
   }
 
   RINGCC_HOST_DEVICE void reduceCopyRange(const void* local, const void* peer, void* out,
-                                          void* send, uint64_t n, bool post) {
+                                          void* send, uint64_t n, bool post, bool noPre) {
+    // Without pre, PreMulSum (and float Avg, which premultiplies) reduces as a plain sum.
+    RedOp op = args_.op;
+    if (noPre && op.kind == RedOpKind::PreMulSum) op.kind = RedOpKind::Sum;
 #if defined(__CUDA_ARCH__)
-    ringcc::reduceCopy(args_.type, args_.op, local, peer, out, send, (size_t)n, post);
+    ringcc::reduceCopy(args_.type, op, local, peer, out, send, (size_t)n, post);
 #else
-    fn_(args_.op, local, peer, out, send, 0, 1, (size_t)n, post);
+    fn_(op, local, peer, out, send, 0, 1, (size_t)n, post);
 #endif
   }
 

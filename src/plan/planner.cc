@@ -128,7 +128,7 @@ ncclResult_t Planner::planCollective(const CollArgs& a, Plan* plan) {
     job.elemSize = elemSize;
     job.op = a.redOp;
     job.nChannels = static_cast<uint32_t>(t.nChannels);
-    sizes(collPortKind(a.kind), t.protocol, elemSize, &job);
+    sizes(collPortKind(a.kind, t.algo), t.protocol, elemSize, &job);
     job.inputs.assign(program->nBuffers, a.sendbuff);
     job.outputs.assign(program->nBuffers, a.recvbuff);
     job.counts.assign(program->nCounts, a.count);

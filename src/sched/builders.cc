@@ -170,18 +170,30 @@ void ringAllReduce(const RingInfo& r, ProgramWriter& w) {
   add(s++, kStepRecv | kStepOut);
 }
 
-// Exchange all-reduce of two ranks: per loop, send the own chunk (pre applied), then reduce
-// the peer's chunk with the own one. Both ranks send before they receive, and a loop's chunk
-// fits the FIFO (kLaneRing), so neither waits on the other's room.
+// Recursive-doubling all-reduce (nranks a power of two): in round k every rank swaps its
+// partial result with partner rank ^ 2^k and combines the two. log2(n) hops instead of the
+// ring's 2(n-1), each moving the whole message; for small messages.
 //
-//   rank 0:  send a0 ──►        ◄── send a1 :rank 1
-//            recv a1, out = a0 ⊕ a1         recv a0, out = a1 ⊕ a0
-void exchangeAllReduce(const RingInfo& r, ProgramWriter& w) {
-  if (w.beginLane(ringLane(1, r.n)) < 0) return;
-  const int recv = w.port(r.prev, kPortRecv, kPortRing);
-  const int send = w.port(r.next, kPortSend, kPortRing);
-  w.step(kStepLocal | kStepSend, recv, send, 0, 0, 0);
-  w.step(kStepRecv | kStepLocal | kStepOut | kStepPost, recv, send, 0, 0, 0);
+//   4 ranks:  round 0   0<->1  2<->3      s01 = a0+a1 on 0 and 1, s23 on 2 and 3
+//             round 1   0<->2  1<->3      s01+s23 on 0 and 1, s23+s01 on 2 and 3
+//
+// Partners combine the same two values in opposite order, and every op is commutative bit for
+// bit (max/min order -0 below +0), so all ranks end with the same bits, as with a ring's
+// single reduction. Pre applies once per input (round 0 reads the input); later rounds read
+// the partial result from the output (kStepLocalOut, no pre); post applies in the last round.
+// Per loop one chunk; a round sends it before it receives, and a chunk fits the FIFO
+// (kLaneRing), so partners never wait on each other's room.
+void doublingAllReduce(const CollDesc& d, ProgramWriter& w) {
+  if (w.beginLane(ringLane(1, d.nranks)) < 0) return;
+  for (int bit = 1; bit < d.nranks; bit <<= 1) {
+    const int partner = d.rank ^ bit;
+    const int recv = w.port(partner, kPortRecv, kPortP2p);
+    const int send = w.port(partner, kPortSend, kPortP2p);
+    const uint8_t local = bit == 1 ? kStepLocal : kStepLocalOut;
+    const uint8_t post = bit << 1 == d.nranks ? kStepPost : 0;
+    w.step(local | kStepSend, recv, send, 0, 0, 0);
+    w.step(kStepRecv | local | kStepOut | post, recv, send, 0, 0, 0);
+  }
 }
 
 // Reduce-scatter: block b (input block b) is reduced along the ring, starting at the rank
@@ -320,13 +332,14 @@ const char* collName(Coll coll) {
   return "?";
 }
 
-const char* algoName(Algo algo) { return algo == Algo::Exchange ? "Exchange" : "Ring"; }
+const char* algoName(Algo algo) { return algo == Algo::Doubling ? "Doubling" : "Ring"; }
 
 bool collReduces(Coll coll) {
   return coll == Coll::AllReduce || coll == Coll::ReduceScatter || coll == Coll::Reduce;
 }
 
-PortKind collPortKind(Coll coll) {
+PortKind collPortKind(Coll coll, Algo algo) {
+  if (algo == Algo::Doubling) return kPortP2p;
   switch (coll) {
     case Coll::AllToAll:
     case Coll::Gather:
@@ -368,11 +381,11 @@ ncclResult_t buildProgram(const CollDesc& d, Program* out) {
   RINGCC_CHECK(ringInfo(d, &storage, &r));
   switch (d.coll) {
     case Coll::AllReduce:
-      if (d.algo == Algo::Exchange) {
-        if (d.nranks != 2)
-          return fail(ncclInvalidArgument, kWhere, "the exchange all-reduce needs 2 ranks, not %d",
-                      d.nranks);
-        exchangeAllReduce(r, w);
+      if (d.algo == Algo::Doubling) {
+        if (d.nranks < 2 || (d.nranks & (d.nranks - 1)) != 0)
+          return fail(ncclInvalidArgument, kWhere,
+                      "recursive doubling needs a power of two ranks, not %d", d.nranks);
+        doublingAllReduce(d, w);
       } else {
         ringAllReduce(r, w);
       }

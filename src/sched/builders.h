@@ -50,20 +50,19 @@ const char* collName(Coll coll);
 // True for the collectives whose steps reduce (the runner then needs the real RedOp).
 bool collReduces(Coll coll);
 
-// The connection set a collective's ports use: ring neighbours (all-reduce, reduce-scatter,
-// all-gather, broadcast, reduce) or per-peer p2p connections (all-to-all, gather, scatter,
-// send/recv). An executor whose two sets have different slot sizes must take sliceElems
-// from this set's slots (the runner refuses slots smaller than a slice).
-PortKind collPortKind(Coll coll);
-
-// How a collective moves. Ring: NCCL's ring and chain schedules, for every collective.
-// Exchange: all-reduce of two ranks, each sending its whole input to the other and reducing
-// locally: one hop instead of the ring's two, twice the bytes; for small messages. Both ranks
-// compute op(pre(a), pre(b)) in opposite operand order, and every op is commutative bit for
-// bit (max/min order -0 below +0), so they agree exactly, as a ring's single reduction does.
-enum class Algo : uint8_t { Ring, Exchange };
+// How a collective moves. Ring: NCCL's ring and chain schedules, for every collective (the
+// ports are ring connections). Doubling: recursive-doubling all-reduce for a power of two
+// ranks (p2p connections to the partners), log2(n) hops for small messages; see builders.cc.
+enum class Algo : uint8_t { Ring, Doubling };
 
 const char* algoName(Algo algo);
+
+// The connection set a collective's ports use: ring neighbours (all-reduce, reduce-scatter,
+// all-gather, broadcast, reduce by Ring) or per-peer p2p connections (all-to-all, gather,
+// scatter, send/recv, and all-reduce by Doubling). An executor whose two sets have different
+// slot sizes must take sliceElems from this set's slots (the runner refuses slots smaller
+// than a slice).
+PortKind collPortKind(Coll coll, Algo algo = Algo::Ring);
 
 struct CollDesc {
   Coll coll = Coll::AllReduce;

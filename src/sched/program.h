@@ -36,8 +36,8 @@
 // step clipped to 0 elements moves no slot on either side).
 //
 // A Step moves its elements through one reduce-copy:
-//   v = op(pre(input) if kLocal, slot from recvPort if kRecv), post(v) if kPost,
-//   written to output if kOut and into a slot of sendPort if kSend.
+//   v = op(pre(input) if kLocal | output if kLocalOut, slot from recvPort if kRecv),
+//   post(v) if kPost, written to output if kOut and into a slot of sendPort if kSend.
 // The runner cuts every step into slices of at most sliceElems (one FIFO slot each), so a
 // chunk larger than a slot streams through the ring slot by slot (pipelining).
 //
@@ -68,6 +68,8 @@ enum StepFlags : uint8_t {
   kStepOut = 1 << 2,    // write the output buffer
   kStepSend = 1 << 3,   // write a slot of sendPort
   kStepPost = 1 << 4,   // apply the op's post (avg divide) to the result
+  kStepLocalOut = 1 << 5,  // read the local source from the output buffer at the output offset:
+                           // a partial result this rank made earlier, so no pre is applied
 };
 
 enum PortDir : uint8_t { kPortRecv = 0, kPortSend = 1 };
@@ -236,7 +238,9 @@ RINGCC_HOST_DEVICE inline const char* checkProgram(const Program& p) {
     if (l.count >= p.nCounts) return "lane count out of range";
     for (int k = l.firstStep; k < l.firstStep + l.nSteps; k++) {
       const Step& s = p.steps[k];
-      if (!(s.flags & (kStepRecv | kStepLocal))) return "step has no source";
+      if (!(s.flags & (kStepRecv | kStepLocal | kStepLocalOut))) return "step has no source";
+      if ((s.flags & kStepLocal) && (s.flags & kStepLocalOut))
+        return "step reads the input and the output as its local source";
       if (!(s.flags & (kStepOut | kStepSend))) return "step has no destination";
       if (s.flags & kStepRecv) {
         if (s.recvPort >= p.nPorts || p.ports[s.recvPort].dir != kPortRecv)

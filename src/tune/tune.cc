@@ -94,15 +94,15 @@ TuneConfig tuneConfigFromEnv() {
              proto.c_str(), unknown.c_str(),
              c.protocols & (1u << kProtoSimple) ? "Simple " : "",
              c.protocols & (1u << kProtoLL) ? "LL" : "");
-  // NCCL_ALGO names NCCL's algorithms; ringcc builds Ring (and, for two ranks, its own
-  // Exchange, which "Ring" alone turns off). Tree and the others are not built yet.
+  // NCCL_ALGO names NCCL's algorithms; ringcc builds Ring (and its own Doubling for small
+  // all-reduces, which "Ring" alone turns off). Tree and the others are not built yet.
   std::string algo = lower(trim(paramString("ALGO")));
   if (algo == "ring") {
     c.ringOnly = true;
-  } else if (!algo.empty() && algo != "^tree" && algo != "exchange" && algo != "ring,exchange" &&
-             algo != "exchange,ring") {
-    LOG_WARN("environment: NCCL_ALGO=%s: ringcc builds Ring (and Exchange for two ranks); Tree "
-             "and the others are not built yet; using the default choice",
+  } else if (!algo.empty() && algo != "^tree" && algo != "doubling" && algo != "ring,doubling" &&
+             algo != "doubling,ring") {
+    LOG_WARN("environment: NCCL_ALGO=%s: ringcc builds Ring and Doubling (valid: Ring, "
+             "Doubling); Tree and the others are not built yet; using the default choice",
              paramString("ALGO").c_str());
   }
   int64_t chunk = paramInt("CHUNKSIZE");
@@ -121,9 +121,10 @@ TuneChoice chooseTune(const TuneConfig& config, Coll coll, uint64_t bytes, int n
   const bool llOk = (config.protocols & (1u << kProtoLL)) != 0;
   const bool simpleOk = (config.protocols & (1u << kProtoSimple)) != 0;
   t.protocol = llOk && (!simpleOk || bytes <= config.llMaxBytes) ? kProtoLL : kProtoSimple;
-  t.algo = coll == Coll::AllReduce && nranks == 2 && !config.ringOnly &&
-                   bytes <= config.exchangeMaxBytes
-               ? Algo::Exchange
+  const bool powerOfTwo = nranks >= 2 && (nranks & (nranks - 1)) == 0;
+  t.algo = coll == Coll::AllReduce && powerOfTwo && !config.ringOnly &&
+                   bytes <= config.doublingMaxBytes
+               ? Algo::Doubling
                : Algo::Ring;
   return t;
 }

@@ -22,12 +22,12 @@ struct TuneConfig {
   int maxChannels = 4;                 // NCCL_MAX_NCHANNELS
   uint32_t protocols = kAllProtocols;  // NCCL_PROTO
   uint64_t chunkBytes = 0;             // NCCL_CHUNKSIZE; 0: one slot per chunk
-  // LL is chosen up to this many bytes per rank (NCCL's count times the element size), and
-  // two ranks all-reduce by exchange up to exchangeMaxBytes: where each measured faster than
-  // Simple and the ring on this project's 2-core VM (docs/benchmarks.md).
+  // LL is chosen up to this many bytes per rank (NCCL's count times the element size), and a
+  // power of two ranks all-reduce by recursive doubling up to doublingMaxBytes: where each
+  // measured faster than Simple and the ring on this project's 2-core VM (docs/benchmarks.md).
   uint64_t llMaxBytes = 256;
-  uint64_t exchangeMaxBytes = 2048;
-  bool ringOnly = false;  // NCCL_ALGO=Ring: no exchange all-reduce
+  uint64_t doublingMaxBytes = 2048;
+  bool ringOnly = false;  // NCCL_ALGO=Ring: no recursive doubling
 };
 
 // The environment's NCCL_MIN_NCHANNELS, NCCL_MAX_NCHANNELS, NCCL_PROTO, NCCL_ALGO and
@@ -50,8 +50,9 @@ struct TuneChoice {
 // Channels and protocol for `coll` moving `bytes` bytes per rank over `nranks` ranks.
 // Channels: NCCL_MIN_NCHANNELS (default 1) within NCCL_MAX_NCHANNELS, one for a single rank
 // (one host thread drives every channel, so more channels add no bandwidth there). Protocol:
-// LL up to llMaxBytes, Simple above, within the allowed set. Algorithm: Exchange for an
-// all-reduce of two ranks up to exchangeMaxBytes (unless NCCL_ALGO says Ring), else Ring.
+// LL up to llMaxBytes, Simple above, within the allowed set. Algorithm: Doubling for an
+// all-reduce of a power of two ranks up to doublingMaxBytes (unless NCCL_ALGO says Ring),
+// else Ring.
 TuneChoice chooseTune(const TuneConfig& config, Coll coll, uint64_t bytes, int nranks);
 
 // Alpha-beta model of the host engine: hops * (alpha + bytes per hop / bandwidth). The

@@ -462,6 +462,8 @@ SimResult simulateBatch(std::vector<SimCase>* cases) {
                                    first.nSlots, spec.nChannels,
                                    spec.chunkElems * dataTypeSize(spec.type));
       ctx.rings = spec.rings;
+      ctx.tune.doublingMaxBytes = spec.doublingMaxBytes;
+      ctx.tune.ringOnly = spec.doublingMaxBytes == 0;
       CollArgs a = caseArgs(spec, mem[i], r);
       if (!planRank(ctx, {&a, 1}, (int)i, spec.mutate, spec.mutateJob, &keep, &jobs, &res))
         return res;

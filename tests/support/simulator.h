@@ -40,6 +40,9 @@ struct SimSpec {
   int nChannels = 1;
   bool inPlace = false;  // NCCL's in-place layout (not for all-to-all)
   Protocol protocol = kProtoSimple;  // forced, as NCCL_PROTO would
+  // All-reduces of a power of two ranks up to this many bytes use recursive doubling (the
+  // tuner's default; 0: always the ring, ~0: always doubling).
+  uint64_t doublingMaxBytes = TuneConfig{}.doublingMaxBytes;
   size_t sliceElems = 16;  // slot size in elements (LL: data elements per slot)
   size_t chunkElems = 0;   // 0: sliceElems (as NCCL_CHUNKSIZE = 0)
   uint32_t nSlots = 4;

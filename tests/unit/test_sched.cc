@@ -210,8 +210,10 @@ void sweep(Coll coll, size_t large) {
           // Mostly two slots per chunk; sometimes one.
           s.chunkElems = (n + ci) % 4 == 3 ? kSlice : kChunk;
           s.slicesPerTurn = (n + nch) % 3 == 0 ? ~0u : 1 + (unsigned)(n % 3);
-          // LL on every other cell, so both protocols meet every count class and rank count.
+          // LL on every other cell, so both protocols meet every count class and rank count;
+          // all-reduce by recursive doubling (power-of-two ranks) on every third, at any size.
           s.protocol = (n + ci + nch + inPlace) % 2 ? kProtoLL : kProtoSimple;
+          if ((n + ci + inPlace) % 3 == 0) s.doublingMaxBytes = ~0ull;
           sampled++;
           if (!runCase(s) && ++failures > 3) return;
         }
@@ -605,8 +607,9 @@ namespace {
 // Avg over n ranks of inputs n * (small integer): exact in int32 (sum, then post divides once)
 // and, for power-of-two n, in float (pre scales each rank's input by 1/n exactly once).
 template <class T>
-void checkAvg(ncclDataType_t type, Coll coll, int n) {
+void checkAvg(ncclDataType_t type, Coll coll, int n, uint64_t doublingMaxBytes) {
   SimSpec s;
+  s.doublingMaxBytes = doublingMaxBytes;
   s.coll = coll;
   s.type = type;
   s.op = ncclAvg;
@@ -626,7 +629,8 @@ void checkAvg(ncclDataType_t type, Coll coll, int n) {
     out[r].assign(simOutputElems(s, r) * sizeof(T), 0);
   }
   SimResult res = simulate(s, in, out);
-  INFO(collName(coll) << " type=" << type << " n=" << n << ": " << res.error);
+  INFO(collName(coll) << " type=" << type << " n=" << n << " doubling up to " << doublingMaxBytes
+                      << ": " << res.error);
   REQUIRE(res.result == ncclSuccess);
   for (int r = 0; r < n; r++) {
     if (coll == Coll::Reduce && r != s.root) continue;
@@ -646,10 +650,37 @@ void checkAvg(ncclDataType_t type, Coll coll, int n) {
 }  // namespace
 
 TEST_CASE("avg: pre once per input, post once per result", "[sim_allreduce]") {
-  for (Coll coll : {Coll::AllReduce, Coll::ReduceScatter, Coll::Reduce}) {
-    for (int n : {1, 2, 3, 5, 8}) checkAvg<int32_t>(ncclInt32, coll, n);
-    for (int n : {1, 2, 4, 8}) checkAvg<float>(ncclFloat32, coll, n);
+  for (uint64_t doubling : {0ull, ~0ull}) {
+    for (Coll coll : {Coll::AllReduce, Coll::ReduceScatter, Coll::Reduce}) {
+      for (int n : {1, 2, 3, 5, 8}) checkAvg<int32_t>(ncclInt32, coll, n, doubling);
+      for (int n : {1, 2, 4, 8}) checkAvg<float>(ncclFloat32, coll, n, doubling);
+    }
   }
+}
+
+TEST_CASE("recursive doubling: log2(n) rounds over p2p ports, partial results without pre",
+          "[sched]") {
+  CollDesc d = desc(Coll::AllReduce, 8, 5);
+  d.algo = Algo::Doubling;
+  Program p;
+  REQUIRE(buildProgram(d, &p) == ncclSuccess);
+  REQUIRE(p.nSteps == 6);
+  const int partners[3] = {4, 7, 1};  // 5 ^ 1, 5 ^ 2, 5 ^ 4
+  for (int k = 0; k < 3; k++) {
+    const Step& send = p.steps[2 * k];
+    const Step& recv = p.steps[2 * k + 1];
+    CHECK(p.ports[send.sendPort].peer == partners[k]);
+    CHECK(p.ports[recv.recvPort].peer == partners[k]);
+    CHECK(p.ports[send.sendPort].kind == kPortP2p);
+    const uint8_t local = k == 0 ? kStepLocal : kStepLocalOut;
+    CHECK(send.flags == (local | kStepSend));
+    CHECK(recv.flags == (kStepRecv | local | kStepOut | (k == 2 ? kStepPost : 0)));
+  }
+  d.nranks = 6;
+  d.rank = 1;
+  test::CapturedLog log;
+  CHECK(buildProgram(d, &p) == ncclInvalidArgument);
+  CHECK(log.contains("power of two"));
 }
 
 // ------------------------------------------------------------------------------ [sim_other]
@@ -769,6 +800,11 @@ TEST_CASE("collPortKind names the connection set every Program's ports use", "[s
       for (int i = 0; i < p.nPorts; i++) CHECK(p.ports[i].kind == collPortKind(c));
     }
   }
+  CollDesc d = desc(Coll::AllReduce, 4, 1);
+  d.algo = Algo::Doubling;
+  Program p;
+  REQUIRE(buildProgram(d, &p) == ncclSuccess);
+  for (int i = 0; i < p.nPorts; i++) CHECK(p.ports[i].kind == collPortKind(d.coll, d.algo));
 }
 
 TEST_CASE("send/recv as single collectives", "[sim_p2p]") {
