@@ -67,6 +67,7 @@ class HostEngine final : public CommEngine {
   struct Params {
     int spinCount;
     std::chrono::milliseconds timeout;
+    int pollsBeforeYield;  // idle polls before yielding the core (0 with more ranks than cores)
   };
 
   void threadMain();
