@@ -451,7 +451,8 @@ class ProgramRunner {
       } else {
         if (seen_[s.recvPort] == c) {
           seen_[s.recvPort] = sync.load(&v.control->tail.value);
-          if (seen_[s.recvPort] == c) return block(st, kLaneWaitRecv, s.recvPort, &v.control->tail, c);
+          if (seen_[s.recvPort] == c)
+            return block(st, kLaneWaitRecv, s.recvPort, &v.control->tail, c);
         }
         if (v.control->sizes[slot] != bytes) {
           *error = kRunErrSliceSize;
@@ -475,11 +476,11 @@ class ProgramRunner {
       w.sendPort = s.sendPort;
     }
     const uint64_t at = st.stepDone * es;
-    w.local = (s.flags & kStepLocal) ? (const char*)args_.inputs[l.inBuf] +
-                                           stepInOffset(st.geo, s, st.loop) * es + at
-              : (s.flags & kStepLocalOut)
-                  ? (const char*)args_.outputs[l.outBuf] + stepOutOffset(st.geo, s, st.loop) * es + at
-                  : nullptr;
+    w.local = (s.flags & kStepLocal)
+                  ? (const char*)args_.inputs[l.inBuf] + stepInOffset(st.geo, s, st.loop) * es + at
+              : (s.flags & kStepLocalOut) ? (const char*)args_.outputs[l.outBuf] +
+                                                stepOutOffset(st.geo, s, st.loop) * es + at
+                                          : nullptr;
     w.noPre = (s.flags & kStepLocalOut) != 0;
     w.out = (s.flags & kStepOut)
                 ? (char*)args_.outputs[l.outBuf] + stepOutOffset(st.geo, s, st.loop) * es + at

@@ -442,8 +442,7 @@ RINGCC_HOST_DEVICE inline void reduceCopyStrided(ncclDataType_t type, const RedO
 // (kernels/prims.h) instead of once per slice: (op, local, peer, dst0, dst1, first, step,
 // count, applyPost), the arguments of reduceCopyStrided.
 typedef void (*ReduceCopyFn)(const RedOp& op, const void* local, const void* peer, void* dst0,
-                             void* dst1, size_t first, size_t step, size_t count,
-                             bool applyPost);
+                             void* dst1, size_t first, size_t step, size_t count, bool applyPost);
 
 #if !defined(__CUDA_ARCH__)
 // Host: the ReduceCopyFn of `type`; null for a value that is not a datatype (the API layer

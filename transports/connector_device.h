@@ -12,10 +12,10 @@
 //
 // Counters are 32-bit so that they can be futex words; they wrap, and all comparisons use
 // unsigned differences. nSlots is a power of two, so that the slot of a counter value
-// (value % nSlots) stays the same sequence across the wrap from 2^32-1 to 0. A sleeping waiter increments the matching *Waiters word before it
-// re-checks and sleeps, so a writer makes the futex system call only when someone sleeps.
-// The owning host object (transports/transport.h: Connector) allocates and frees the memory;
-// this struct only points into it and is trivially copyable.
+// (value % nSlots) stays the same sequence across the wrap from 2^32-1 to 0. A sleeping waiter
+// increments the matching *Waiters word before it re-checks and sleeps, so a writer makes the futex
+// system call only when someone sleeps. The owning host object (transports/transport.h: Connector)
+// allocates and frees the memory; this struct only points into it and is trivially copyable.
 #pragma once
 
 #include <stdint.h>
@@ -31,9 +31,9 @@ struct alignas(64) FifoCounter {
 };
 
 struct FifoControl {
-  FifoCounter tail;  // written by the sender
-  FifoCounter head;  // written by the receiver
-  uint32_t sizes[1]; // really [nSlots]: bytes written into each slot (set before tail moves)
+  FifoCounter tail;   // written by the sender
+  FifoCounter head;   // written by the receiver
+  uint32_t sizes[1];  // really [nSlots]: bytes written into each slot (set before tail moves)
 };
 
 // Protocols: how a slot's bytes are laid out and how a receiver knows they are there. Both

@@ -11,7 +11,10 @@ namespace {
 
 // Keep sorted by name; docs/env.md mirrors this table.
 constexpr ParamDef kParams[] = {
-    {"ALGO", "", "Algorithms: Ring, or Doubling (recursive doubling, small all-reduces of a power of two ranks; the default picks it up to 2 KiB). Ring alone turns Doubling off; Tree is not built (WARN)."},
+    {"ALGO", "",
+     "Algorithms: Ring, or Doubling (recursive doubling, small all-reduces of a power of two "
+     "ranks; the default picks it up to 2 KiB). Ring alone turns Doubling off; Tree is not built "
+     "(WARN)."},
     {"BOOTSTRAP_TIMEOUT", "30000",
      "Milliseconds a bootstrap connect or read may take; also how far apart ranks may arrive."},
     {"BUFFSIZE", "1048576",
@@ -27,9 +30,12 @@ constexpr ParamDef kParams[] = {
     {"DEVICE", "", "Memory kind of new communicators: host or cuda (default: cuda if usable)."},
     {"MAX_NCHANNELS", "4", "Most channels a collective may use."},
     {"MIN_NCHANNELS", "1", "Fewest channels a collective may use."},
-    {"NTHREADS", "0", "Reserved for the CUDA executor (threads per block); host communicators do not read it."},
+    {"NTHREADS", "0",
+     "Reserved for the CUDA executor (threads per block); host communicators do not read it."},
     {"P2P_DISABLE", "0", "1: never use the p2p transport (ranks in one process use shm)."},
-    {"PROTO", "", "Protocols allowed: Simple, LL (comma list, ^ to exclude); default: LL up to 256 B per rank, Simple above. Unknown names get a WARN naming the valid ones."},
+    {"PROTO", "",
+     "Protocols allowed: Simple, LL (comma list, ^ to exclude); default: LL up to 256 B per rank, "
+     "Simple above. Unknown names get a WARN naming the valid ones."},
     {"SHM_DISABLE", "0", "1: never use the shm transport (processes on one host use the network)."},
     {"SOCKET_FAMILY", "", "AF_INET or AF_INET6: address family of bootstrap sockets."},
     {"SOCKET_IFNAME", "", "Interfaces for bootstrap: prefix list, =exact, ^exclude."},

@@ -86,7 +86,8 @@ ncclResult_t HostEngine::enqueue(const EngineBatch& batch, EngineHandle* handle)
     return ncclSuccess;
   }
   std::lock_guard<std::mutex> lock(mu_);
-  if (finished_ != enqueued_) return fail(ncclInternalError, "enqueue", "a batch is already running");
+  if (finished_ != enqueued_)
+    return fail(ncclInternalError, "enqueue", "a batch is already running");
   batch_ = batch.ops;
   enqueued_ = *handle = nextHandle_++;
   cv_.notify_all();
@@ -97,7 +98,8 @@ ncclResult_t HostEngine::wait(EngineHandle handle) {
   if (handle != 0 && handle == inlineHandle_) return inlineResult_;  // done inside enqueue()
   std::unique_lock<std::mutex> lock(mu_);
   if (handle == 0 || handle != enqueued_)
-    return fail(ncclInternalError, "wait", "no batch %llu", static_cast<unsigned long long>(handle));
+    return fail(ncclInternalError, "wait", "no batch %llu",
+                static_cast<unsigned long long>(handle));
   cv_.wait(lock, [&] { return finished_ == handle; });
   return result_;
 }
@@ -201,7 +203,8 @@ ncclResult_t HostEngine::bindJobs() {
 ncclResult_t HostEngine::runJobs() {
   // Per channel, jobs run in call order; channels run side by side.
   int nChannels = 0;
-  for (size_t j = 0; j < plan_.nJobs; ++j) nChannels = std::max(nChannels, plan_.jobs[j].channel + 1);
+  for (size_t j = 0; j < plan_.nJobs; ++j)
+    nChannels = std::max(nChannels, plan_.jobs[j].channel + 1);
   std::vector<std::vector<Bound*>>& queues = queues_;
   std::vector<size_t>& head = head_;
   queues.resize(nChannels);  // exactly: findGonePeer walks every queue
@@ -315,8 +318,7 @@ void HostEngine::reportStuck() const {
           "elements of the step done, slot %u, protocol %s)",
           job.name, job.channel, l, what, peer, st.step, static_cast<unsigned long long>(st.loop),
           static_cast<unsigned long long>(st.stepDone),
-          static_cast<unsigned long long>(st.stepCount), st.counter,
-          protocolName(job.protocol));
+          static_cast<unsigned long long>(st.stepCount), st.counter, protocolName(job.protocol));
     }
   }
 }

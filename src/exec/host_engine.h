@@ -24,14 +24,14 @@
 #include <chrono>
 #include <condition_variable>
 #include <memory>
-#include <span>
 #include <mutex>
+#include <span>
 #include <thread>
 #include <vector>
 
+#include "kernels/prims.h"
 #include "src/exec/connections.h"
 #include "src/exec/engine.h"
-#include "kernels/prims.h"
 #include "src/plan/planner.h"
 #include "src/sched/program.h"
 
@@ -101,10 +101,10 @@ class HostEngine final : public CommEngine {
   // and the inline pair (enqueue and wait come from the thread that holds the communicator);
   // mu_ guards the hand-off pair.
   EngineHandle nextHandle_ = 1;
-  EngineHandle inlineHandle_ = 0;  // the last batch run inside enqueue() ...
+  EngineHandle inlineHandle_ = 0;            // the last batch run inside enqueue() ...
   ncclResult_t inlineResult_ = ncclSuccess;  // ... and its result
-  EngineHandle enqueued_ = 0;  // the last batch handed to the engine thread ...
-  EngineHandle finished_ = 0;  // ... and the last one it finished
+  EngineHandle enqueued_ = 0;                // the last batch handed to the engine thread ...
+  EngineHandle finished_ = 0;                // ... and the last one it finished
   bool exit_ = false;
   ncclResult_t result_ = ncclSuccess;
   std::atomic<bool> abortOps_{false};

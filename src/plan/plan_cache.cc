@@ -5,7 +5,12 @@
 namespace ringcc {
 
 ncclResult_t PlanCache::get(const CollDesc& d, int channel, const Program** out) {
-  Key key{static_cast<int>(d.coll), static_cast<int>(d.algo), d.nranks, d.rank, d.root, channel,
+  Key key{static_cast<int>(d.coll),
+          static_cast<int>(d.algo),
+          d.nranks,
+          d.rank,
+          d.root,
+          channel,
           d.ring};
   auto it = plans_.find(key);
   if (it != plans_.end()) {

@@ -44,9 +44,8 @@ void Planner::sizes(uint8_t kind, Protocol protocol, uint32_t elemSize, PlanJob*
   const ConnGeometry& g = ctx_.geometry(kind);
   if (protocol == kProtoLL && g.llSlotBytes == 0) protocol = kProtoSimple;
   job->protocol = protocol;
-  const uint64_t sliceBytes = protocol == kProtoLL
-                                  ? std::min(llSlotData(g.llSlotBytes), kLlMaxSliceBytes)
-                                  : g.slotBytes;
+  const uint64_t sliceBytes =
+      protocol == kProtoLL ? std::min(llSlotData(g.llSlotBytes), kLlMaxSliceBytes) : g.slotBytes;
   job->sliceElems = std::max<uint64_t>(1, sliceBytes / elemSize);
   // A ring chunk of c slices needs c + 1 slots (prims.h), so chunks stay below nSlots slices.
   uint64_t chunkSlices = 1;

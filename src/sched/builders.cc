@@ -46,7 +46,7 @@ class ProgramWriter {
   }
 
   struct LaneSpec {
-    uint8_t flags = 0;           // LaneFlags
+    uint8_t flags = 0;  // LaneFlags
     int chunksPerLoop = 1;
     int after = kNoLane;
     int inBuf = 0;
@@ -289,7 +289,8 @@ void blockedExchange(const CollDesc& d, ProgramWriter& w) {
     // Sends: all-to-all to everyone; gather: non-roots to the root; scatter: root to all.
     bool send = a2a || (gather ? (me != d.root && to == d.root) : me == d.root);
     bool recv = a2a || (gather ? me == d.root : (me != d.root && from == d.root));
-    if (send) p2pLane(w, kStepLocal | kStepSend, w.port(to, kPortSend, kPortP2p), gather ? 0 : to, 0);
+    if (send)
+      p2pLane(w, kStepLocal | kStepSend, w.port(to, kPortSend, kPortP2p), gather ? 0 : to, 0);
     if (recv)
       p2pLane(w, kStepRecv | kStepOut, w.port(from, kPortRecv, kPortP2p), 0,
               a2a || gather ? from : 0);

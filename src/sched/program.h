@@ -63,11 +63,11 @@ constexpr int kMaxCounts = 256;  // grouped send/recv: one count per operation
 
 // Step flags.
 enum StepFlags : uint8_t {
-  kStepRecv = 1 << 0,   // read a slot from recvPort
-  kStepLocal = 1 << 1,  // read the local input (the op's pre applies here only)
-  kStepOut = 1 << 2,    // write the output buffer
-  kStepSend = 1 << 3,   // write a slot of sendPort
-  kStepPost = 1 << 4,   // apply the op's post (avg divide) to the result
+  kStepRecv = 1 << 0,      // read a slot from recvPort
+  kStepLocal = 1 << 1,     // read the local input (the op's pre applies here only)
+  kStepOut = 1 << 2,       // write the output buffer
+  kStepSend = 1 << 3,      // write a slot of sendPort
+  kStepPost = 1 << 4,      // apply the op's post (avg divide) to the result
   kStepLocalOut = 1 << 5,  // read the local source from the output buffer at the output offset:
                            // a partial result this rank made earlier, so no pre is applied
 };
@@ -109,12 +109,12 @@ struct Step {
 struct Lane {
   uint16_t firstStep;
   uint16_t nSteps;
-  int16_t after;          // lane that must finish before this one starts, or kNoLane
-  uint8_t inBuf;          // index into the runner's input pointers
-  uint8_t outBuf;         // index into the runner's output pointers
-  uint8_t count;          // index into the runner's counts
-  uint8_t flags;          // LaneFlags
-  uint16_t chunksPerLoop; // chunks of one loop (ring all-reduce: nranks)
+  int16_t after;           // lane that must finish before this one starts, or kNoLane
+  uint8_t inBuf;           // index into the runner's input pointers
+  uint8_t outBuf;          // index into the runner's output pointers
+  uint8_t count;           // index into the runner's counts
+  uint8_t flags;           // LaneFlags
+  uint16_t chunksPerLoop;  // chunks of one loop (ring all-reduce: nranks)
 };
 
 struct Program {
@@ -136,9 +136,7 @@ RINGCC_INLINE uint64_t divUp64(uint64_t a, uint64_t b) { return (a + b - 1) / b;
 RINGCC_INLINE uint64_t roundUp64(uint64_t a, uint64_t b) { return divUp64(a, b) * b; }
 
 // Elements a channel's part starts on: 16 bytes, so that parts stay vector-aligned.
-RINGCC_INLINE uint64_t alignElems(uint32_t elemSize) {
-  return elemSize >= 16 ? 1 : 16 / elemSize;
-}
+RINGCC_INLINE uint64_t alignElems(uint32_t elemSize) { return elemSize >= 16 ? 1 : 16 / elemSize; }
 
 // Channel `channel`'s contiguous part of `count` elements, parts rounded up to `align`.
 RINGCC_INLINE ElemRange channelRange(uint64_t count, int nChannels, int channel, uint64_t align) {
@@ -151,8 +149,8 @@ RINGCC_INLINE ElemRange channelRange(uint64_t count, int nChannels, int channel,
 // Even chunking of `total` elements into `parts` chunks per loop, chunks at most `maxChunk`
 // (and aligned to `align` where that keeps them under maxChunk). Returns the chunk size and
 // sets *nLoops; parts * nLoops * chunk >= total.
-RINGCC_INLINE uint64_t evenChunk(uint64_t total, uint64_t parts, uint64_t maxChunk,
-                                 uint64_t align, uint64_t* nLoops) {
+RINGCC_INLINE uint64_t evenChunk(uint64_t total, uint64_t parts, uint64_t maxChunk, uint64_t align,
+                                 uint64_t* nLoops) {
   if (total == 0) {
     *nLoops = 0;
     uint64_t c = maxChunk < align ? maxChunk : align;
@@ -185,8 +183,8 @@ struct LaneGeometry {
 RINGCC_INLINE LaneGeometry laneGeometry(const Lane& lane, const RunShape& shape) {
   LaneGeometry g;
   g.total = shape.counts[lane.count];
-  ElemRange part = channelRange(g.total, (int)shape.nChannels, (int)shape.channel,
-                                alignElems(shape.elemSize));
+  ElemRange part =
+      channelRange(g.total, (int)shape.nChannels, (int)shape.channel, alignElems(shape.elemSize));
   g.begin = part.begin;
   g.extent = part.count;
   if (lane.flags & kLaneWhole) {

@@ -89,11 +89,11 @@ TuneConfig tuneConfigFromEnv() {
   std::string unknown;
   c.protocols = parseProtocols(proto, &unknown);
   if (!unknown.empty())
-    LOG_WARN("environment: NCCL_PROTO=%s: %s not usable (valid: Simple, LL; LL128 is not "
-             "provided by ringcc); allowed now: %s%s",
-             proto.c_str(), unknown.c_str(),
-             c.protocols & (1u << kProtoSimple) ? "Simple " : "",
-             c.protocols & (1u << kProtoLL) ? "LL" : "");
+    LOG_WARN(
+        "environment: NCCL_PROTO=%s: %s not usable (valid: Simple, LL; LL128 is not "
+        "provided by ringcc); allowed now: %s%s",
+        proto.c_str(), unknown.c_str(), c.protocols & (1u << kProtoSimple) ? "Simple " : "",
+        c.protocols & (1u << kProtoLL) ? "LL" : "");
   // NCCL_ALGO names NCCL's algorithms; ringcc builds Ring (and its own Doubling for small
   // all-reduces, which "Ring" alone turns off). Tree and the others are not built yet.
   std::string algo = lower(trim(paramString("ALGO")));
@@ -101,9 +101,10 @@ TuneConfig tuneConfigFromEnv() {
     c.ringOnly = true;
   } else if (!algo.empty() && algo != "^tree" && algo != "doubling" && algo != "ring,doubling" &&
              algo != "doubling,ring") {
-    LOG_WARN("environment: NCCL_ALGO=%s: ringcc builds Ring and Doubling (valid: Ring, "
-             "Doubling); Tree and the others are not built yet; using the default choice",
-             paramString("ALGO").c_str());
+    LOG_WARN(
+        "environment: NCCL_ALGO=%s: ringcc builds Ring and Doubling (valid: Ring, "
+        "Doubling); Tree and the others are not built yet; using the default choice",
+        paramString("ALGO").c_str());
   }
   int64_t chunk = paramInt("CHUNKSIZE");
   if (chunk < 0) {
@@ -117,15 +118,16 @@ TuneConfig tuneConfigFromEnv() {
 
 TuneChoice chooseTune(const TuneConfig& config, Coll coll, uint64_t bytes, int nranks) {
   TuneChoice t;
-  t.nChannels = nranks == 1 ? 1 : std::clamp(config.minChannels, 1, std::max(1, config.maxChannels));
+  t.nChannels =
+      nranks == 1 ? 1 : std::clamp(config.minChannels, 1, std::max(1, config.maxChannels));
   const bool llOk = (config.protocols & (1u << kProtoLL)) != 0;
   const bool simpleOk = (config.protocols & (1u << kProtoSimple)) != 0;
   t.protocol = llOk && (!simpleOk || bytes <= config.llMaxBytes) ? kProtoLL : kProtoSimple;
   const bool powerOfTwo = nranks >= 2 && (nranks & (nranks - 1)) == 0;
-  t.algo = coll == Coll::AllReduce && powerOfTwo && !config.ringOnly &&
-                   bytes <= config.doublingMaxBytes
-               ? Algo::Doubling
-               : Algo::Ring;
+  t.algo =
+      coll == Coll::AllReduce && powerOfTwo && !config.ringOnly && bytes <= config.doublingMaxBytes
+          ? Algo::Doubling
+          : Algo::Ring;
   return t;
 }
 

@@ -825,6 +825,33 @@ TEST_CASE("one group: collectives and send/recv of several datatypes on several 
   fail.report();
 }
 
+TEST_CASE("a PreMulSum operator destroyed inside the group still applies to its call",
+          "[coll_group]") {
+  // NCCL allows ncclRedOpDestroy as soon as the last call given the operator has returned;
+  // the operator is resolved when the call is made, not at ncclGroupEnd.
+  TestEnv env;
+  Comms comms(2);
+  std::vector<std::vector<float>> buf(2, std::vector<float>(1000));
+  std::vector<ncclRedOp_t> ops(2);
+  for (int r = 0; r < 2; ++r)
+    for (size_t k = 0; k < buf[r].size(); ++k) buf[r][k] = static_cast<float>(r + 1 + k % 7);
+  REQUIRE(ncclGroupStart() == ncclSuccess);
+  for (int r = 0; r < 2; ++r) {
+    float scalar = 2.0f;
+    REQUIRE(ncclRedOpCreatePreMulSum(&ops[r], &scalar, ncclFloat32, ncclScalarHostImmediate,
+                                     comms[r]) == ncclSuccess);
+    REQUIRE(ncclAllReduce(buf[r].data(), buf[r].data(), buf[r].size(), ncclFloat32, ops[r],
+                          comms[r], nullptr) == ncclSuccess);
+    REQUIRE(ncclRedOpDestroy(ops[r], comms[r]) == ncclSuccess);
+  }
+  REQUIRE(ncclGroupEnd() == ncclSuccess);
+  for (int r = 0; r < 2; ++r)
+    for (size_t k = 0; k < buf[r].size(); ++k) {
+      const float want = 2.0f * (1 + k % 7) + 2.0f * (2 + k % 7);
+      if (buf[r][k] != want) FAIL("rank " << r << " element " << k << ": " << buf[r][k]);
+    }
+}
+
 TEST_CASE("split communicators run collectives, alone and grouped with their parent",
           "[coll_group]") {
   TestEnv env;

@@ -36,7 +36,7 @@ struct SimFifo {
 struct SimJob {
   int rank = 0;
   int caseIndex = 0;  // jobs of one (rank, channel) run in case order
-  PlanJob job;  // a copy of the planned job, so that tests may change it
+  PlanJob job;        // a copy of the planned job, so that tests may change it
   Program program;
   std::vector<ConnectorView> views;
   std::vector<size_t> inElems, outElems;  // per buffer, for the bounds check
@@ -47,7 +47,9 @@ struct SimJob {
 // Plain atomics; nobody sleeps in the simulator, so nobody is woken.
 struct SimSync {
   uint32_t load(const uint32_t* word) const { return __atomic_load_n(word, __ATOMIC_ACQUIRE); }
-  void publish(FifoCounter* c, uint32_t v) const { __atomic_store_n(&c->value, v, __ATOMIC_RELEASE); }
+  void publish(FifoCounter* c, uint32_t v) const {
+    __atomic_store_n(&c->value, v, __ATOMIC_RELEASE);
+  }
 };
 
 struct EngineOptions {
@@ -186,8 +188,8 @@ void runJobs(std::vector<std::unique_ptr<SimJob>>& jobs, const EngineOptions& o,
         LlLine* lines = reinterpret_cast<LlLine*>(f->llSlots.get());
         for (size_t i = 0; i < llBytes / sizeof(LlLine); i++)
           lines[i] = LlLine{0, o.counterStart, 0, o.counterStart};
-        f->view = ConnectorView{f->slots.data(), f->control.get(), o.nSlots,   o.slotBytes,
-                                f->llSlots.get(), o.llSlotBytes,    0,          nullptr};
+        f->view = ConnectorView{f->slots.data(),  f->control.get(), o.nSlots, o.slotBytes,
+                                f->llSlots.get(), o.llSlotBytes,    0,        nullptr};
       }
       j->views[i] = f->view;
     }
@@ -430,7 +432,6 @@ CollArgs caseArgs(const SimSpec& spec, const CaseMemory& mem, int r) {
   return a;
 }
 
-
 }  // namespace
 
 SimResult simulateBatch(std::vector<SimCase>* cases) {
@@ -458,9 +459,9 @@ SimResult simulateBatch(std::vector<SimCase>* cases) {
   for (int r = 0; r < first.nranks; r++) {
     for (size_t i = 0; i < cases->size(); i++) {
       const SimSpec& spec = (*cases)[i].spec;
-      PlanContext ctx = simContext(first.nranks, r, spec.protocol, slotBytes, llSlotBytes,
-                                   first.nSlots, spec.nChannels,
-                                   spec.chunkElems * dataTypeSize(spec.type));
+      PlanContext ctx =
+          simContext(first.nranks, r, spec.protocol, slotBytes, llSlotBytes, first.nSlots,
+                     spec.nChannels, spec.chunkElems * dataTypeSize(spec.type));
       ctx.rings = spec.rings;
       ctx.tune.doublingMaxBytes = spec.doublingMaxBytes;
       ctx.tune.ringOnly = spec.doublingMaxBytes == 0;
@@ -531,8 +532,8 @@ SimResult simulateP2p(const SimP2pSpec& spec, const std::vector<std::vector<SimP
       a.root = op.peer;
       args.push_back(a);
     }
-    PlanContext ctx = simContext(spec.nranks, r, spec.protocol, slotBytes, llSlotBytes, spec.nSlots,
-                                 1, 0);
+    PlanContext ctx =
+        simContext(spec.nranks, r, spec.protocol, slotBytes, llSlotBytes, spec.nSlots, 1, 0);
     size_t before = jobs.size();
     if (!planRank(ctx, args, 0, nullptr, nullptr, &keep, &jobs, &res)) return res;
     // Buffer sizes in bytes (send/recv Programs count bytes), per buffer index.

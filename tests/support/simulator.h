@@ -21,9 +21,9 @@
 #include <vector>
 
 #include "nccl.h"
+#include "src/plan/planner.h"
 #include "src/sched/builders.h"
 #include "src/sched/program.h"
-#include "src/plan/planner.h"
 #include "transports/connector_device.h"
 
 namespace ringcc {
@@ -38,7 +38,7 @@ struct SimSpec {
   int nranks = 1;
   int root = 0;
   int nChannels = 1;
-  bool inPlace = false;  // NCCL's in-place layout (not for all-to-all)
+  bool inPlace = false;              // NCCL's in-place layout (not for all-to-all)
   Protocol protocol = kProtoSimple;  // forced, as NCCL_PROTO would
   // All-reduces of a power of two ranks up to this many bytes use recursive doubling (the
   // tuner's default; 0: always the ring, ~0: always doubling).

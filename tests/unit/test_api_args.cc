@@ -1,8 +1,7 @@
 // Bad arguments to every entry point: ncclInvalidArgument with a WARN that names the
 // argument, never a crash, and the communicator stays usable.
-#include <catch2/catch.hpp>
-
 #include <atomic>
+#include <catch2/catch.hpp>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -23,12 +22,12 @@ ncclUniqueId someId() {
 }
 
 // Runs `call`, expects `code`, and expects the WARN log to mention `needle`.
-#define EXPECT_REFUSED(call, code, needle)          \
-  do {                                              \
-    CapturedLog log_;                               \
-    CHECK((call) == (code));                        \
-    INFO("log: " << log_.text());                   \
-    CHECK(log_.contains(needle));                   \
+#define EXPECT_REFUSED(call, code, needle) \
+  do {                                     \
+    CapturedLog log_;                      \
+    CHECK((call) == (code));               \
+    INFO("log: " << log_.text());          \
+    CHECK(log_.contains(needle));          \
   } while (0)
 
 }  // namespace
@@ -44,18 +43,16 @@ TEST_CASE("NULL communicators are refused everywhere", "[api_args]") {
   EXPECT_REFUSED(ncclCommGetAsyncError(nullptr, &r), ncclInvalidArgument, "comm is NULL");
   EXPECT_REFUSED(ncclCommFinalize(nullptr), ncclInvalidArgument, "comm is NULL");
   EXPECT_REFUSED(ncclCommRevoke(nullptr, 0), ncclInvalidArgument, "comm is NULL");
-  EXPECT_REFUSED(ncclCommSplit(nullptr, 0, 0, &out, nullptr), ncclInvalidArgument,
-                 "comm is NULL");
+  EXPECT_REFUSED(ncclCommSplit(nullptr, 0, 0, &out, nullptr), ncclInvalidArgument, "comm is NULL");
   EXPECT_REFUSED(ncclCommShrink(nullptr, nullptr, 0, &out, nullptr, 0), ncclInvalidArgument,
                  "comm is NULL");
   EXPECT_REFUSED(ncclAllReduce(buf, buf, 4, ncclFloat, ncclSum, nullptr, nullptr),
                  ncclInvalidArgument, "comm is NULL");
-  EXPECT_REFUSED(ncclBroadcast(buf, buf, 4, ncclFloat, 0, nullptr, nullptr),
-                 ncclInvalidArgument, "comm is NULL");
+  EXPECT_REFUSED(ncclBroadcast(buf, buf, 4, ncclFloat, 0, nullptr, nullptr), ncclInvalidArgument,
+                 "comm is NULL");
   EXPECT_REFUSED(ncclSend(buf, 4, ncclFloat, 0, nullptr, nullptr), ncclInvalidArgument,
                  "comm is NULL");
-  EXPECT_REFUSED(ncclCommRegister(nullptr, buf, 16, nullptr), ncclInvalidArgument,
-                 "comm is NULL");
+  EXPECT_REFUSED(ncclCommRegister(nullptr, buf, 16, nullptr), ncclInvalidArgument, "comm is NULL");
   ncclRedOp_t op;
   float scalar = 2;
   EXPECT_REFUSED(
@@ -77,8 +74,7 @@ TEST_CASE("NULL out-pointers are refused", "[api_args]") {
   EXPECT_REFUSED(ncclCommCount(comm, nullptr), ncclInvalidArgument, "count is NULL");
   EXPECT_REFUSED(ncclCommUserRank(comm, nullptr), ncclInvalidArgument, "rank is NULL");
   EXPECT_REFUSED(ncclCommCuDevice(comm, nullptr), ncclInvalidArgument, "device is NULL");
-  EXPECT_REFUSED(ncclCommGetAsyncError(comm, nullptr), ncclInvalidArgument,
-                 "asyncError is NULL");
+  EXPECT_REFUSED(ncclCommGetAsyncError(comm, nullptr), ncclInvalidArgument, "asyncError is NULL");
   EXPECT_REFUSED(ncclCommSplit(comm, 0, 0, nullptr, nullptr), ncclInvalidArgument,
                  "newcomm (output pointer) is NULL");
   EXPECT_REFUSED(ncclCommShrink(comm, nullptr, 0, nullptr, nullptr, 0), ncclInvalidArgument,
@@ -96,7 +92,8 @@ TEST_CASE("ranks, counts and configs out of range are refused", "[api_args]") {
   EXPECT_REFUSED(ncclCommInitRank(&comm, 0, id, 0), ncclInvalidArgument, "nranks 0");
   EXPECT_REFUSED(ncclCommInitRank(&comm, -3, id, 0), ncclInvalidArgument, "nranks -3");
   EXPECT_REFUSED(ncclCommInitRank(&comm, 2, id, 2), ncclInvalidArgument, "rank 2 is out of range");
-  EXPECT_REFUSED(ncclCommInitRank(&comm, 2, id, -1), ncclInvalidArgument, "rank -1 is out of range");
+  EXPECT_REFUSED(ncclCommInitRank(&comm, 2, id, -1), ncclInvalidArgument,
+                 "rank -1 is out of range");
   EXPECT_REFUSED(ncclCommInitAll(&comm, 0, nullptr), ncclInvalidArgument, "ndev 0");
   EXPECT_REFUSED(ncclCommInitRankScalable(&comm, 2, 0, 0, &id, nullptr), ncclInvalidArgument,
                  "nId 0");
@@ -108,8 +105,7 @@ TEST_CASE("ranks, counts and configs out of range are refused", "[api_args]") {
                  "NCCL_CONFIG_INITIALIZER");
   ncclConfig_t garbage;
   std::memset(&garbage, 0x5a, sizeof(garbage));
-  EXPECT_REFUSED(ncclCommInitRankConfig(&comm, 1, id, 0, &garbage), ncclInvalidArgument,
-                 "magic");
+  EXPECT_REFUSED(ncclCommInitRankConfig(&comm, 1, id, 0, &garbage), ncclInvalidArgument, "magic");
   config = NCCL_CONFIG_INITIALIZER;
   config.blocking = 7;
   EXPECT_REFUSED(ncclCommInitRankConfig(&comm, 1, id, 0, &config), ncclInvalidArgument,
@@ -131,19 +127,16 @@ TEST_CASE("ranks, counts and configs out of range are refused", "[api_args]") {
   CHECK(ncclCommDestroy(comm) == ncclSuccess);
 }
 
-TEST_CASE("collective arguments are checked and refusals leave the comm usable",
-          "[api_args]") {
+TEST_CASE("collective arguments are checked and refusals leave the comm usable", "[api_args]") {
   ncclComm_t comm;
   REQUIRE(ncclCommInitAll(&comm, 1, nullptr) == ncclSuccess);
   float buf[8] = {};
-  EXPECT_REFUSED(ncclAllReduce(buf, buf, 8, static_cast<ncclDataType_t>(12), ncclSum, comm,
-                               nullptr),
-                 ncclInvalidArgument, "datatype 12");
-  EXPECT_REFUSED(ncclAllReduce(buf, buf, 8, ncclFloat, static_cast<ncclRedOp_t>(9), comm,
-                               nullptr),
+  EXPECT_REFUSED(
+      ncclAllReduce(buf, buf, 8, static_cast<ncclDataType_t>(12), ncclSum, comm, nullptr),
+      ncclInvalidArgument, "datatype 12");
+  EXPECT_REFUSED(ncclAllReduce(buf, buf, 8, ncclFloat, static_cast<ncclRedOp_t>(9), comm, nullptr),
                  ncclInvalidArgument, "op 9");
-  EXPECT_REFUSED(ncclAllReduce(buf, buf, 8, ncclFloat, static_cast<ncclRedOp_t>(-1), comm,
-                               nullptr),
+  EXPECT_REFUSED(ncclAllReduce(buf, buf, 8, ncclFloat, static_cast<ncclRedOp_t>(-1), comm, nullptr),
                  ncclInvalidArgument, "op -1");
   EXPECT_REFUSED(ncclBroadcast(buf, buf, 8, ncclFloat, 1, comm, nullptr), ncclInvalidArgument,
                  "root 1 is out of range");
@@ -161,10 +154,10 @@ TEST_CASE("collective arguments are checked and refusals leave the comm usable",
                  ncclInvalidArgument, "overflows");
   ncclRedOp_t premul;
   double scalar = 2;
-  REQUIRE(ncclRedOpCreatePreMulSum(&premul, &scalar, ncclFloat64, ncclScalarHostImmediate,
-                                   comm) == ncclSuccess);
-  EXPECT_REFUSED(ncclAllReduce(buf, buf, 8, ncclFloat, premul, comm, nullptr),
-                 ncclInvalidArgument, "created for datatype");
+  REQUIRE(ncclRedOpCreatePreMulSum(&premul, &scalar, ncclFloat64, ncclScalarHostImmediate, comm) ==
+          ncclSuccess);
+  EXPECT_REFUSED(ncclAllReduce(buf, buf, 8, ncclFloat, premul, comm, nullptr), ncclInvalidArgument,
+                 "created for datatype");
   CHECK(ncclRedOpDestroy(premul, comm) == ncclSuccess);
   EXPECT_REFUSED(ncclRedOpDestroy(premul, comm), ncclInvalidArgument, "not a live operator");
   EXPECT_REFUSED(ncclRedOpDestroy(ncclSum, comm), ncclInvalidArgument, "built-in");

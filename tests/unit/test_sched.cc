@@ -166,8 +166,8 @@ bool runCase(SimSpec spec) {
   const SimSpec& s = c.sim.spec;
   SimResult res = simulate(s, c.sim.inputs, c.sim.outputs);
   INFO(collName(s.coll) << " n=" << s.nranks << " count=" << s.count << " channels=" << s.nChannels
-                        << " inPlace=" << s.inPlace << " root=" << s.root << " protocol="
-                        << (s.protocol == kProtoLL ? "LL" : "Simple"));
+                        << " inPlace=" << s.inPlace << " root=" << s.root
+                        << " protocol=" << (s.protocol == kProtoLL ? "LL" : "Simple"));
   INFO(res.error);
   if (res.result != ncclSuccess) {
     CHECK(res.result == ncclSuccess);
@@ -394,8 +394,14 @@ struct Fifo {
   ConnectorView view;
   Fifo(uint32_t nSlots, uint32_t slotBytes)
       : slots((size_t)nSlots * slotBytes), control(fifoControlBytes(nSlots) / 8 + 8, 0) {
-    view = ConnectorView{slots.data(), reinterpret_cast<FifoControl*>(control.data()), nSlots,
-                         slotBytes, nullptr, 0, 0, nullptr};
+    view = ConnectorView{slots.data(),
+                         reinterpret_cast<FifoControl*>(control.data()),
+                         nSlots,
+                         slotBytes,
+                         nullptr,
+                         0,
+                         0,
+                         nullptr};
   }
 };
 

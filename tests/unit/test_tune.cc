@@ -125,11 +125,12 @@ TEST_CASE("NCCL_DEBUG_SUBSYS=TUNING logs algorithm, protocol and channels per op
   std::vector<float> buf(1 << 16, 1.0f);
   REQUIRE(ncclAllReduce(buf.data(), buf.data(), 2, ncclFloat32, ncclSum, comm, nullptr) ==
           ncclSuccess);
-  REQUIRE(ncclAllReduce(buf.data(), buf.data(), buf.size(), ncclFloat32, ncclSum, comm,
-                        nullptr) == ncclSuccess);
+  REQUIRE(ncclAllReduce(buf.data(), buf.data(), buf.size(), ncclFloat32, ncclSum, comm, nullptr) ==
+          ncclSuccess);
   REQUIRE(ncclCommDestroy(comm) == ncclSuccess);
   INFO(log.text());
   CHECK(log.contains("AllReduce: 2 x 4 bytes, 1 ranks: algorithm Ring, protocol LL, 1 channels"));
-  CHECK(log.contains("AllReduce: 65536 x 4 bytes, 1 ranks: algorithm Ring, protocol Simple, 1 "
-                     "channels"));
+  CHECK(
+      log.contains("AllReduce: 65536 x 4 bytes, 1 ranks: algorithm Ring, protocol Simple, 1 "
+                   "channels"));
 }
