@@ -126,7 +126,6 @@ struct Slice {
   void* send;         // send slot (Simple: data; LL: lines), or null
   uint64_t elems;
   uint32_t bytes;
-  uint32_t recvEpoch;  // LL flag of the received lines
   uint32_t sendEpoch;  // LL flag to write into the sent lines
   uint16_t lane;
   uint8_t recvPort;  // kNoPort if none
@@ -444,10 +443,9 @@ class ProgramRunner {
           // lines are there now; else sleeping on tail is safe.
           uint32_t tail = sync.load(&v.control->tail.value);
           if (tail == c || !llReady(lines, bytes, c + 1))
-            return block(st, kLaneWaitRecv, s.recvPort, &v.control->tail, tail == c ? c : tail);
+            return block(st, kLaneWaitRecv, s.recvPort, &v.control->tail, tail);
         }
         w.peer = lines;
-        w.recvEpoch = c + 1;
       } else {
         if (seen_[s.recvPort] == c) {
           seen_[s.recvPort] = sync.load(&v.control->tail.value);
