@@ -30,17 +30,17 @@
 //
 // Threads: reduceCopy walks the whole range in the calling thread (the host executor calls
 // it per slice). reduceCopyStrided does the elements first, first + step, ... < count only,
-// so the threads of a kernel split a slice by calling it with (thread index, thread count);
-// it is the same arithmetic, element by element.
+// so threads can split a slice by calling it with (thread index, thread count); it is the
+// same arithmetic, element by element. The kernels split slices with the packed form below.
 //
 // Packs: a GPU reaches its memory bandwidth only with 16-byte loads and stores, neighbouring
 // threads touching neighbouring addresses. reduceCopyPacked(..., worker, nWorkers) cuts the
 // range at the 16-byte boundaries of the addresses (packSplit) and deals the pieces out:
 //
-//        head           pack 0     pack 1           pack P-1      tail
-//   dst0 |e e e|  |. . . . . . . .|. . . . . . . .| ... |. . . . . . . .|  |e e|
-//        ^ m bytes past a boundary  worker 0         worker 1        worker (P-1) % nWorkers
-//   head and tail elements: worker k % nWorkers (k counted from the start of each)
+//              head       pack 0        pack 1             pack P-1      tail
+//   range    [h h h][. . . . . . . .][. . . . . . . .] ... [. . . . . . . .][t t]
+//   worker    0 1 2         0                1              (P-1) % n        0 1
+//            ^ m bytes past a 16-byte boundary     (n workers; head and tail element i: i % n)
 //
 // A source pack is loaded whole, its 16 / sizeof(T) elements go through the element code
 // above (same pre, reduce, post and rounding; a copy moves the pack's bits), and the result
@@ -634,7 +634,8 @@ inline ReduceCopyFn reduceCopyFunction(ncclDataType_t type) {
 }
 #endif
 
-// Moves `bytes` bytes; dst == src is a no-op, any other overlap is not allowed.
+// Moves `bytes` bytes; dst == src is a no-op, any other overlap is not allowed. On the device
+// in 16-byte packs where dst and src line up.
 RINGCC_HOST_DEVICE inline void copyBytes(void* dst, const void* src, size_t bytes) {
   if (dst == src || bytes == 0) return;
 #if defined(__CUDA_ARCH__)

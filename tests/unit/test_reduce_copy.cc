@@ -873,9 +873,9 @@ const char* typeName(ncclDataType_t t) {
 
 // Element `p` (raw bytes of `type`) is a NaN.
 bool isNanElem(ncclDataType_t type, const unsigned char* p) {
-  uint8_t b8 = p[0];
-  uint16_t b16;
-  std::memcpy(&b16, p, 2);
+  const uint8_t b8 = p[0];
+  uint16_t b16 = 0;
+  if (dataTypeSize(type) >= 2) std::memcpy(&b16, p, 2);
   switch (type) {
     case ncclFloat32: {
       float f;
