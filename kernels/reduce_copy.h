@@ -369,8 +369,9 @@ inline void reduceShape(const Fn& fn, const T* local, const T* peer, T* dst0, T*
 // ---- the packed walk ---------------------------------------------------------------------
 
 // A pack's bytes from memory 16-byte aligned, in one access. memcpy, not a Pack16 lvalue:
-// the memory holds elements of another type (strict aliasing); with the alignment promised,
-// g++ emits one SSE move and nvcc one ld.v2.u64 / st.v2.u64.
+// the memory holds elements of another type (strict aliasing). With the alignment promised,
+// nvcc emits one ld.v2.u64 / st.v2.u64 (as the PTX of kernels/cuda/instantiate.cu shows); on
+// the host, which runs this walk only in tests, g++ may split a load into two 8-byte moves.
 RINGCC_INLINE Pack16 loadPack(const void* p) {
   Pack16 v;
   __builtin_memcpy(&v, __builtin_assume_aligned(p, sizeof(Pack16)), sizeof v);
