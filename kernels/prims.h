@@ -256,9 +256,20 @@ class ProgramRunner {
     return kRunBlocked;
   }
 
-  // Phase 2 (every worker): worker w of n does its share of the slice. Shares are whole
-  // 16-byte units, so LL lines and vector loads are never split between workers.
+  // Phase 2 (every worker): worker w of n does its share of the slice. On the host and for
+  // LL, shares are contiguous runs of whole 16-byte units (relative to the slice's start), so
+  // LL lines and vector loads are never split between workers and each worker unpacks and
+  // packs its own LL lines. On the device, Simple slices are dealt out in 16-byte packs
+  // instead (pack p to worker p % n, reduceCopyPacked), so that neighbouring threads load
+  // neighbouring packs; every element is still computed once, by the same arithmetic.
   RINGCC_HOST_DEVICE void reduceCopy(const Slice& s, uint32_t w, uint32_t n) {
+#if defined(__CUDA_ARCH__)
+    if (args_.protocol != kProtoLL) {
+      reduceCopyPacked(args_.type, opOf(s.noPre != 0), s.local, s.peer, s.out, s.send,
+                       (size_t)s.elems, s.post != 0, w, n);
+      return;
+    }
+#endif
     const uint32_t es = args_.elemSize;
     const uint64_t perUnit = es >= 16 ? 1 : 16 / es;
     const uint64_t units = divUp64(s.elems, perUnit);
@@ -499,15 +510,22 @@ class ProgramRunner {
     return kRunBlocked;
   }
 
-  RINGCC_HOST_DEVICE void reduceCopyRange(const void* local, const void* peer, void* out,
-                                          void* send, uint64_t n, bool post, bool noPre) {
-    // Without pre, PreMulSum (and float Avg, which premultiplies) reduces as a plain sum.
+  // The op of a slice: without pre, PreMulSum (and float Avg, which premultiplies) reduces as
+  // a plain sum.
+  RINGCC_HOST_DEVICE RedOp opOf(bool noPre) const {
     RedOp op = args_.op;
     if (noPre && op.kind == RedOpKind::PreMulSum) op.kind = RedOpKind::Sum;
+    return op;
+  }
+
+  // One worker's contiguous share. The device walks it in 16-byte packs (one worker of one:
+  // the share is this thread's alone).
+  RINGCC_HOST_DEVICE void reduceCopyRange(const void* local, const void* peer, void* out,
+                                          void* send, uint64_t n, bool post, bool noPre) {
 #if defined(__CUDA_ARCH__)
-    ringcc::reduceCopy(args_.type, op, local, peer, out, send, (size_t)n, post);
+    reduceCopyPacked(args_.type, opOf(noPre), local, peer, out, send, (size_t)n, post, 0, 1);
 #else
-    fn_(op, local, peer, out, send, 0, 1, (size_t)n, post);
+    fn_(opOf(noPre), local, peer, out, send, 0, 1, (size_t)n, post);
 #endif
   }
 

@@ -30,8 +30,26 @@
 //
 // Threads: reduceCopy walks the whole range in the calling thread (the host executor calls
 // it per slice). reduceCopyStrided does the elements first, first + step, ... < count only,
-// so the threads of a kernel split a slice by calling it with (thread index, thread count);
-// it is the same arithmetic, element by element.
+// so threads can split a slice by calling it with (thread index, thread count); it is the
+// same arithmetic, element by element. The kernels split slices with the packed form below.
+//
+// Packs: a GPU reaches its memory bandwidth only with 16-byte loads and stores, neighbouring
+// threads touching neighbouring addresses. reduceCopyPacked(..., worker, nWorkers) cuts the
+// range at the 16-byte boundaries of the addresses (packSplit) and deals the pieces out:
+//
+//              head       pack 0        pack 1             pack P-1      tail
+//   range    [h h h][. . . . . . . .][. . . . . . . .] ... [. . . . . . . .][t t]
+//   worker    0 1 2         0                1              (P-1) % n        0 1
+//            ^ m bytes past a 16-byte boundary     (n workers; head and tail element i: i % n)
+//
+// A source pack is loaded whole, its 16 / sizeof(T) elements go through the element code
+// above (same pre, reduce, post and rounding; a copy moves the pack's bits), and the result
+// is stored whole to each destination. The head and tail take the element walk. Packs need
+// every non-null pointer at the same distance m from a boundary, a whole number of elements;
+// otherwise the whole range takes the element walk, still dealt out element by element. So
+// every element is the one reduceCopy computes, bit for bit, for any alignment and count, and
+// the aliasing rules above hold unchanged. The kernels use the packed form; the host keeps
+// reduceCopy, whose loops GCC vectorizes itself, and runs the packed form in the tests.
 #pragma once
 
 #include <stddef.h>
@@ -43,6 +61,44 @@
 #include "nccl.h"
 
 namespace ringcc {
+
+// Sixteen bytes moved as one access: the unit of the packed walk and of a GPU's widest load.
+struct alignas(16) Pack16 {
+  uint64_t half[2];
+};
+static_assert(sizeof(Pack16) == 16 && alignof(Pack16) == 16, "a pack is one 16-byte access");
+
+// How reduceCopyPacked cuts a range of `count` elements of `elemSize` bytes at these pointers
+// (null ones ignored): `head` elements up to the first 16-byte boundary, then `packs` whole
+// packs, then the remaining count - head - packs * (16 / elemSize) elements. Without packs
+// (pointers at different distances from a boundary, or not a whole number of elements from
+// one, or elemSize not dividing 16) head is count and packs 0.
+struct PackSplit {
+  size_t head;
+  size_t packs;
+};
+
+RINGCC_HOST_DEVICE inline PackSplit packSplit(size_t elemSize, size_t count, const void* local,
+                                              const void* peer, const void* dst0,
+                                              const void* dst1) {
+  const void* const ptrs[4] = {local, peer, dst0, dst1};
+  constexpr uintptr_t kMask = sizeof(Pack16) - 1;
+  uintptr_t mis = 0;
+  bool any = false, same = true;
+  for (const void* p : ptrs) {
+    if (p == nullptr) continue;
+    const uintptr_t m = reinterpret_cast<uintptr_t>(p) & kMask;
+    same = same && (!any || m == mis);
+    mis = m;
+    any = true;
+  }
+  if (!same || elemSize == 0 || sizeof(Pack16) % elemSize != 0 || mis % elemSize != 0) {
+    return PackSplit{count, 0};
+  }
+  size_t head = ((sizeof(Pack16) - mis) & kMask) / elemSize;
+  if (head > count) head = count;
+  return PackSplit{head, (count - head) / (sizeof(Pack16) / elemSize)};
+}
 
 namespace detail {
 
@@ -137,7 +193,8 @@ RINGCC_INLINE C minOf(C a, C b) {
 //
 // Each has Traits (how elements load from and store to Traits::Bits, the scalar type loops
 // move, through the compute type C), pre, reduce and post on C, and kHasPre/kHasPost so that
-// loops that cannot need them are not generated.
+// loops that cannot need them are not generated. kIsCopy: the functor moves bits untouched,
+// so the packed walk may move whole packs.
 
 template <class T>
 struct FnBase {
@@ -145,6 +202,7 @@ struct FnBase {
   using C = typename Traits::Compute;
   static constexpr bool kHasPre = false;
   static constexpr bool kHasPost = false;
+  static constexpr bool kIsCopy = false;
   RINGCC_INLINE C pre(C x) const { return x; }
   RINGCC_INLINE C post(C x) const { return x; }
 };
@@ -212,6 +270,7 @@ struct FnCopy {
   using C = T;
   static constexpr bool kHasPre = false;
   static constexpr bool kHasPost = false;
+  static constexpr bool kIsCopy = true;
   RINGCC_INLINE C pre(C x) const { return x; }
   RINGCC_INLINE C reduce(C a, C) const { return a; }
   RINGCC_INLINE C post(C x) const { return x; }
@@ -307,23 +366,111 @@ inline void reduceShape(const Fn& fn, const T* local, const T* peer, T* dst0, T*
 
 #endif
 
+// ---- the packed walk ---------------------------------------------------------------------
+
+// A pack's bytes from memory 16-byte aligned, in one access. memcpy, not a Pack16 lvalue:
+// the memory holds elements of another type (strict aliasing). With the alignment promised,
+// nvcc emits one ld.v2.u64 / st.v2.u64 (as the PTX of kernels/cuda/instantiate.cu shows); on
+// the host, which runs this walk only in tests, g++ may split a load into two 8-byte moves.
+RINGCC_INLINE Pack16 loadPack(const void* p) {
+  Pack16 v;
+  __builtin_memcpy(&v, __builtin_assume_aligned(p, sizeof(Pack16)), sizeof v);
+  return v;
+}
+
+RINGCC_INLINE void storePack(void* p, const Pack16& v) {
+  __builtin_memcpy(__builtin_assume_aligned(p, sizeof(Pack16)), &v, sizeof v);
+}
+
+// Packs first, first + step, ... < packs of pointers at a 16-byte boundary: each source pack
+// loaded whole, its elements through reduceValue (the element walk's arithmetic), the result
+// stored whole. A thread reads a pack before it writes it, so an in-place alias is harmless.
+template <class T, class Fn, int kSrc>
+RINGCC_HOST_DEVICE inline void reducePacks(const Fn& fn, const T* local, const T* peer, T* dst0,
+                                           T* dst1, size_t first, size_t step, size_t packs) {
+  constexpr size_t kPer = sizeof(Pack16) / sizeof(T);
+  for (size_t p = first; p < packs; p += step) {
+    const size_t at = p * kPer;
+    Pack16 out;
+    if constexpr (Fn::kIsCopy) {
+      out = loadPack(peer + at);  // bits move untouched, so the pack does too
+    } else {
+      T a[kPer] = {}, b[kPer] = {}, r[kPer];
+      if constexpr (kSrc != kPeerOnly) {
+        const Pack16 v = loadPack(local + at);
+        __builtin_memcpy(a, &v, sizeof v);
+      }
+      if constexpr (kSrc != kLocalOnly) {
+        const Pack16 v = loadPack(peer + at);
+        __builtin_memcpy(b, &v, sizeof v);
+      }
+      for (size_t j = 0; j < kPer; ++j) r[j] = reduceValue<T, Fn, kSrc>(fn, a, b, j);
+      __builtin_memcpy(&out, r, sizeof out);
+    }
+    storePack(dst0 + at, out);
+    if (dst1 != nullptr) storePack(dst1 + at, out);
+  }
+}
+
+template <class T>
+RINGCC_INLINE T* advanced(T* p, size_t k) {
+  return p != nullptr ? p + k : nullptr;
+}
+
+// Worker `worker` of `nWorkers`: head elements worker, worker + nWorkers, ..., packs likewise,
+// then tail elements likewise (see the top of this file for the picture).
+template <class T, class Fn, int kSrc>
+RINGCC_HOST_DEVICE inline void reducePacked(const Fn& fn, const T* local, const T* peer, T* dst0,
+                                            T* dst1, size_t worker, size_t nWorkers, size_t count) {
+  const PackSplit cut = packSplit(sizeof(T), count, local, peer, dst0, dst1);
+  if (worker < cut.head) {
+    reduceShape<T, Fn, kSrc>(fn, local, peer, dst0, dst1, worker, nWorkers, cut.head);
+  }
+  const size_t h = cut.head;
+  if (worker < cut.packs) {
+    reducePacks<T, Fn, kSrc>(fn, advanced(local, h), advanced(peer, h), dst0 + h, advanced(dst1, h),
+                             worker, nWorkers, cut.packs);
+  }
+  const size_t t = h + cut.packs * (sizeof(Pack16) / sizeof(T));
+  if (worker < count - t) {
+    reduceShape<T, Fn, kSrc>(fn, advanced(local, t), advanced(peer, t), dst0 + t, advanced(dst1, t),
+                             worker, nWorkers, count - t);
+  }
+}
+
+// How a call walks its range: kWalkElements does elements first, first + step, ...;
+// kWalkPacks reads (first, step) as (worker, nWorkers) and runs reducePacked.
+enum Walk : int { kWalkElements, kWalkPacks };
+
+template <class T, class Fn, int kSrc, int kWalk>
+RINGCC_HOST_DEVICE inline void walkShape(const Fn& fn, const T* local, const T* peer, T* dst0,
+                                         T* dst1, size_t first, size_t step, size_t count) {
+  if constexpr (kWalk == kWalkPacks) {
+    reducePacked<T, Fn, kSrc>(fn, local, peer, dst0, dst1, first, step, count);
+  } else {
+    reduceShape<T, Fn, kSrc>(fn, local, peer, dst0, dst1, first, step, count);
+  }
+}
+
+// ---- dispatch ----------------------------------------------------------------------------
+
 // Sources present -> loop shape. Single-source shapes exist only for ops with pre or post.
-template <class T, class Fn>
+template <class T, class Fn, int kWalk>
 RINGCC_HOST_DEVICE inline void reduceWith(const Fn& fn, const T* local, const T* peer, T* dst0,
                                           T* dst1, size_t first, size_t step, size_t count) {
   if (local != nullptr && peer != nullptr) {
-    reduceShape<T, Fn, kBoth>(fn, local, peer, dst0, dst1, first, step, count);
+    walkShape<T, Fn, kBoth, kWalk>(fn, local, peer, dst0, dst1, first, step, count);
   } else if constexpr (Fn::kHasPre || Fn::kHasPost) {
     if (local != nullptr) {
-      reduceShape<T, Fn, kLocalOnly>(fn, local, peer, dst0, dst1, first, step, count);
+      walkShape<T, Fn, kLocalOnly, kWalk>(fn, local, peer, dst0, dst1, first, step, count);
     } else if constexpr (Fn::kHasPost) {
-      reduceShape<T, Fn, kPeerOnly>(fn, local, peer, dst0, dst1, first, step, count);
+      walkShape<T, Fn, kPeerOnly, kWalk>(fn, local, peer, dst0, dst1, first, step, count);
     }
   }
 }
 
 // Moves elements as bits. An in-place destination needs nothing.
-template <class T>
+template <class T, int kWalk = kWalkElements>
 RINGCC_HOST_DEVICE inline void copyElements(const T* src, T* dst0, T* dst1, size_t first,
                                             size_t step, size_t count) {
   if (dst0 == src) {
@@ -331,10 +478,13 @@ RINGCC_HOST_DEVICE inline void copyElements(const T* src, T* dst0, T* dst1, size
     dst0 = dst1;
     dst1 = nullptr;
   }
-  reduceShape<T, FnCopy<T>, kPeerOnly>(FnCopy<T>{}, nullptr, src, dst0, dst1, first, step, count);
+  walkShape<T, FnCopy<T>, kPeerOnly, kWalk>(FnCopy<T>{}, nullptr, src, dst0, dst1, first, step,
+                                            count);
 }
 
-template <class T>
+// (first, step) as walkShape reads them. `first >= count` leaves nothing for either walk: a
+// packed worker's head elements, packs and tail elements all have indices below count.
+template <class T, int kWalk = kWalkElements>
 RINGCC_HOST_DEVICE inline void reduceCopyTyped(const RedOp& op, const void* localv,
                                                const void* peerv, void* dst0v, void* dst1v,
                                                size_t first, size_t step, size_t count,
@@ -362,7 +512,7 @@ RINGCC_HOST_DEVICE inline void reduceCopyTyped(const RedOp& op, const void* loca
     post = applyPost && op.kind == RedOpKind::Sum && op.postDivisor > 1;
   }
   if ((local == nullptr || peer == nullptr) && !pre && !post) {
-    copyElements<S>(local != nullptr ? local : peer, dst0, dst1, first, step, count);
+    copyElements<S, kWalk>(local != nullptr ? local : peer, dst0, dst1, first, step, count);
     return;
   }
 
@@ -370,37 +520,38 @@ RINGCC_HOST_DEVICE inline void reduceCopyTyped(const RedOp& op, const void* loca
     case RedOpKind::Sum:
       if constexpr (IntInfo<T>::kIsInt) {
         if (post) {
-          reduceWith<S, FnSumPostDiv<T>>(FnSumPostDiv<T>(op.postDivisor), local, peer, dst0, dst1,
-                                         first, step, count);
+          reduceWith<S, FnSumPostDiv<T>, kWalk>(FnSumPostDiv<T>(op.postDivisor), local, peer, dst0,
+                                                dst1, first, step, count);
           return;
         }
       }
-      reduceWith<S, FnSum<T>>(FnSum<T>{}, local, peer, dst0, dst1, first, step, count);
+      reduceWith<S, FnSum<T>, kWalk>(FnSum<T>{}, local, peer, dst0, dst1, first, step, count);
       return;
     case RedOpKind::Prod:
-      reduceWith<S, FnProd<T>>(FnProd<T>{}, local, peer, dst0, dst1, first, step, count);
+      reduceWith<S, FnProd<T>, kWalk>(FnProd<T>{}, local, peer, dst0, dst1, first, step, count);
       return;
     case RedOpKind::Max:
-      reduceWith<S, FnMax<T>>(FnMax<T>{}, local, peer, dst0, dst1, first, step, count);
+      reduceWith<S, FnMax<T>, kWalk>(FnMax<T>{}, local, peer, dst0, dst1, first, step, count);
       return;
     case RedOpKind::Min:
-      reduceWith<S, FnMin<T>>(FnMin<T>{}, local, peer, dst0, dst1, first, step, count);
+      reduceWith<S, FnMin<T>, kWalk>(FnMin<T>{}, local, peer, dst0, dst1, first, step, count);
       return;
     case RedOpKind::PreMulSum:
-      reduceWith<S, FnPreMulSum<T>>(FnPreMulSum<T>(redOpScalar<S>(op)), local, peer, dst0, dst1,
-                                    first, step, count);
+      reduceWith<S, FnPreMulSum<T>, kWalk>(FnPreMulSum<T>(redOpScalar<S>(op)), local, peer, dst0,
+                                           dst1, first, step, count);
       return;
   }
 }
 
+template <int kWalk>
 RINGCC_HOST_DEVICE inline void reduceCopyDispatch(ncclDataType_t type, const RedOp& op,
                                                   const void* local, const void* peer, void* dst0,
                                                   void* dst1, size_t first, size_t step,
                                                   size_t count, bool applyPost) {
-#define RINGCC_REDUCE_COPY_CASE(TYPE)                                                       \
-  case TYPE:                                                                                \
-    reduceCopyTyped<StorageOf<TYPE>::Type>(op, local, peer, dst0, dst1, first, step, count, \
-                                           applyPost);                                      \
+#define RINGCC_REDUCE_COPY_CASE(TYPE)                                                              \
+  case TYPE:                                                                                       \
+    reduceCopyTyped<StorageOf<TYPE>::Type, kWalk>(op, local, peer, dst0, dst1, first, step, count, \
+                                                  applyPost);                                      \
     return;
   switch (type) {
     RINGCC_REDUCE_COPY_CASE(ncclInt8)
@@ -427,7 +578,8 @@ RINGCC_HOST_DEVICE inline void reduceCopyDispatch(ncclDataType_t type, const Red
 RINGCC_HOST_DEVICE inline void reduceCopy(ncclDataType_t type, const RedOp& op, const void* local,
                                           const void* peer, void* dst0, void* dst1, size_t count,
                                           bool applyPost) {
-  detail::reduceCopyDispatch(type, op, local, peer, dst0, dst1, 0, 1, count, applyPost);
+  detail::reduceCopyDispatch<detail::kWalkElements>(type, op, local, peer, dst0, dst1, 0, 1, count,
+                                                    applyPost);
 }
 
 // The same, for elements first, first + step, ... below count only (step >= 1).
@@ -435,7 +587,19 @@ RINGCC_HOST_DEVICE inline void reduceCopyStrided(ncclDataType_t type, const RedO
                                                  const void* local, const void* peer, void* dst0,
                                                  void* dst1, size_t count, bool applyPost,
                                                  size_t first, size_t step) {
-  detail::reduceCopyDispatch(type, op, local, peer, dst0, dst1, first, step, count, applyPost);
+  detail::reduceCopyDispatch<detail::kWalkElements>(type, op, local, peer, dst0, dst1, first, step,
+                                                    count, applyPost);
+}
+
+// The same in 16-byte packs, for worker `worker` of `nWorkers` (>= 1): its head and tail
+// elements and its packs, as the top of this file draws them. The workers' shares together
+// are the whole range, and every element is the one reduceCopy computes, bit for bit.
+RINGCC_HOST_DEVICE inline void reduceCopyPacked(ncclDataType_t type, const RedOp& op,
+                                                const void* local, const void* peer, void* dst0,
+                                                void* dst1, size_t count, bool applyPost,
+                                                size_t worker, size_t nWorkers) {
+  detail::reduceCopyDispatch<detail::kWalkPacks>(type, op, local, peer, dst0, dst1, worker,
+                                                 nWorkers, count, applyPost);
 }
 
 // The reduce-copy of one datatype, chosen once per operation by the host runner
@@ -471,12 +635,13 @@ inline ReduceCopyFn reduceCopyFunction(ncclDataType_t type) {
 }
 #endif
 
-// Moves `bytes` bytes; dst == src is a no-op, any other overlap is not allowed.
+// Moves `bytes` bytes; dst == src is a no-op, any other overlap is not allowed. On the device
+// in 16-byte packs where dst and src line up.
 RINGCC_HOST_DEVICE inline void copyBytes(void* dst, const void* src, size_t bytes) {
   if (dst == src || bytes == 0) return;
 #if defined(__CUDA_ARCH__)
-  detail::copyElements<uint8_t>(static_cast<const uint8_t*>(src), static_cast<uint8_t*>(dst),
-                                nullptr, 0, 1, bytes);
+  detail::copyElements<uint8_t, detail::kWalkPacks>(
+      static_cast<const uint8_t*>(src), static_cast<uint8_t*>(dst), nullptr, 0, 1, bytes);
 #else
   __builtin_memcpy(dst, src, bytes);
 #endif

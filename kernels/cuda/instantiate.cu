@@ -1,8 +1,8 @@
 // Compiles the device-clean reduce-copy and the Program runner for the GPU: trivial kernels
-// reach every datatype x op through the runtime dispatcher (and the strided form a real kernel
-// uses) and drive the runner's three phases the way a channel's block will, so nvcc checks
-// the whole header set for every target architecture. Nothing launches them yet; the CUDA
-// executor's kernels will include the same headers.
+// reach every datatype x op through the runtime dispatcher (the element walk, the strided form
+// and the 16-byte packed form the kernels use) and drive the runner's three phases the way a
+// channel's block will, so nvcc checks the whole header set for every target architecture.
+// Nothing launches them yet; the CUDA executor's kernels will include the same headers.
 #include "kernels/cuda/device_sync.cuh"
 #include "kernels/prims.h"
 #include "kernels/reduce_copy.h"
@@ -18,6 +18,16 @@ __global__ void reduceCopyProbeKernel(ncclDataType_t type, RedOp op, const void*
   } else if (threadIdx.x == 0) {
     reduceCopy(type, op, local, peer, dst0, dst1, count, applyPost);
   }
+}
+
+// The packed form as the kernels use it: every thread of every block is one worker, so
+// neighbouring threads take neighbouring 16-byte packs.
+__global__ void reduceCopyPackedProbeKernel(ncclDataType_t type, RedOp op, const void* local,
+                                            const void* peer, void* dst0, void* dst1, size_t count,
+                                            bool applyPost) {
+  reduceCopyPacked(type, op, local, peer, dst0, dst1, count, applyPost,
+                   blockIdx.x * static_cast<size_t>(blockDim.x) + threadIdx.x,
+                   gridDim.x * static_cast<size_t>(blockDim.x));
 }
 
 // One channel's block running a bound Program: thread 0 acquires a slice, every thread does

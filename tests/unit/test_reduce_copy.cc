@@ -851,3 +851,361 @@ TEST_CASE("copyBytes moves bytes and ignores dst == src", "[reduce_copy]") {
   CHECK(dst == src);
   copyBytes(dst.data(), nullptr, 0);
 }
+
+// ==== reduceCopyPacked =====================================================================
+//
+// The packed walk against the element walk it must equal bit for bit. The reference is
+// reduceCopy itself (checked against the independent reference above), so these tests are
+// about the walk: the cut at 16-byte boundaries, the pack loads and stores, the dealing to
+// workers, the fallback when pointers do not line up, in place and two destinations.
+
+namespace {
+
+const ncclDataType_t kAllTypes[] = {ncclInt8,    ncclUint8,    ncclInt32,      ncclUint32,
+                                    ncclInt64,   ncclUint64,   ncclFloat16,    ncclFloat32,
+                                    ncclFloat64, ncclBfloat16, ncclFloat8e4m3, ncclFloat8e5m2};
+
+const char* typeName(ncclDataType_t t) {
+  static const char* const names[] = {"int8", "uint8", "int32",  "uint32",   "int64", "uint64",
+                                      "half", "float", "double", "bfloat16", "e4m3",  "e5m2"};
+  return dataTypeValid(t) ? names[t] : "?";
+}
+
+// Element `p` (raw bytes of `type`) is a NaN.
+bool isNanElem(ncclDataType_t type, const unsigned char* p) {
+  const uint8_t b8 = p[0];
+  uint16_t b16 = 0;
+  if (dataTypeSize(type) >= 2) std::memcpy(&b16, p, 2);
+  switch (type) {
+    case ncclFloat32: {
+      float f;
+      std::memcpy(&f, p, 4);
+      return std::isnan(f);
+    }
+    case ncclFloat64: {
+      double d;
+      std::memcpy(&d, p, 8);
+      return std::isnan(d);
+    }
+    case ncclFloat16:
+      return std::isnan(halfToFloat(Half{b16}));
+    case ncclBfloat16:
+      return std::isnan(bf16ToFloat(BFloat16{b16}));
+    case ncclFloat8e4m3:
+      return std::isnan(fp8e4m3ToFloat(Fp8E4M3{b8}));
+    case ncclFloat8e5m2:
+      return std::isnan(fp8e5m2ToFloat(Fp8E5M2{b8}));
+    default:
+      return false;
+  }
+}
+
+// Values worth meeting in every datatype, as little-endian bytes: zeros of both signs, Infs,
+// NaNs with payloads (signalling ones too), the extremes of the integers.
+std::vector<uint64_t> specialsOf(ncclDataType_t type) {
+  switch (type) {
+    case ncclFloat32:
+      return {0,           0x80000000u, 0x7f800000u, 0xff800000u,
+              0x7fc01234u, 0xffa00001u, 0x7f800001u, 0x3f800000u};
+    case ncclFloat64:
+      return {0,
+              0x8000000000000000ull,
+              0x7ff0000000000000ull,
+              0xfff0000000000000ull,
+              0x7ff8000000001234ull,
+              0xfff4000000000001ull,
+              0x3ff0000000000000ull};
+    case ncclFloat16:
+      return {0, 0x8000, 0x7c00, 0xfc00, 0x7e01, 0xfd55, 0x7bff, 0x3c00};
+    case ncclBfloat16:
+      return {0, 0x8000, 0x7f80, 0xff80, 0x7fc1, 0xff81, 0x7f7f, 0x3f80};
+    case ncclFloat8e4m3:
+      return {0, 0x80, 0x7f, 0xff, 0x7e, 0xfe, 0x38};
+    case ncclFloat8e5m2:
+      return {0, 0x80, 0x7c, 0xfc, 0x7d, 0xfe, 0x7b, 0x3c};
+    default: {
+      const size_t bits = 8 * dataTypeSize(type);
+      const uint64_t all = bits == 64 ? ~0ull : (1ull << bits) - 1;
+      return {0, all, all >> 1, (all >> 1) + 1, 1};  // 0, -1/max, max/min signed, 1
+    }
+  }
+}
+
+// `count` elements of `type`: random bits, a special value one time in four.
+std::vector<unsigned char> randomElems(ncclDataType_t type, size_t count, std::mt19937_64& rng) {
+  const size_t es = dataTypeSize(type);
+  const std::vector<uint64_t> specials = specialsOf(type);
+  std::vector<unsigned char> v(count * es);
+  for (size_t k = 0; k < count; ++k) {
+    uint64_t x = rng();
+    if (rng() % 4 == 0) x = specials[rng() % specials.size()];
+    std::memcpy(&v[k * es], &x, es);
+  }
+  return v;
+}
+
+// Bytes of a run placed `offset` bytes past a 16-byte boundary, with guard bytes around it.
+class Placed {
+ public:
+  Placed(size_t bytes, size_t offset, unsigned char guard)
+      : raw_(bytes + 64, guard), bytes_(bytes), guard_(guard) {
+    const uintptr_t base = reinterpret_cast<uintptr_t>(raw_.data()) + 16;
+    start_ = ((base + 15) & ~uintptr_t{15}) - reinterpret_cast<uintptr_t>(raw_.data()) + offset;
+  }
+  Placed(const std::vector<unsigned char>& content, size_t offset, unsigned char guard)
+      : Placed(content.size(), offset, guard) {
+    if (!content.empty()) std::memcpy(data(), content.data(), content.size());
+  }
+  unsigned char* data() { return raw_.data() + start_; }
+  std::vector<unsigned char> content() const {
+    return std::vector<unsigned char>(raw_.begin() + start_, raw_.begin() + start_ + bytes_);
+  }
+  bool guardsIntact() const {
+    for (size_t i = 0; i < raw_.size(); ++i) {
+      if ((i < start_ || i >= start_ + bytes_) && raw_[i] != guard_) return false;
+    }
+    return true;
+  }
+
+ private:
+  std::vector<unsigned char> raw_;
+  size_t bytes_, start_;
+  unsigned char guard_;
+};
+
+// The op configurations of the packed tests: every op, Avg with and without its post step.
+struct OpCase {
+  const char* name;
+  ncclRedOp_t builtin;  // ignored for PreMulSum
+  bool preMulSum;
+  bool applyPost;
+};
+const OpCase kOpCases[] = {
+    {"sum", ncclSum, false, true},      {"prod", ncclProd, false, true},
+    {"max", ncclMax, false, true},      {"min", ncclMin, false, true},
+    {"avg+post", ncclAvg, false, true}, {"avg-post", ncclAvg, false, false},
+    {"premulsum", ncclSum, true, true},
+};
+
+RedOp redOpOf(const OpCase& c, ncclDataType_t type, const std::vector<unsigned char>& scalar) {
+  return c.preMulSum ? makePreMulSum(type, scalar.data(), false) : makeRedOp(c.builtin, type, 3);
+}
+
+// Offsets (bytes past a boundary) of local, peer, dst0 and dst1: every common misalignment
+// that is a whole number of elements (a GPU cannot address a misaligned element), then
+// pointers misaligned against each other, one at a time and all at once.
+struct Offsets {
+  size_t local, peer, dst0, dst1;
+};
+std::vector<Offsets> offsetCases(size_t es) {
+  std::vector<Offsets> out;
+  for (size_t m = 0; m < 16; m += es) out.push_back({m, m, m, m});
+  const size_t d = es;
+  out.push_back({d, 0, 0, 0});
+  out.push_back({0, d, 0, 0});
+  out.push_back({0, 0, d, 0});
+  out.push_back({0, 0, 0, d});
+  out.push_back({0, es % 16, (2 * es) % 16, (3 * es) % 16});
+  out.push_back({16 - es, 16 - es, 16 - es, (16 - es + d) % 16});
+  return out;
+}
+
+enum Srcs { kSrcBoth, kSrcLocal, kSrcPeer };
+enum Dsts { kDstOne, kDstTwo, kDstInPlace, kDstInPlaceTwo };
+const char* const kSrcNames[] = {"local+peer", "local only", "peer only"};
+const char* const kDstNames[] = {"dst0", "dst0+dst1", "in place", "in place+dst1"};
+
+struct PackedTally {
+  size_t runs = 0, packRuns = 0, fallbackRuns = 0, bad = 0;
+  std::string first;
+};
+
+// One datatype: every op case x count x offsets x sources x destinations x worker count.
+void checkPackedEqualsElementwise(ncclDataType_t type, PackedTally& t) {
+  const size_t es = dataTypeSize(type);
+  std::mt19937_64 rng(4242 + static_cast<int>(type));
+  for (const OpCase& oc : kOpCases) {
+    for (size_t count :
+         {size_t(0), size_t(1), size_t(15), size_t(16), size_t(17), size_t(1000), size_t(4099)}) {
+      for (const Offsets& off : offsetCases(es)) {
+        std::vector<unsigned char> local = randomElems(type, count, rng);
+        std::vector<unsigned char> peer = randomElems(type, count, rng);
+        // At most one NaN per element: which of two NaN payloads an IEEE add keeps is not
+        // promised, and the compiler may order the operands differently in the two walks.
+        for (size_t k = 0; k < count; ++k) {
+          if (isNanElem(type, &local[k * es]) && isNanElem(type, &peer[k * es])) {
+            std::memset(&peer[k * es], 0, es);
+          }
+        }
+        std::vector<unsigned char> scalar = randomElems(type, 1, rng);
+        if (isNanElem(type, scalar.data())) std::memset(scalar.data(), 0, es);
+        const RedOp op = redOpOf(oc, type, scalar);
+        Placed L(local, off.local, 0x5a), P(peer, off.peer, 0x5b);
+        for (int srcs : {kSrcBoth, kSrcLocal, kSrcPeer}) {
+          const void* l = srcs != kSrcPeer ? L.data() : nullptr;
+          const void* p = srcs != kSrcLocal ? P.data() : nullptr;
+          std::vector<unsigned char> want(count * es, 0);
+          reduceCopy(type, op, l, p, want.data(), nullptr, count, oc.applyPost);
+          for (int dsts : {kDstOne, kDstTwo, kDstInPlace, kDstInPlaceTwo}) {
+            const bool inPlace = dsts == kDstInPlace || dsts == kDstInPlaceTwo;
+            if (inPlace && srcs == kSrcPeer) continue;  // only `local` may be a destination
+            const bool two = dsts == kDstTwo || dsts == kDstInPlaceTwo;
+            for (size_t nWorkers : {size_t(1), size_t(3), size_t(32)}) {
+              Placed io(local, off.local, 0x5a);
+              Placed d0(count * es, inPlace ? off.local : off.dst0, 0xc3);
+              Placed d1(count * es, off.dst1, 0x3c);
+              unsigned char* dst0 = inPlace ? io.data() : d0.data();
+              unsigned char* dst1 = two ? d1.data() : nullptr;
+              const void* src = inPlace ? io.data() : l;
+              for (size_t w = 0; w < nWorkers; ++w) {
+                reduceCopyPacked(type, op, src, p, dst0, dst1, count, oc.applyPost, w, nWorkers);
+              }
+              const PackSplit cut = packSplit(es, count, src, p, dst0, dst1);
+              ++t.runs;
+              (cut.packs > 0 ? t.packRuns : t.fallbackRuns)++;
+              const std::vector<unsigned char> got0 = inPlace ? io.content() : d0.content();
+              std::string why;
+              if (got0 != want) {
+                size_t k = 0;
+                for (; k < count; ++k) {
+                  if (std::memcmp(&got0[k * es], &want[k * es], es) != 0) break;
+                }
+                uint64_t g = 0, w0 = 0;
+                if (k < count) {
+                  std::memcpy(&g, &got0[k * es], es);
+                  std::memcpy(&w0, &want[k * es], es);
+                }
+                why = "dst0 element " + std::to_string(k) + " got " + hex(g) + " want " + hex(w0);
+              } else if (two && d1.content() != want) {
+                why = "dst1 differs";
+              } else if (!io.guardsIntact() || !d0.guardsIntact() || !d1.guardsIntact()) {
+                why = "bytes outside a destination changed";
+              } else if (!two && d1.content() != std::vector<unsigned char>(count * es, 0x3c)) {
+                why = "dst1 written though null";
+              } else if (!inPlace && io.content() != local) {
+                why = "local changed";
+              } else if (L.content() != local || P.content() != peer || !L.guardsIntact() ||
+                         !P.guardsIntact()) {
+                why = "a source changed";
+              }
+              if (!why.empty() && t.bad++ == 0) {
+                std::ostringstream s;
+                s << typeName(type) << " " << oc.name << " count " << count << " offsets "
+                  << off.local << "/" << off.peer << "/" << off.dst0 << "/" << off.dst1 << " "
+                  << kSrcNames[srcs] << " " << kDstNames[dsts] << " workers " << nWorkers << ": "
+                  << why;
+                t.first = s.str();
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("packSplit cuts at 16-byte boundaries only when all pointers line up", "[reduce_copy]") {
+  alignas(16) unsigned char buf[4][64];
+  auto at = [&](int b, size_t off) { return static_cast<void*>(buf[b] + off); };
+  // Aligned floats: no head, 1024 packs, 3 elements of tail.
+  PackSplit c = packSplit(4, 4099, at(0, 0), at(1, 0), at(2, 0), at(3, 0));
+  CHECK(c.head == 0);
+  CHECK(c.packs == 1024);
+  // 4 bytes past a boundary: 3 elements up to the next, then packs.
+  c = packSplit(4, 4099, at(0, 4), at(1, 4), at(2, 4), nullptr);
+  CHECK(c.head == 3);
+  CHECK(c.packs == 1024);  // (4099 - 3) / 4, tail 0
+  c = packSplit(1, 100, at(0, 15), nullptr, at(2, 15), nullptr);
+  CHECK(c.head == 1);
+  CHECK(c.packs == 6);  // 99 / 16, tail 3
+  c = packSplit(8, 3, at(0, 8), at(1, 8), at(2, 8), nullptr);
+  CHECK(c.head == 1);
+  CHECK(c.packs == 1);
+  // A count that ends before the first boundary: all head.
+  c = packSplit(2, 3, at(0, 6), at(1, 6), at(2, 6), nullptr);
+  CHECK(c.head == 3);
+  CHECK(c.packs == 0);
+  // Null pointers do not count; one pointer off by an element, or off by less than an
+  // element, and there are no packs.
+  c = packSplit(4, 64, nullptr, at(1, 8), at(2, 8), nullptr);
+  CHECK(c.head == 2);
+  CHECK(c.packs == 15);
+  for (int which = 0; which < 4; ++which) {
+    void* p[4] = {at(0, 0), at(1, 0), at(2, 0), at(3, 0)};
+    p[which] = at(which, 4);
+    c = packSplit(4, 64, p[0], p[1], p[2], p[3]);
+    CHECK(c.head == 64);
+    CHECK(c.packs == 0);
+  }
+  c = packSplit(4, 64, at(0, 2), at(1, 2), at(2, 2), nullptr);
+  CHECK(c.head == 64);
+  CHECK(c.packs == 0);
+  c = packSplit(4, 0, at(0, 0), at(1, 0), at(2, 0), nullptr);
+  CHECK(c.head == 0);
+  CHECK(c.packs == 0);
+}
+
+TEST_CASE("reduceCopyPacked equals reduceCopy bit for bit: every datatype x op, any alignment",
+          "[reduce_copy]") {
+  for (ncclDataType_t type : kAllTypes) {
+    PackedTally t;
+    checkPackedEqualsElementwise(type, t);
+    INFO(typeName(type) << ": " << t.runs << " runs, " << t.packRuns << " with packs, "
+                        << t.fallbackRuns << " element walk; first failure: " << t.first);
+    CHECK(t.bad == 0);
+    // Both walks were exercised: packs where the pointers line up, elements where not.
+    CHECK(t.packRuns > t.runs / 4);
+    CHECK(t.fallbackRuns > t.runs / 20);
+  }
+}
+
+TEST_CASE("reduceCopyPacked deals pack p to worker p % n, each element to exactly one worker",
+          "[reduce_copy]") {
+  std::mt19937_64 rng(99);
+  for (ncclDataType_t type : {ncclUint8, ncclFloat16, ncclFloat32, ncclFloat64}) {
+    const size_t es = dataTypeSize(type);
+    const size_t per = 16 / es;
+    const RedOp op = makeRedOp(ncclSum, type, 2);
+    for (size_t count : {size_t(17), size_t(1000), size_t(4099)}) {
+      for (const Offsets& off : offsetCases(es)) {
+        Placed L(randomElems(type, count, rng), off.local, 0);
+        Placed P(randomElems(type, count, rng), off.peer, 0);
+        for (size_t n : {size_t(3), size_t(32)}) {
+          INFO(typeName(type) << " count " << count << " offsets " << off.local << "/" << off.peer
+                              << "/" << off.dst0 << " workers " << n);
+          std::vector<int> owners(count, 0);
+          std::vector<size_t> owner(count, n);
+          Placed a(count * es, off.dst0, 0x00), b(count * es, off.dst0, 0xff);
+          const PackSplit cut = packSplit(es, count, L.data(), P.data(), a.data(), nullptr);
+          for (size_t w = 0; w < n; ++w) {
+            // An element worker w writes is the same in both runs; one it leaves keeps the
+            // fill, which differs between them.
+            std::memset(a.data(), 0x00, count * es);
+            std::memset(b.data(), 0xff, count * es);
+            reduceCopyPacked(type, op, L.data(), P.data(), a.data(), nullptr, count, true, w, n);
+            reduceCopyPacked(type, op, L.data(), P.data(), b.data(), nullptr, count, true, w, n);
+            for (size_t k = 0; k < count; ++k) {
+              if (std::memcmp(a.data() + k * es, b.data() + k * es, es) == 0) {
+                owners[k]++;
+                owner[k] = w;
+              }
+            }
+          }
+          size_t bad = 0, first = 0;
+          const size_t tail = cut.head + cut.packs * per;
+          for (size_t k = 0; k < count; ++k) {
+            const size_t want = k < cut.head ? k % n
+                                : k < tail   ? (k - cut.head) / per % n
+                                             : (k - tail) % n;
+            if ((owners[k] != 1 || owner[k] != want) && bad++ == 0) first = k;
+          }
+          INFO("first wrong element " << first << " written by " << owners[first]
+                                      << " workers, last " << owner[first]);
+          CHECK(bad == 0);
+        }
+      }
+    }
+  }
+}
