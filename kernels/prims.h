@@ -603,8 +603,8 @@ class ProgramRunner {
   uint32_t seen_[kMaxPorts];     // the peer's counter as last read: head (send), tail (recv)
   LaneState lanes_[kMaxLanes];
   // LL staging: a received slice unpacked, a slice to send before it is packed.
-  uint64_t llIn_[kLlMaxSliceBytes / 8];
-  uint64_t llOut_[kLlMaxSliceBytes / 8];
+  alignas(16) uint64_t llIn_[kLlMaxSliceBytes / 8];
+  alignas(16) uint64_t llOut_[kLlMaxSliceBytes / 8];
 };
 
 }  // namespace ringcc
