@@ -78,15 +78,17 @@ struct ncclComm {
   // An error raised on a thread working for this communicator (CommScope).
   void noteWorkError(const ringcc::ErrorCause& cause);
 
-  // Running API calls, so abort and destroy can wait for them to leave.
+  // Running API calls, so abort and destroy can wait for them to leave. Entering and leaving
+  // are one atomic each, since they bracket every call; the leaving decrement is a call's last
+  // touch of the communicator, so waitForCalls polls (every 100 us) instead of being woken:
+  // a wake-up after the decrement could reach a communicator already freed.
   void enterCall();
   void leaveCall();
   void waitForCalls();
 
  private:
   mutable std::mutex mu_;
-  std::condition_variable idle_;
-  int activeCalls_ = 0;
+  std::atomic<int> activeCalls_{0};
   ringcc::ErrorCause firstError_;
   ringcc::ErrorCause workError_;  // the latest noted, since errors come wrapped outward
 };
