@@ -24,7 +24,7 @@ using Clock = std::chrono::steady_clock;
 // (measured: 4 ranks on 2 cores, 8 B all-reduce ~9-12 us with 32 polls, ~5-9 us with none).
 constexpr int kPollsBeforeYield = 32;
 
-// Ranks of `comm` on this host, against the cores this process may run on.
+// Whether more ranks of `comm` run on this host than this process has cores to run on.
 bool oversubscribed(const ncclComm* comm) {
   int local = 0;
   for (const PeerInfo& p : comm->peers) local += sameHost(p, comm->peers[comm->rank]) ? 1 : 0;
