@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <functional>
+#include <mutex>
 #include <random>
 #include <thread>
 
@@ -31,9 +32,21 @@ uint64_t randomNonce() {
   return (uint64_t{rd()} << 32) ^ rd() ^ static_cast<uint64_t>(getpid());
 }
 
+// NCCL_DEBUG=VERSION (and every level above it) prints the version once per process, at the
+// first communicator init, as NCCL does: the line a user greps for to see which library got
+// loaded.
+void showVersionOnce() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    RINGCC_LOG(LogLevel::Version, kLogAll, "NCCL version %d.%d.%d%s (ringcc)", NCCL_MAJOR,
+               NCCL_MINOR, NCCL_PATCH, NCCL_SUFFIX);
+  });
+}
+
 // The part of init that talks to peers; runs on the caller's thread or the init thread.
 ncclResult_t initBody(Communicator* comm, const BootstrapMaker& makeBootstrap) {
   CommScope scope(comm);
+  showVersionOnce();
   RINGCC_CHECK(makeBootstrap(comm));
   RINGCC_CHECK(chooseMemKind(&comm->memKind));
 

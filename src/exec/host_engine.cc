@@ -4,6 +4,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <string>
 
 #include "src/core/comm.h"
 #include "src/core/error.h"
@@ -271,11 +273,11 @@ ncclResult_t HostEngine::runJobs() {
       if (gone.conn) continue;
     }
     if (now - lastProgress > params_.timeout) {
-      reportStuck();
+      const std::string first = reportStuck();
       return fail(ncclRemoteError, "collective",
-                  "no progress for %lld ms (NCCL_TIMEOUT); see the WARN lines above for where "
-                  "each channel waits",
-                  static_cast<long long>(params_.timeout.count()));
+                  "no progress for %lld ms (NCCL_TIMEOUT): %s (with NCCL_DEBUG=WARN, every "
+                  "waiting lane is logged)",
+                  static_cast<long long>(params_.timeout.count()), first.c_str());
     }
     // Sleep on one counter we wait for; with several blocked lanes the nap is shorter,
     // since the one that moves first may be another.
@@ -301,7 +303,8 @@ HostEngine::GonePeer HostEngine::findGonePeer() const {
   return GonePeer{};
 }
 
-void HostEngine::reportStuck() const {
+std::string HostEngine::reportStuck() const {
+  std::string first;
   for (size_t j = 0; j < plan_.nJobs; ++j) {
     const Bound& b = *bound_[j];
     const PlanJob& job = *b.job;
@@ -309,18 +312,28 @@ void HostEngine::reportStuck() const {
     for (int l = 0; l < job.program->nLanes; ++l) {
       LaneStatus st = b.runner.laneStatus(l);
       if (st.wait == kLaneDone) continue;
-      int peer = st.port != kNoPort ? job.program->ports[st.port].peer : -1;
-      const char* what = st.wait == kLaneWaitRecv   ? "receive from"
-                         : st.wait == kLaneWaitSend ? "send to"
-                                                    : "start after lane";
-      LOG_WARN(
-          "%s channel %d lane %d: waiting to %s peer %d at step %u loop %llu (%llu/%llu "
-          "elements of the step done, slot %u, protocol %s)",
-          job.name, job.channel, l, what, peer, st.step, static_cast<unsigned long long>(st.loop),
-          static_cast<unsigned long long>(st.stepDone),
-          static_cast<unsigned long long>(st.stepCount), st.counter, protocolName(job.protocol));
+      char line[256];
+      if (st.wait == kLaneWaitLane) {
+        std::snprintf(line, sizeof(line), "%s channel %d lane %d: waiting for lane %d to finish",
+                      job.name, job.channel, l, job.program->lanes[l].after);
+      } else {
+        const int peer = st.port != kNoPort ? job.program->ports[st.port].peer : -1;
+        std::snprintf(
+            line, sizeof(line),
+            "%s channel %d lane %d: waiting to %s peer %d at step %u loop %llu (%llu/%llu "
+            "elements of the step done, slot %u, protocol %s)",
+            job.name, job.channel, l, st.wait == kLaneWaitRecv ? "receive from" : "send to", peer,
+            st.step, static_cast<unsigned long long>(st.loop),
+            static_cast<unsigned long long>(st.stepDone),
+            static_cast<unsigned long long>(st.stepCount), st.counter, protocolName(job.protocol));
+      }
+      LOG_WARN("%s", line);
+      // The error text names the first lane that waits on a peer, else the first that waits.
+      const bool onPeer = st.wait == kLaneWaitRecv || st.wait == kLaneWaitSend;
+      if (first.empty() || (onPeer && first.find("waiting to") == std::string::npos)) first = line;
     }
   }
+  return first.empty() ? std::string("no lane is waiting") : first;
 }
 
 }  // namespace ringcc

@@ -26,6 +26,7 @@
 #include <memory>
 #include <mutex>
 #include <span>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -76,7 +77,9 @@ class HostEngine final : public CommEngine {
   ncclResult_t bindJobs();
   ncclResult_t runJobs();
   GonePeer findGonePeer() const;
-  void reportStuck() const;
+  // Logs every lane that has not finished and what it waits for; returns the line of the
+  // first one waiting on a peer, for the error text.
+  std::string reportStuck() const;
   bool stopRequested() const;
   // The error of an operation stopped by abort or revoke (ncclInvalidUsage), logged.
   ncclResult_t stopped(const char* phase) const;

@@ -138,6 +138,9 @@ TEST_CASE("threads failing at once on two communicators each read their own erro
   CHECK(rep.b.result == ncclRemoteError);
   CHECK(has(rep.a.own, "no progress for 300 ms"));
   CHECK(has(rep.b.own, "no progress for 700 ms"));
+  // The text is complete without the log: it names a lane, what it waits for and the peer.
+  CHECK(has(rep.a.own, "waiting to receive from peer"));
+  CHECK(has(rep.b.own, "channel 0 lane 0"));
   // The thread's own error comes before the communicator it names.
   CHECK(std::string(rep.a.ownNamingOther) == rep.a.own);
   CHECK(std::string(rep.b.ownNamingOther) == rep.b.own);

@@ -120,3 +120,16 @@ TEST_CASE("the innermost ErrorScope of the raising thread hears about an error",
   CHECK(outer.heard[0].message == "outer: first (peer rank 4)");
   CHECK(outer.heard[1].what == "fourth");
 }
+
+TEST_CASE("NCCL_DEBUG=VERSION prints the version line at the first init", "[log]") {
+  ringcc::test::CapturedLog log;
+  ringcc::test::ScopedEnv debug("NCCL_DEBUG", "VERSION");
+  ringcc::resetLogging();
+  ncclComm_t comm = nullptr;
+  int dev = 0;
+  REQUIRE(ncclCommInitAll(&comm, 1, &dev) == ncclSuccess);
+  REQUIRE(ncclCommDestroy(comm) == ncclSuccess);
+  INFO(log.text());
+  CHECK(log.contains("NCCL version 2.27.7 (ringcc)"));
+  CHECK_FALSE(log.contains("Init COMPLETE"));  // INFO lines stay quiet at VERSION
+}
