@@ -18,16 +18,18 @@ constexpr int kTagConnBase = 0x43000000;
 
 const char* kindName(uint8_t kind) { return kind == kPortRing ? "ring" : "p2p"; }
 
-// FIFO geometry of a new connection of `kind` (PortKind), from NCCL_BUFFSIZE now.
-ConnSpec connSpecFor(uint8_t kind) {
-  // Ring connections carry every collective's bulk data and get NCCL_BUFFSIZE; point-to-point
-  // connections exist per peer, so they get a quarter of it to keep all-to-all's footprint
-  // (2 (n-1) connections per rank) in check.
-  int64_t bytes = paramInt("BUFFSIZE");
-  if (kind == kPortP2p) bytes /= 4;
-  ConnSpec spec = connSpecForBuffer(bytes);
-  // LL carries small messages only (it is chosen below a few KiB per channel), so every
-  // connection gets the same small LL slots: nSlots x 8 KiB, 4 KiB of data each.
+// FIFO geometry of ring connections, from NCCL_BUFFSIZE now (a value out of range is clamped
+// with a WARN), and of point-to-point connections: those exist per peer, so they get a quarter
+// of it to keep all-to-all's footprint (2 (n-1) connections per rank) in check. LL carries
+// small messages only, so every connection gets the same small LL slots (nSlots x 8 KiB).
+ConnSpec ringConnSpec() {
+  ConnSpec spec = defaultConnSpec();
+  spec.llSlotBytes = kDefaultLlSlotBytes;
+  return spec;
+}
+
+ConnSpec p2pConnSpec(const ConnSpec& ring) {
+  ConnSpec spec = connSpecForBuffer(static_cast<int64_t>(connSlotBytes(ring) / 4));
   spec.llSlotBytes = kDefaultLlSlotBytes;
   return spec;
 }
@@ -56,7 +58,7 @@ ncclResult_t recvConnInfo(Bootstrap& bootstrap, int peer, int tag, ConnInfo* inf
 }
 
 ConnectionTable::ConnectionTable(ncclComm* comm)
-    : comm_(comm), ringSpec_(connSpecFor(kPortRing)), p2pSpec_(connSpecFor(kPortP2p)) {}
+    : comm_(comm), ringSpec_(ringConnSpec()), p2pSpec_(p2pConnSpec(ringSpec_)) {}
 
 ncclResult_t ConnectionTable::connectionSpec(const PortKey& key, ConnSpec* spec) const {
   *spec = this->spec(key.kind);

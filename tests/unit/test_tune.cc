@@ -134,3 +134,17 @@ TEST_CASE("NCCL_DEBUG_SUBSYS=TUNING logs algorithm, protocol and channels per op
       log.contains("AllReduce: 65536 x 4 bytes, 1 ranks: algorithm Ring, protocol Simple, 1 "
                    "channels"));
 }
+
+TEST_CASE("an NCCL_BUFFSIZE out of range is clamped with a WARN when a communicator is made",
+          "[tune]") {
+  for (const char* value : {"1", "0", "-5", "100000000000"}) {
+    ScopedEnv buffsize("NCCL_BUFFSIZE", value);
+    CapturedLog log;
+    ncclComm_t comm = nullptr;
+    int dev = 0;
+    REQUIRE(ncclCommInitAll(&comm, 1, &dev) == ncclSuccess);
+    REQUIRE(ncclCommDestroy(comm) == ncclSuccess);
+    INFO(log.text());
+    CHECK(log.contains(std::string("NCCL_BUFFSIZE=") + value + " is out of range"));
+  }
+}
