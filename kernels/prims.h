@@ -212,6 +212,10 @@ class ProgramRunner {
   // was given, so the executor may change their contents in between.
   RINGCC_HOST_DEVICE void restart(const RedOp& op) {
     args_.op = op;
+    // Steps that read a partial result (kStepLocalOut) reduce without pre: PreMulSum (and
+    // float Avg, which premultiplies) becomes a plain sum there. Chosen once, not per slice.
+    opNoPre_ = op;
+    if (opNoPre_.kind == RedOpKind::PreMulSum) opNoPre_.kind = RedOpKind::Sum;
     nDone_ = 0;
     cursor_ = 0;
     started_ = false;
@@ -510,13 +514,7 @@ class ProgramRunner {
     return kRunBlocked;
   }
 
-  // The op of a slice: without pre, PreMulSum (and float Avg, which premultiplies) reduces as
-  // a plain sum.
-  RINGCC_HOST_DEVICE RedOp opOf(bool noPre) const {
-    RedOp op = args_.op;
-    if (noPre && op.kind == RedOpKind::PreMulSum) op.kind = RedOpKind::Sum;
-    return op;
-  }
+  RINGCC_HOST_DEVICE const RedOp& opOf(bool noPre) const { return noPre ? opNoPre_ : args_.op; }
 
   // One worker's contiguous share. The device walks it in 16-byte packs (one worker of one:
   // the share is this thread's alone).
@@ -593,6 +591,7 @@ class ProgramRunner {
   }
 
   RunArgs args_ = {};
+  RedOp opNoPre_ = {};  // args_.op without pre (restart)
 #if !defined(__CUDA_ARCH__)
   ReduceCopyFn fn_ = nullptr;  // the datatype's reduce-copy, chosen once per operation
 #endif

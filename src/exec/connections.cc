@@ -6,7 +6,6 @@
 #include "src/core/comm.h"
 #include "src/core/error.h"
 #include "src/core/log.h"
-#include "src/core/param.h"
 
 namespace ringcc {
 namespace {

@@ -17,14 +17,13 @@
 #include "src/core/error.h"
 #include "src/core/log.h"
 #include "transports/fifo_host.h"
+#include "transports/fifo_layout.h"
 
 namespace ringcc {
 namespace {
 
 constexpr uint64_t kP2pMagic = 0x72696e6763637032ull;  // "ringccp2"
 constexpr uint64_t kAlign = 64;
-
-uint64_t alignUp(uint64_t n, uint64_t a) { return (n + a - 1) / a * a; }
 
 struct alignas(64) P2pBlock {
   uint64_t magic;
@@ -74,15 +73,9 @@ OpenBlocks& openBlocks() {
 }
 
 ConnectorView blockView(const P2pBlock* b) {
-  char* base = reinterpret_cast<char*>(const_cast<P2pBlock*>(b));
-  ConnectorView v{};
-  v.control = reinterpret_cast<FifoControl*>(base + b->controlOffset);
-  v.slots = base + b->slotsOffset;
-  v.nSlots = b->nSlots;
-  v.slotBytes = b->slotBytes;
-  v.llSlots = b->llSlotBytes > 0 ? base + b->llSlotsOffset : nullptr;
-  v.llSlotBytes = b->llSlotBytes;
-  return v;  // doorbell stays null: the peer sleeps on the FIFO counters themselves
+  const FifoLayout l{b->controlOffset, b->slotsOffset, b->llSlotsOffset, 0};
+  const ConnGeometry g{b->nSlots, b->slotBytes, b->llSlotBytes, 0};
+  return fifoView(reinterpret_cast<char*>(const_cast<P2pBlock*>(b)), l, g);
 }
 
 // One side's reference to a block. Releasing it (destruction) tells the other side, and frees
@@ -219,10 +212,8 @@ class P2pTransport final : public Transport {
       *pending = std::make_unique<P2pPendingSend>(spec);
       return ncclSuccess;
     }
-    uint64_t controlOffset = alignUp(sizeof(P2pBlock), kAlign);
-    uint64_t slotsOffset = alignUp(controlOffset + fifoControlBytes(spec.nSlots), kAlign);
-    uint64_t llSlotsOffset = alignUp(slotsOffset + connSlotBytes(spec), kAlign);
-    uint64_t total = alignUp(llSlotsOffset + connLlBytes(spec), kAlign);
+    const FifoLayout l = fifoLayout(connGeometry(spec), sizeof(P2pBlock), kAlign);
+    const uint64_t total = alignUp(l.total, kAlign);  // aligned_alloc wants whole alignments
     void* mem = std::aligned_alloc(kAlign, total);
     if (mem == nullptr)
       return failPeer(ncclSystemError, spec.peer.rank, "p2p setup recv",
@@ -236,14 +227,14 @@ class P2pTransport final : public Transport {
     block->nSlots = spec.nSlots;
     block->slotBytes = spec.slotBytes;
     block->llSlotBytes = spec.llSlotBytes;
-    block->controlOffset = controlOffset;
-    block->slotsOffset = slotsOffset;
-    block->llSlotsOffset = llSlotsOffset;
+    block->controlOffset = l.controlOffset;
+    block->slotsOffset = l.slotsOffset;
+    block->llSlotsOffset = l.llSlotsOffset;
     // Counters, waiters and sizes start at 0, and LL lines with zero flags (no epoch is 0).
     // Simple slots need no clearing: nothing reads a slot before its tail moved.
     char* base = static_cast<char*>(mem);
-    std::memset(base + controlOffset, 0, slotsOffset - controlOffset);
-    std::memset(base + llSlotsOffset, 0, total - llSlotsOffset);
+    std::memset(base + l.controlOffset, 0, l.slotsOffset - l.controlOffset);
+    std::memset(base + l.llSlotsOffset, 0, connLlBytes(spec));
     block->serial = openBlocks().add(block);
     // The pending side owns the block from here on, also if packing the info fails.
     auto recv = std::make_unique<P2pPendingRecv>(spec, block);

@@ -10,6 +10,7 @@
 #include "src/core/error.h"
 #include "src/core/log.h"
 #include "transports/fifo_host.h"
+#include "transports/fifo_layout.h"
 #include "transports/shm/process_watch.h"
 #include "transports/shm/shm_segment.h"
 
@@ -19,8 +20,6 @@ namespace {
 constexpr uint64_t kShmMagic = 0x72696e6763637368ull;  // "ringccsh"
 constexpr uint32_t kShmLayoutVersion = 2;
 constexpr uint64_t kPage = 4096;
-
-uint64_t alignUp(uint64_t n, uint64_t a) { return (n + a - 1) / a * a; }
 
 struct alignas(64) ShmHeader {
   uint64_t magic;
@@ -37,20 +36,7 @@ struct alignas(64) ShmHeader {
 };
 static_assert(sizeof(ShmHeader) == 64);
 
-struct Layout {
-  uint64_t controlOffset, slotsOffset, llSlotsOffset, total;
-};
-
-Layout layoutFor(const ConnGeometry& g) {
-  Layout l;
-  l.controlOffset = alignUp(sizeof(ShmHeader), 64);
-  l.slotsOffset = alignUp(l.controlOffset + fifoControlBytes(g.nSlots), kPage);
-  uint64_t slotsEnd = l.slotsOffset + uint64_t{g.nSlots} * g.slotBytes;
-  l.llSlotsOffset = alignUp(slotsEnd, kPage);
-  uint64_t llBytes = uint64_t{g.nSlots} * g.llSlotBytes;
-  l.total = llBytes > 0 ? l.llSlotsOffset + llBytes : slotsEnd;
-  return l;
-}
+FifoLayout layoutFor(const ConnGeometry& g) { return fifoLayout(g, sizeof(ShmHeader), kPage); }
 
 std::atomic_ref<uint32_t> closedRef(ShmHeader* h, ConnSide s) {
   return std::atomic_ref<uint32_t>(h->closed[static_cast<int>(s)]);
@@ -58,15 +44,9 @@ std::atomic_ref<uint32_t> closedRef(ShmHeader* h, ConnSide s) {
 
 ConnectorView viewOf(const ShmSegment& seg) {
   auto* h = static_cast<ShmHeader*>(seg.base());
-  char* base = static_cast<char*>(seg.base());
-  ConnectorView v{};
-  v.control = reinterpret_cast<FifoControl*>(base + h->controlOffset);
-  v.slots = base + h->slotsOffset;
-  v.nSlots = h->nSlots;
-  v.slotBytes = h->slotBytes;
-  v.llSlots = h->llSlotBytes > 0 ? base + h->llSlotsOffset : nullptr;
-  v.llSlotBytes = h->llSlotBytes;
-  return v;  // doorbell stays null: the peer sleeps on the FIFO counters themselves
+  const FifoLayout l{h->controlOffset, h->slotsOffset, h->llSlotsOffset, 0};
+  const ConnGeometry g{h->nSlots, h->slotBytes, h->llSlotBytes, 0};
+  return fifoView(static_cast<char*>(seg.base()), l, g);
 }
 
 // One side's mapping of a segment. Releasing it (destruction) tells the other side through its
@@ -157,7 +137,7 @@ class ShmPendingSend final : public PendingConnection {
     RINGCC_CHECK(unpackConnInfo(remote, "shm", kShmInfoVersion, ConnSide::Recv, &r, peer, where));
     r.name[sizeof(r.name) - 1] = '\0';
     RINGCC_CHECK(checkConnGeometry(spec(), r.geometry, where));
-    Layout l = layoutFor(r.geometry);
+    FifoLayout l = layoutFor(r.geometry);
     if (r.bytes != l.total)
       return failPeer(ncclInvalidUsage, peer, where,
                       "info says %llu bytes for %u x %u slots (LL %u), expected %llu",
@@ -221,7 +201,7 @@ class ShmTransport final : public Transport {
       *pending = std::make_unique<ShmPendingSend>(spec);
       return ncclSuccess;
     }
-    Layout l = layoutFor(connGeometry(spec));
+    FifoLayout l = layoutFor(connGeometry(spec));
     ShmSegment seg;
     RINGCC_CHECK(ShmSegment::create(l.total, spec.peer.rank, &seg));
     // A fresh segment reads as zeros: counters, waiters, sizes, closed flags and the LL lines'
