@@ -31,6 +31,15 @@
 //   Simple  recv: ready when tail != our head (tail is re-read only when the cached value is
 //           used up); sizes[slot] must equal the slice (mismatched schedules are caught).
 //           send: free when our tail - head < nSlots (head re-read only when needed).
+//   Direct  as Simple, but a kStepByRef step whose elements lie in a user buffer (its output,
+//           or its input when it sends the input as it is) publishes a SlotRef to them instead
+//           of copying them, where the receiver declared it can read references
+//           (FifoControl::refKind). The receiver reads them through the pointer (kRefPointer)
+//           or with process_vm_readv (kRefProcess, host only; kRefMinBytes and up), and its
+//           head moving past the slot releases them. Before the runner reports done, the
+//           sender waits until every reference it sent was released ("drain"), since the
+//           caller may reuse its buffers as soon as the operation returns. Receivers take both
+//           kinds of slot under Simple and Direct.
 //   LL      recv: ready when every line of the slot carries flag == epoch (slot number + 1);
 //           the receiver never reads tail except to sleep. send: as Simple; lines are written
 //           with their flags in one 8-byte store per {data, flag} pair, so a reader that sees
@@ -54,6 +63,9 @@
 #include "nccl.h"
 #include "src/sched/program.h"
 #include "transports/connector_device.h"
+#if !defined(__CUDA_ARCH__)
+#include "transports/peer_read.h"
+#endif
 
 namespace ringcc {
 
@@ -61,13 +73,15 @@ namespace ringcc {
 enum RunError : uint8_t {
   kRunOk = 0,
   kRunErrTables,        // program tables exceed their bounds
-  kRunErrArgs,          // element size, slice or chunk of 0, or a slice wider than 2^32 bytes
+  kRunErrArgs,          // element size, slice or chunk of 0, or a slice of 2^31 bytes or more
   kRunErrNoConnection,  // a port has no connection
   kRunErrSlotsNotPow2,  // nSlots is not a power of two
   kRunErrSlotTooSmall,  // the protocol's slots are smaller than a slice
   kRunErrTooFewSlots,   // a ring chunk needs more slots than the connection has
   kRunErrNoLl,          // LL asked for, but the connection has no LL memory
   kRunErrSliceSize,     // a received Simple slot's size differs from the slice (mismatched calls)
+  kRunErrRefKind,       // a slot holds a reference this side cannot read
+  kRunErrRefRead,       // reading a reference from the peer's process failed
 };
 
 RINGCC_HOST_DEVICE inline const char* runErrorText(RunError e) {
@@ -90,6 +104,10 @@ RINGCC_HOST_DEVICE inline const char* runErrorText(RunError e) {
       return "the LL protocol was chosen but the connection has no LL memory";
     case kRunErrSliceSize:
       return "received slot size differs from the step's slice (mismatched calls on the ranks)";
+    case kRunErrRefKind:
+      return "received a reference to the sender's memory that this side cannot read";
+    case kRunErrRefRead:
+      return "reading the sender's memory (process_vm_readv) failed";
   }
   return "unknown runner error";
 }
@@ -101,6 +119,11 @@ RINGCC_INLINE uint32_t llSlotData(uint32_t llSlotBytes) {
 
 // Most data bytes of one LL slice. Bounds the runner's LL staging buffers.
 constexpr uint32_t kLlMaxSliceBytes = 8192;
+
+// Smallest slice sent by reference to another process: below it, a system call per slice
+// costs more than the copy it saves (docs/benchmarks.md). References within one process
+// have no such cost and no floor.
+constexpr uint32_t kRefMinBytes = 16384;
 
 struct RunArgs {
   const Program* program;
@@ -120,10 +143,14 @@ struct RunArgs {
 
 // One slice between acquire and publish.
 struct Slice {
-  const void* local;  // input elements, or null
-  const void* peer;   // received elements (Simple: the slot; LL: the slot's lines), or null
-  void* out;          // output elements, or null
-  void* send;         // send slot (Simple: data; LL: lines), or null
+  const void* local;    // input elements, or null
+  const void* peer;     // received elements (Simple: the slot; LL: the slot's lines; a
+                        // reference: the sender's elements, in its address space), or null
+  void* out;            // output elements, or null
+  void* send;           // send slot (Simple: data; LL: lines), or null
+  const void* sendRef;  // Direct: the elements to publish by reference instead, or null
+  void* refSlot;        // ... and the slot that carries the SlotRef
+  int32_t peerPid;      // peer is in process peerPid (kRefProcess), or 0
   uint64_t elems;
   uint32_t bytes;
   uint32_t sendEpoch;  // LL flag to write into the sent lines
@@ -176,7 +203,7 @@ class ProgramRunner {
     const Program& g = *a.program;
     if (g.nLanes > kMaxLanes || g.nPorts > kMaxPorts || g.nSteps > kMaxSteps) return kRunErrTables;
     if (a.elemSize == 0 || a.sliceElems == 0 || a.chunkElems == 0 ||
-        a.sliceElems * a.elemSize > 0xffffffffull || a.nChannels == 0 || a.channel >= a.nChannels)
+        a.sliceElems * a.elemSize >= kSlotRefBit || a.nChannels == 0 || a.channel >= a.nChannels)
       return kRunErrArgs;
     const uint64_t sliceBytes = a.sliceElems * a.elemSize;
     if (a.protocol == kProtoLL && sliceBytes > kLlMaxSliceBytes) return kRunErrSlotTooSmall;
@@ -219,6 +246,9 @@ class ProgramRunner {
     nDone_ = 0;
     cursor_ = 0;
     started_ = false;
+    draining_ = false;
+    drainPort_ = kNoPort;
+    for (int i = 0; i < args_.program->nPorts; i++) refOut_[i] = 0;
     for (int i = 0; i < args_.program->nLanes; i++) {
       LaneState& st = lanes_[i];
       st.loop = 0;
@@ -233,7 +263,14 @@ class ProgramRunner {
     }
   }
 
-  RINGCC_HOST_DEVICE bool done() const { return nDone_ == args_.program->nLanes; }
+  // Every lane finished and every reference sent was released.
+  RINGCC_HOST_DEVICE bool done() const { return lanesDone() && !draining_; }
+
+  // Every lane finished; references may still be out (draining).
+  RINGCC_HOST_DEVICE bool lanesDone() const { return nDone_ == args_.program->nLanes; }
+
+  // While draining: the send port whose references are still out, else kNoPort.
+  RINGCC_HOST_DEVICE uint8_t drainPort() const { return draining_ ? drainPort_ : kNoPort; }
 
   // Phase 1 (one worker): the next slice that can move now. kRunReady fills *s; kRunBlocked
   // means every open lane was tried and waits (laneStatus tells on what); kRunDone, or
@@ -242,7 +279,7 @@ class ProgramRunner {
   RINGCC_HOST_DEVICE RunStatus acquire(Sync& sync, Slice* s, RunError* error) {
     const Program& g = *args_.program;
     if (!started_) start(sync);
-    if (done()) return kRunDone;
+    if (lanesDone()) return drain(sync) ? kRunDone : kRunBlocked;
     for (int tries = 0; tries < g.nLanes; tries++) {
       const int i = cursor_;
       LaneState& st = lanes_[i];
@@ -266,12 +303,13 @@ class ProgramRunner {
   // packs its own LL lines. On the device, Simple slices are dealt out in 16-byte packs
   // instead (pack p to worker p % n, reduceCopyPacked), so that neighbouring threads load
   // neighbouring packs; every element is still computed once, by the same arithmetic.
-  RINGCC_HOST_DEVICE void reduceCopy(const Slice& s, uint32_t w, uint32_t n) {
+  // Fails only when a reference into another process cannot be read (kRunErrRefRead).
+  RINGCC_HOST_DEVICE RunError reduceCopy(const Slice& s, uint32_t w, uint32_t n) {
 #if defined(__CUDA_ARCH__)
     if (args_.protocol != kProtoLL) {
       reduceCopyPacked(args_.type, opOf(s.noPre != 0), s.local, s.peer, s.out, s.send,
                        (size_t)s.elems, s.post != 0, w, n);
-      return;
+      return kRunOk;
     }
 #endif
     const uint32_t es = args_.elemSize;
@@ -280,12 +318,19 @@ class ProgramRunner {
     uint64_t lo = units * w / n * perUnit;
     uint64_t hi = units * (w + 1) / n * perUnit;
     if (hi > s.elems) hi = s.elems;
-    if (lo >= hi) return;
+    if (lo >= hi) return kRunOk;
     const uint64_t n64 = hi - lo;
     const char* local = s.local ? (const char*)s.local + lo * es : nullptr;
     char* out = s.out ? (char*)s.out + lo * es : nullptr;
-    const void* peer = nullptr;
     void* send = nullptr;
+#if !defined(__CUDA_ARCH__)
+    if (s.peerPid != 0) {
+      send = s.send ? (char*)s.send + lo * es : nullptr;
+      return reduceCopyFromProcess(s, (uint64_t)(uintptr_t)s.peer + lo * es, local, out,
+                                   (char*)send, n64);
+    }
+#endif
+    const void* peer = nullptr;
     if (args_.protocol == kProtoLL) {
       if (s.peer) {
         llUnpack((const LlLine*)s.peer, lo * es, n64 * es, (char*)llIn_ + lo * es);
@@ -299,6 +344,7 @@ class ProgramRunner {
     reduceCopyRange(local, peer, out, send, n64, s.post != 0, s.noPre != 0);
     if (args_.protocol == kProtoLL && s.send)
       llPack((LlLine*)s.send, lo * es, n64 * es, (const char*)llOut_ + lo * es, s.sendEpoch);
+    return kRunOk;
   }
 
   // Phase 3 (one worker, after every share of the slice is done): hands the slots on.
@@ -307,7 +353,15 @@ class ProgramRunner {
     if (s.sendPort != kNoPort) {
       const ConnectorView& v = args_.ports[s.sendPort];
       uint32_t c = counter_[s.sendPort];
-      if (args_.protocol == kProtoSimple) v.control->sizes[c & (v.nSlots - 1)] = s.bytes;
+      uint32_t size = s.bytes;
+      if (s.sendRef) {
+        ((SlotRef*)s.refSlot)->addr = (uint64_t)(uintptr_t)s.sendRef;
+        size |= kSlotRefBit;
+        refOut_[s.sendPort] = 1;
+        refEnd_[s.sendPort] = c + 1;
+        draining_ = true;
+      }
+      if (args_.protocol != kProtoLL) v.control->sizes[c & (v.nSlots - 1)] = size;
       counter_[s.sendPort] = c + 1;
       sync.publish(&v.control->tail, c + 1);
       if (v.doorbell) sync.publish(v.doorbell, c + 1);
@@ -336,14 +390,19 @@ class ProgramRunner {
     while (r.slices < maxSlices) {
       st = acquire(sync, &s, &r.error);
       if (st != kRunReady) break;
-      reduceCopy(s, 0, 1);
+      r.error = reduceCopy(s, 0, 1);
+      if (r.error != kRunOk) return r;
       publish(sync, s);
       r.slices++;
     }
     if (st == kRunError) return r;
     r.done = done();
     r.progressed = r.slices > 0 || nDone_ != doneBefore;
-    if (st == kRunBlocked) {  // every open lane was tried: the waits are current
+    if (st == kRunBlocked && lanesDone()) {  // draining: waits for a reference's release
+      r.waitOn = drainWaitOn_;
+      r.waitValue = drainWaitValue_;
+      r.nBlocked = 1;
+    } else if (st == kRunBlocked) {  // every open lane was tried: the waits are current
       const Program& g = *args_.program;
       for (int i = 0; i < g.nLanes; i++) {
         const LaneState& l = lanes_[i];
@@ -445,6 +504,9 @@ class ProgramRunner {
     Slice& w = *out;
     w.peer = nullptr;
     w.send = nullptr;
+    w.sendRef = nullptr;
+    w.refSlot = nullptr;
+    w.peerPid = 0;
     w.recvPort = kNoPort;
     w.sendPort = kNoPort;
     if (s.flags & kStepRecv) {
@@ -467,11 +529,17 @@ class ProgramRunner {
           if (seen_[s.recvPort] == c)
             return block(st, kLaneWaitRecv, s.recvPort, &v.control->tail, c);
         }
-        if (v.control->sizes[slot] != bytes) {
+        const uint32_t size = v.control->sizes[slot];
+        if ((size & ~kSlotRefBit) != bytes) {
           *error = kRunErrSliceSize;
           return kRunError;
         }
-        w.peer = v.slots + (size_t)slot * v.slotBytes;
+        char* data = v.slots + (size_t)slot * v.slotBytes;
+        w.peer = data;
+        if (size & kSlotRefBit) {
+          *error = takeRef(v, (const SlotRef*)data, &w);
+          if (*error != kRunOk) return kRunError;
+        }
       }
       w.recvPort = s.recvPort;
     }
@@ -487,6 +555,11 @@ class ProgramRunner {
       w.send = ll ? v.llSlots + (size_t)slot * v.llSlotBytes : v.slots + (size_t)slot * v.slotBytes;
       w.sendEpoch = c + 1;
       w.sendPort = s.sendPort;
+      if (args_.protocol == kProtoDirect && (s.flags & kStepByRef)) {
+        const uint32_t kind = sync.load(&v.control->refKind);
+        if (kind == kRefPointer || (kind == kRefProcess && bytes >= kRefMinBytes))
+          w.refSlot = w.send;  // decided below, once the buffers are known
+      }
     }
     const uint64_t at = st.stepDone * es;
     w.local = (s.flags & kStepLocal)
@@ -498,12 +571,84 @@ class ProgramRunner {
     w.out = (s.flags & kStepOut)
                 ? (char*)args_.outputs[l.outBuf] + stepOutOffset(st.geo, s, st.loop) * es + at
                 : nullptr;
+    if (w.refSlot) {
+      // By reference: the output this step writes, or the input it sends as it is (no
+      // received data, no pre, no post). Anything else is a new value: copy it.
+      if (w.out)
+        w.sendRef = w.out;
+      else if ((s.flags & (kStepLocal | kStepRecv | kStepPost)) == kStepLocal &&
+               args_.op.kind != RedOpKind::PreMulSum)
+        w.sendRef = w.local;
+      if (w.sendRef)
+        w.send = nullptr;
+      else
+        w.refSlot = nullptr;
+    }
     w.elems = elems;
     w.bytes = bytes;
     w.lane = (uint16_t)i;
     w.post = (s.flags & kStepPost) != 0;
     return kRunReady;
   }
+
+  // A received SlotRef: where the sender's elements are, and how to read them.
+  RINGCC_HOST_DEVICE RunError takeRef(const ConnectorView& v, const SlotRef* ref, Slice* w) {
+    w->peer = (const void*)(uintptr_t)ref->addr;
+    const uint32_t kind = v.control->refKind;  // this side's own word
+    if (kind == kRefPointer) return kRunOk;
+#if !defined(__CUDA_ARCH__)
+    if (kind == kRefProcess && v.refPid > 0) {
+      w->peerPid = v.refPid;
+      return kRunOk;
+    }
+#endif
+    return kRunErrRefKind;
+  }
+
+  // True once every reference this runner sent was released (the receiver's head passed it);
+  // else remembers the first counter still waited on.
+  template <class Sync>
+  RINGCC_HOST_DEVICE bool drain(Sync& sync) {
+    if (!draining_) return true;
+    const Program& g = *args_.program;
+    for (int i = 0; i < g.nPorts; i++) {
+      if (!refOut_[i]) continue;
+      FifoCounter* head = &args_.ports[i].control->head;
+      const uint32_t h = sync.load(&head->value);
+      if (!counterReached(h, refEnd_[i])) {
+        drainPort_ = (uint8_t)i;
+        drainWaitOn_ = head;
+        drainWaitValue_ = h;
+        return false;
+      }
+      refOut_[i] = 0;
+    }
+    draining_ = false;
+    drainPort_ = kNoPort;
+    return true;
+  }
+
+#if !defined(__CUDA_ARCH__)
+  // A share of a slice whose received elements lie in another process (kRefProcess): a copy
+  // reads them straight into the output; anything else stages them through a small buffer
+  // that stays in cache, so they cross memory once.
+  RunError reduceCopyFromProcess(const Slice& s, uint64_t from, const char* local, char* out,
+                                 char* send, uint64_t n) {
+    const uint32_t es = args_.elemSize;
+    if (!local && !send && out && !s.post)
+      return peerRead(s.peerPid, from, out, n * es) ? kRunOk : kRunErrRefRead;
+    char* stage = peerReadStage();
+    if (!stage) return kRunErrRefRead;
+    const uint64_t per = kPeerReadStageBytes / es;
+    for (uint64_t at = 0; at < n; at += per) {
+      const uint64_t k = n - at < per ? n - at : per;
+      if (!peerRead(s.peerPid, from + at * es, stage, k * es)) return kRunErrRefRead;
+      reduceCopyRange(local ? local + at * es : nullptr, stage, out ? out + at * es : nullptr,
+                      send ? send + at * es : nullptr, k, s.post != 0, s.noPre != 0);
+    }
+    return kRunOk;
+  }
+#endif
 
   RINGCC_INLINE RunStatus block(LaneState& st, uint8_t wait, uint8_t port, FifoCounter* c,
                                 uint32_t seen) {
@@ -598,6 +743,12 @@ class ProgramRunner {
   int nDone_ = 0;
   int cursor_ = 0;  // the lane acquire tries first: the last one that moved
   bool started_ = false;
+  bool draining_ = false;  // references are out: wait for their release before done
+  uint8_t drainPort_ = kNoPort;
+  FifoCounter* drainWaitOn_ = nullptr;
+  uint32_t drainWaitValue_ = 0;
+  uint8_t refOut_[kMaxPorts];    // a reference was sent on this port in this run ...
+  uint32_t refEnd_[kMaxPorts];   // ... and the head value that releases the last one
   uint32_t counter_[kMaxPorts];  // next slot number: tail of a send port, head of a recv port
   uint32_t seen_[kMaxPorts];     // the peer's counter as last read: head (send), tail (recv)
   LaneState lanes_[kMaxLanes];

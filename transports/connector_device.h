@@ -30,10 +30,30 @@ struct alignas(64) FifoCounter {
   char pad[56];
 };
 
+// References (the Direct protocol): instead of copying a slice into a slot, a sender may
+// publish where the slice already lies in its own memory: the slot then holds a SlotRef, and
+// sizes[slot] carries kSlotRefBit beside the byte count. The receiver reads the elements from
+// there, and its head moving past the slot tells the sender that it is done with them. How the
+// receiver reaches the sender's memory is the connection's RefKind, which the receiver writes
+// into FifoControl::refKind once it knows (0 until then, and for good where it cannot): a
+// sender sends references only where it reads a non-zero kind there.
+enum RefKind : uint32_t {
+  kRefNone = 0,     // copy into slots only
+  kRefPointer = 1,  // one address space (threads of one process): read through the pointer
+  kRefProcess = 2,  // another process on this host: read with process_vm_readv (host only)
+};
+constexpr uint32_t kSlotRefBit = 0x80000000u;
+
+struct SlotRef {
+  uint64_t addr;  // the slice's first byte, in the sender's address space
+};
+
 struct FifoControl {
   FifoCounter tail;   // written by the sender
   FifoCounter head;   // written by the receiver
-  uint32_t sizes[1];  // really [nSlots]: bytes written into each slot (set before tail moves)
+  uint32_t refKind;   // RefKind: set once by the receiver when it can read references
+  uint32_t sizes[1];  // really [nSlots]: bytes written into each slot (set before tail moves),
+                      // | kSlotRefBit when the slot holds a SlotRef
 };
 
 // Protocols: how a slot's bytes are laid out and how a receiver knows they are there. Both
@@ -46,8 +66,12 @@ struct FifoControl {
 //           the receiver polls the data itself and needs neither tail nor sizes. Memory is
 //           never cleared: the epoch of a slot differs from the one of its last round
 //           (by nSlots). A transport fills new LL memory with zero flags; counters start at 0.
-enum Protocol : uint8_t { kProtoSimple = 0, kProtoLL = 1 };
-constexpr int kNumProtocols = 2;
+//   Direct  Simple's slots, plus references: a step whose data already lies in a user buffer
+//           (and stays unchanged until the receiver read it: kStepByRef) publishes a SlotRef
+//           instead of copying it, so a large message is copied once per hop. Receivers
+//           accept both kinds of slot under Simple and Direct alike.
+enum Protocol : uint8_t { kProtoSimple = 0, kProtoLL = 1, kProtoDirect = 2 };
+constexpr int kNumProtocols = 3;
 
 struct alignas(16) LlLine {
   uint32_t data0;
@@ -65,7 +89,7 @@ struct ConnectorView {
   uint32_t slotBytes;
   char* llSlots;         // LL: nSlots * llSlotBytes of LlLines, receiver-visible; null: no LL
   uint32_t llSlotBytes;  // multiple of kLlLineBytes
-  uint32_t pad;
+  int32_t refPid;        // receive side of kRefProcess: the sender's pid, else 0
   // Optional: a counter a progress thread (a network transport's proxy) sleeps on. Whoever
   // publishes on this connection also bumps it and wakes its sleepers. Null for transports
   // whose FIFO memory is shared (p2p, shm).

@@ -34,9 +34,13 @@ constexpr ParamDef kParams[] = {
      "Reserved for the CUDA executor (threads per block); host communicators do not read it."},
     {"P2P_DISABLE", "0", "1: never use the p2p transport (ranks in one process use shm)."},
     {"PROTO", "",
-     "Protocols allowed: Simple, LL (comma list, ^ to exclude); default: LL up to 256 B per rank, "
-     "Simple above. Unknown names get a WARN naming the valid ones."},
+     "Protocols allowed: Simple, LL, Direct (comma list, ^ to exclude); default: LL up to 256 B "
+     "per rank, Direct above (Simple where references cannot be read). Unknown names get a WARN "
+     "naming the valid ones."},
     {"SHM_DISABLE", "0", "1: never use the shm transport (processes on one host use the network)."},
+    {"SHM_REFS", "1",
+     "0: shm receivers never read the sender's memory (process_vm_readv); Direct then copies "
+     "through the segment as Simple does."},
     {"SOCKET_FAMILY", "", "AF_INET or AF_INET6: address family of bootstrap sockets."},
     {"SOCKET_IFNAME", "", "Interfaces for bootstrap: prefix list, =exact, ^exclude."},
     {"SPIN_COUNT", "2000", "Polls of a connector before a waiting thread starts to sleep."},

@@ -229,8 +229,7 @@ ncclResult_t HostEngine::runJobs() {
       while (head[c] < queues[c].size()) {
         Bound* b = queues[c][head[c]];
         AdvanceResult r = b->runner.advance(sync);
-        if (r.error != kRunOk)
-          return fail(ncclInvalidUsage, b->job->name, "channel %d: %s", c, runErrorText(r.error));
+        if (r.error != kRunOk) return runFailed(*b, r.error);
         progressed |= r.progressed;
         if (!r.done) {
           if (r.waitOn && blocked++ == 0) {
@@ -285,12 +284,31 @@ ncclResult_t HostEngine::runJobs() {
   }
 }
 
+ncclResult_t HostEngine::runFailed(const Bound& b, RunError e) const {
+  const PlanJob& job = *b.job;
+  switch (e) {
+    case kRunErrSliceSize:  // the ranks disagree on what they run
+      return fail(ncclInvalidUsage, job.name, "channel %d: %s", job.channel, runErrorText(e));
+    case kRunErrRefRead:  // the peer exited, or its buffer went away, while we read it
+      return fail(ncclRemoteError, job.name,
+                  "channel %d: %s (the sending rank exited or freed its buffer mid-operation)",
+                  job.channel, runErrorText(e));
+    default:
+      return fail(ncclInternalError, job.name, "channel %d: %s", job.channel, runErrorText(e));
+  }
+}
+
 HostEngine::GonePeer HostEngine::findGonePeer() const {
   // Only the ports some lane is blocked on: a peer that finished its part with us and left
   // (say, a ring neighbour that already has all its data) is no reason to fail.
   for (size_t c = 0; c < queues_.size(); ++c) {
     if (head_[c] == queues_[c].size()) continue;
     const Bound* b = queues_[c][head_[c]];
+    // A runner whose lanes are done may still wait for the release of its references.
+    if (uint8_t port = b->runner.drainPort(); port < b->connectors.size()) {
+      PeerState state = b->connectors[port]->peerState();
+      if (state != PeerState::Open) return GonePeer{b, b->connectors[port], state};
+    }
     for (int l = 0; l < b->job->program->nLanes; ++l) {
       LaneStatus s = b->runner.laneStatus(l);
       if ((s.wait != kLaneWaitRecv && s.wait != kLaneWaitSend) || s.port >= b->connectors.size())
@@ -309,6 +327,15 @@ std::string HostEngine::reportStuck() const {
     const Bound& b = *bound_[j];
     const PlanJob& job = *b.job;
     if (b.runner.done()) continue;
+    if (uint8_t port = b.runner.drainPort(); port != kNoPort) {
+      char line[256];
+      std::snprintf(line, sizeof(line),
+                    "%s channel %d: done, but waiting for peer %d to release the buffers it "
+                    "reads by reference (protocol Direct)",
+                    job.name, job.channel, job.program->ports[port].peer);
+      LOG_WARN("%s", line);
+      if (first.empty()) first = line;
+    }
     for (int l = 0; l < job.program->nLanes; ++l) {
       LaneStatus st = b.runner.laneStatus(l);
       if (st.wait == kLaneDone) continue;

@@ -76,6 +76,9 @@ class HostEngine final : public CommEngine {
   ncclResult_t planAndRun(std::span<const CollArgs> ops);
   ncclResult_t bindJobs();
   ncclResult_t runJobs();
+  // The error of a runner that cannot go on: a mismatch between the ranks' calls is the
+  // user's (ncclInvalidUsage), an unreadable peer buffer the peer's (ncclRemoteError).
+  ncclResult_t runFailed(const Bound& b, RunError e) const;
   GonePeer findGonePeer() const;
   // Logs every lane that has not finished and what it waits for; returns the line of the
   // first one waiting on a peer, for the error text.

@@ -195,8 +195,14 @@ ncclResult_t Planner::planP2p(const std::vector<const CollArgs*>& ops, Plan* pla
     job.program = program;
     // Both ends of a connection must use one protocol, and a rank's group of sends and
     // receives differs from its peers' groups, so no per-group size is the same on both ends:
-    // grouped send/recv use Simple unless NCCL_PROTO leaves only LL (then every rank does).
-    sizes(kPortP2p, ctx_.tune.protocols & (1u << kProtoSimple) ? kProtoSimple : kProtoLL, 1, &job);
+    // grouped send/recv use Direct (or Simple: their slots are the same, so ends may differ),
+    // unless NCCL_PROTO leaves only LL (then every rank does).
+    const uint32_t allowed = ctx_.tune.protocols;
+    sizes(kPortP2p,
+          allowed & (1u << kProtoDirect)   ? kProtoDirect
+          : allowed & (1u << kProtoSimple) ? kProtoSimple
+                                           : kProtoLL,
+          1, &job);
     // The runner indexes inputs and outputs by the same buffer number.
     size_t n = std::max<size_t>({job.inputs.size(), job.outputs.size(), program->nBuffers, 1});
     job.inputs.resize(n, nullptr);

@@ -141,6 +141,15 @@ ncclResult_t ringInfo(const CollDesc& d, std::vector<int>* storage, RingInfo* in
 
 using LaneSpec = ProgramWriter::LaneSpec;
 
+// Sends of the ring, chain and exchange schedules may go by reference (Direct protocol): what
+// a rank sends there is either its input, which no step of the collective writes before every
+// rank has read what it needs (the result reaches a rank only through the ranks that read its
+// sends), or output it wrote once and never writes again. Recursive doubling is the exception:
+// a round overwrites the partial result it has just sent.
+uint8_t withByRef(uint8_t flags) {
+  return flags & kStepSend ? static_cast<uint8_t>(flags | kStepByRef) : flags;
+}
+
 // A ring lane of one loop body; ring collectives have exactly one.
 LaneSpec ringLane(int chunksPerLoop, int n) {
   LaneSpec l;
@@ -160,7 +169,7 @@ void ringAllReduce(const RingInfo& r, ProgramWriter& w) {
   const int recv = w.port(r.prev, kPortRecv, kPortRing);
   const int send = w.port(r.next, kPortSend, kPortRing);
   auto add = [&](int s, uint8_t flags) {
-    w.step(flags, recv, send, ringOrigin(r.pos, s + 1, n), 0, 0);
+    w.step(withByRef(flags), recv, send, ringOrigin(r.pos, s + 1, n), 0, 0);
   };
   int s = 0;
   add(s++, kStepLocal | kStepSend);
@@ -208,7 +217,7 @@ void ringReduceScatter(const RingInfo& r, ProgramWriter& w) {
   const int recv = w.port(r.prev, kPortRecv, kPortRing);
   const int send = w.port(r.next, kPortSend, kPortRing);
   auto add = [&](int s, uint8_t flags) {
-    w.step(flags, recv, send, 0, r.rankAt(ringOrigin(r.pos, s + 1, n)), 0);
+    w.step(withByRef(flags), recv, send, 0, r.rankAt(ringOrigin(r.pos, s + 1, n)), 0);
   };
   int s = 0;
   add(s++, kStepLocal | kStepSend);
@@ -227,7 +236,7 @@ void ringAllGather(const RingInfo& r, ProgramWriter& w) {
   const int recv = w.port(r.prev, kPortRecv, kPortRing);
   const int send = w.port(r.next, kPortSend, kPortRing);
   auto add = [&](int s, uint8_t flags) {
-    w.step(flags, recv, send, 0, 0, r.rankAt(ringOrigin(r.pos, s, n)));
+    w.step(withByRef(flags), recv, send, 0, 0, r.rankAt(ringOrigin(r.pos, s, n)));
   };
   int s = 0;
   add(s++, kStepLocal | kStepOut | kStepSend);
@@ -260,7 +269,7 @@ void ringChain(const CollDesc& d, const RingInfo& r, bool reduce, ProgramWriter&
   }
   int rp = flags & kStepRecv ? w.port(r.prev, kPortRecv, kPortRing) : -1;
   int sp = flags & kStepSend ? w.port(r.next, kPortSend, kPortRing) : -1;
-  w.step(flags, rp, sp, 0, 0, 0);
+  w.step(withByRef(flags), rp, sp, 0, 0, 0);
 }
 
 // One whole lane moving a block: a send (from input block inBlock), a receive (to output
@@ -269,7 +278,7 @@ void p2pLane(ProgramWriter& w, uint8_t flags, int port, int inBlock, int outBloc
              LaneSpec spec = {}) {
   spec.flags = kLaneWhole;
   if (w.beginLane(spec) < 0) return;
-  w.step(flags, port, port, 0, inBlock, outBlock);
+  w.step(withByRef(flags), port, port, 0, inBlock, outBlock);
 }
 
 // All-to-all, gather and scatter: per-peer lanes over p2p ports. Peers are visited in the
@@ -437,7 +446,8 @@ ncclResult_t buildP2p(const P2pDesc& d, Program* out) {
     spec.count = op.count;
     const int lane = w.beginLane(spec);
     if (lane < 0) break;
-    w.step(op.send ? kStepLocal | kStepSend : kStepRecv | kStepOut, port, port, 0, 0, 0);
+    w.step(op.send ? kStepLocal | kStepSend | kStepByRef : kStepRecv | kStepOut, port, port, 0, 0,
+           0);
     lastOnPort[port] = lane;
   }
   if (selfSends.size() != selfRecvs.size())

@@ -70,6 +70,10 @@ enum StepFlags : uint8_t {
   kStepPost = 1 << 4,      // apply the op's post (avg divide) to the result
   kStepLocalOut = 1 << 5,  // read the local source from the output buffer at the output offset:
                            // a partial result this rank made earlier, so no pre is applied
+  kStepByRef = 1 << 6,     // what this step sends may go by reference (Direct protocol): the
+                           // elements stay in this rank's buffer, unchanged, until the receiver
+                           // has read them (the schedule's data flow guarantees it), so the
+                           // receiver may read them there instead of from a copy
 };
 
 enum PortDir : uint8_t { kPortRecv = 0, kPortSend = 1 };

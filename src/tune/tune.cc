@@ -43,7 +43,16 @@ int channelParam(const char* name) {
 
 }  // namespace
 
-const char* protocolName(Protocol p) { return p == kProtoLL ? "LL" : "Simple"; }
+const char* protocolName(Protocol p) {
+  switch (p) {
+    case kProtoLL:
+      return "LL";
+    case kProtoDirect:
+      return "Direct";
+    default:
+      return "Simple";
+  }
+}
 
 uint32_t parseProtocols(const std::string& value, std::string* unknown) {
   unknown->clear();
@@ -64,6 +73,8 @@ uint32_t parseProtocols(const std::string& value, std::string* unknown) {
       named |= 1u << kProtoSimple;
     } else if (l == "ll") {
       named |= 1u << kProtoLL;
+    } else if (l == "direct") {
+      named |= 1u << kProtoDirect;
     } else {
       appendItem(unknown, item);
     }
@@ -90,10 +101,11 @@ TuneConfig tuneConfigFromEnv() {
   c.protocols = parseProtocols(proto, &unknown);
   if (!unknown.empty())
     LOG_WARN(
-        "environment: NCCL_PROTO=%s: %s not usable (valid: Simple, LL; LL128 is not "
-        "provided by ringcc); allowed now: %s%s",
+        "environment: NCCL_PROTO=%s: %s not usable (valid: Simple, LL, Direct; LL128 is not "
+        "provided by ringcc); allowed now: %s%s%s",
         proto.c_str(), unknown.c_str(), c.protocols & (1u << kProtoSimple) ? "Simple " : "",
-        c.protocols & (1u << kProtoLL) ? "LL" : "");
+        c.protocols & (1u << kProtoLL) ? "LL " : "",
+        c.protocols & (1u << kProtoDirect) ? "Direct" : "");
   // NCCL_ALGO names NCCL's algorithms; ringcc builds Ring (and its own Doubling for small
   // all-reduces, which "Ring" alone turns off). Tree and the others are not built yet.
   std::string algo = lower(trim(paramString("ALGO")));
@@ -122,7 +134,11 @@ TuneChoice chooseTune(const TuneConfig& config, Coll coll, uint64_t bytes, int n
       nranks == 1 ? 1 : std::clamp(config.minChannels, 1, std::max(1, config.maxChannels));
   const bool llOk = (config.protocols & (1u << kProtoLL)) != 0;
   const bool simpleOk = (config.protocols & (1u << kProtoSimple)) != 0;
-  t.protocol = llOk && (!simpleOk || bytes <= config.llMaxBytes) ? kProtoLL : kProtoSimple;
+  const bool directOk = (config.protocols & (1u << kProtoDirect)) != 0;
+  if (llOk && (bytes <= config.llMaxBytes || (!simpleOk && !directOk)))
+    t.protocol = kProtoLL;
+  else
+    t.protocol = directOk ? kProtoDirect : kProtoSimple;
   const bool powerOfTwo = nranks >= 2 && (nranks & (nranks - 1)) == 0;
   t.algo =
       coll == Coll::AllReduce && powerOfTwo && !config.ringOnly && bytes <= config.doublingMaxBytes

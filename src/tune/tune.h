@@ -13,7 +13,7 @@
 namespace ringcc {
 
 // Protocols an operation may use: bit (1 << Protocol).
-constexpr uint32_t kAllProtocols = (1u << kProtoSimple) | (1u << kProtoLL);
+constexpr uint32_t kAllProtocols = (1u << kProtoSimple) | (1u << kProtoLL) | (1u << kProtoDirect);
 
 const char* protocolName(Protocol p);
 
@@ -36,7 +36,8 @@ struct TuneConfig {
 TuneConfig tuneConfigFromEnv();
 
 // Parses a protocol list as NCCL does: names separated by commas, case-insensitive, a leading
-// '^' excludes the names instead. Known: Simple, LL; LL128 is NCCL's and not provided here.
+// '^' excludes the names instead. Known: Simple, LL, Direct (ringcc's); LL128 is NCCL's and
+// not provided here.
 // Unknown or unsupported names are ignored and listed in *unknown (comma separated); an empty
 // or all-excluding list yields kAllProtocols (and says so in *unknown).
 uint32_t parseProtocols(const std::string& value, std::string* unknown);
@@ -50,9 +51,9 @@ struct TuneChoice {
 // Channels and protocol for `coll` moving `bytes` bytes per rank over `nranks` ranks.
 // Channels: NCCL_MIN_NCHANNELS (default 1) within NCCL_MAX_NCHANNELS, one for a single rank
 // (one host thread drives every channel, so more channels add no bandwidth there). Protocol:
-// LL up to llMaxBytes, Simple above, within the allowed set. Algorithm: Doubling for an
-// all-reduce of a power of two ranks up to doublingMaxBytes (unless NCCL_ALGO says Ring),
-// else Ring.
+// LL up to llMaxBytes, Direct above (Simple if Direct is not allowed), within the allowed set.
+// Algorithm: Doubling for an all-reduce of a power of two ranks up to doublingMaxBytes (unless
+// NCCL_ALGO says Ring), else Ring.
 TuneChoice chooseTune(const TuneConfig& config, Coll coll, uint64_t bytes, int nranks);
 
 // Alpha-beta model of the host engine: hops * (alpha + bytes per hop / bandwidth). The

@@ -181,6 +181,8 @@ void runJobs(std::vector<std::unique_ptr<SimJob>>& jobs, const EngineOptions& o,
         f->control.reset(static_cast<FifoControl*>(std::aligned_alloc(64, bytes)));
         std::memset(f->control.get(), 0, bytes);
         f->control->tail.value = f->control->head.value = o.counterStart;
+        // Every rank lives in this process: Direct sends references, read through pointers.
+        f->control->refKind = kRefPointer;
         // LL memory starts with every flag at the initial counter value, which no slot of the
         // first lap expects (a transport's zero-filled memory with counters at 0 is the same).
         size_t llBytes = (size_t)o.nSlots * o.llSlotBytes;

@@ -1,6 +1,8 @@
 // Schedules: builders, the runner, and every collective planned by the engines' planner and
 // simulated across 1..32 ranks with exact integer data, in and out of place, on 1, 2 and 4
 // channels with different rings, with the Simple and LL protocols.
+#include <unistd.h>
+
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstring>
@@ -12,6 +14,7 @@
 #include "kernels/prims.h"
 #include "src/sched/builders.h"
 #include "src/sched/program.h"
+#include "src/tune/tune.h"
 #include "support/simulator.h"
 #include "support/test_env.h"
 
@@ -167,7 +170,7 @@ bool runCase(SimSpec spec) {
   SimResult res = simulate(s, c.sim.inputs, c.sim.outputs);
   INFO(collName(s.coll) << " n=" << s.nranks << " count=" << s.count << " channels=" << s.nChannels
                         << " inPlace=" << s.inPlace << " root=" << s.root
-                        << " protocol=" << (s.protocol == kProtoLL ? "LL" : "Simple"));
+                        << " protocol=" << protocolName(s.protocol));
   INFO(res.error);
   if (res.result != ncclSuccess) {
     CHECK(res.result == ncclSuccess);
@@ -210,9 +213,11 @@ void sweep(Coll coll, size_t large) {
           // Mostly two slots per chunk; sometimes one.
           s.chunkElems = (n + ci) % 4 == 3 ? kSlice : kChunk;
           s.slicesPerTurn = (n + nch) % 3 == 0 ? ~0u : 1 + (unsigned)(n % 3);
-          // LL on every other cell, so both protocols meet every count class and rank count;
-          // all-reduce by recursive doubling (power-of-two ranks) on every third, at any size.
-          s.protocol = (n + ci + nch + inPlace) % 2 ? kProtoLL : kProtoSimple;
+          // Simple, LL and Direct in turn, so every protocol meets every count class and rank
+          // count; all-reduce by recursive doubling (power-of-two ranks) on every third cell,
+          // at any size.
+          static constexpr Protocol kTurn[] = {kProtoSimple, kProtoLL, kProtoDirect};
+          s.protocol = kTurn[(n + ci + nch + inPlace) % 3];
           if ((n + ci + inPlace) % 3 == 0) s.doublingMaxBytes = ~0ull;
           sampled++;
           if (!runCase(s) && ++failures > 3) return;
@@ -250,10 +255,13 @@ TEST_CASE("ring all-reduce body is send, rrs x n-2, rrcs+post, rcs x n-2, recv",
     REQUIRE(p.nLanes == 1);
     REQUIRE(p.nPorts == 2);
     std::vector<uint8_t> want;
-    want.push_back(kStepLocal | kStepSend);
-    for (int i = 0; i < n - 2; i++) want.push_back(kStepRecv | kStepLocal | kStepSend);
-    want.push_back(kStepRecv | kStepLocal | kStepOut | kStepSend | kStepPost);
-    for (int i = 0; i < n - 2; i++) want.push_back(kStepRecv | kStepOut | kStepSend);
+    // Every send may go by reference (the runner uses one only where the data lies in a
+    // buffer: the input of the first step, the output of the later ones).
+    const uint8_t send = kStepSend | kStepByRef;
+    want.push_back(kStepLocal | send);
+    for (int i = 0; i < n - 2; i++) want.push_back(kStepRecv | kStepLocal | send);
+    want.push_back(kStepRecv | kStepLocal | kStepOut | send | kStepPost);
+    for (int i = 0; i < n - 2; i++) want.push_back(kStepRecv | kStepOut | send);
     want.push_back(kStepRecv | kStepOut);
     CHECK(flagsOf(p) == want);
     // Ports: receive from the previous rank on the ring, send to the next.
@@ -499,6 +507,128 @@ TEST_CASE("runner reports the counter it is blocked on and wakes sleepers", "[sc
   CHECK(f.view.control->head.value == 3);
 }
 
+// A send of `count` elements from rank 0 to rank 1 under Direct, over a FIFO whose receiver
+// declared `kind`, run one side at a time; returns the sizes words the sender published.
+struct DirectSend {
+  P2pDesc pd;
+  Program send, recv;
+  std::vector<uint64_t> src, dst;
+  const void* srcPtr;
+  void* dstPtr;
+  void* none = nullptr;
+  uint64_t count;
+  Fifo f;
+  DirectSend(uint64_t n, uint32_t slotElems, RefKind kind)
+      : src(n), dst(n, 0), count(n), f(2, slotElems * 8) {
+    pd.nranks = 2;
+    pd.rank = 0;
+    pd.ops = {P2pOp{true, 1, 0, 0}};
+    REQUIRE(buildP2p(pd, &send) == ncclSuccess);
+    pd.rank = 1;
+    pd.ops = {P2pOp{false, 0, 0, 0}};
+    REQUIRE(buildP2p(pd, &recv) == ncclSuccess);
+    for (size_t i = 0; i < n; i++) src[i] = value(0, i);
+    srcPtr = src.data();
+    dstPtr = dst.data();
+    f.view.control->refKind = kind;
+    if (kind == kRefProcess) f.view.refPid = getpid();  // our own memory, read as a peer's
+  }
+  RunArgs args(bool sender, uint32_t slotElems) {
+    RunArgs a = runArgs(sender ? &send : &recv, &f.view, &srcPtr, sender ? &none : &dstPtr, &count,
+                        slotElems, slotElems);
+    a.protocol = kProtoDirect;
+    return a;
+  }
+};
+
+TEST_CASE("Direct: sends go by reference, are read in place, and done waits for release",
+          "[sched]") {
+  for (RefKind kind : {kRefPointer, kRefProcess}) {
+    INFO("refKind " << kind);
+    // Slices of kRefMinBytes: the smallest that go by reference to another process.
+    const uint32_t slot = kRefMinBytes / 8;
+    DirectSend d(2 * slot + 100, slot, kind);
+    LoggingSync sync;
+    ProgramRunner tx, rx;
+    REQUIRE(tx.init(d.args(true, slot)) == kRunOk);
+    REQUIRE(rx.init(d.args(false, slot)) == kRunOk);
+    // Both slots carry references to the sender's input, not copies.
+    AdvanceResult r = tx.advance(sync);
+    CHECK(r.slices == 2);
+    CHECK(d.f.view.control->sizes[0] == (kSlotRefBit | kRefMinBytes));
+    CHECK(d.f.view.control->sizes[1] == (kSlotRefBit | kRefMinBytes));
+    SlotRef ref;
+    std::memcpy(&ref, d.f.slots.data(), sizeof(ref));
+    CHECK(ref.addr == reinterpret_cast<uint64_t>(d.src.data()));
+    CHECK(r.waitOn == &d.f.view.control->head);
+    // The receiver reads both, freeing the slots; the sender sends its last slice of 100
+    // elements: by reference within a process, then waits for its release before it is
+    // done; a copy to another process (below kRefMinBytes), with nothing left to release.
+    r = rx.advance(sync, 2);
+    CHECK(r.slices == 2);
+    r = tx.advance(sync);
+    CHECK(r.slices == 1);
+    const uint32_t last = d.f.view.control->sizes[0];
+    if (kind == kRefPointer) {
+      CHECK(last == (kSlotRefBit | 800));
+      CHECK_FALSE(r.done);
+      CHECK(r.waitOn == &d.f.view.control->head);
+      CHECK(r.waitValue == 2);
+      CHECK(tx.drainPort() == 0);
+    } else {
+      CHECK(last == 800);
+      CHECK(r.done);
+    }
+    r = rx.advance(sync);
+    CHECK(r.done);
+    CHECK(d.dst == d.src);
+    r = tx.advance(sync);
+    CHECK(r.done);
+    CHECK(tx.drainPort() == kNoPort);
+  }
+}
+
+TEST_CASE("Direct: a receiver that cannot read references gets copies", "[sched]") {
+  const uint32_t slot = 64;
+  DirectSend d(150, slot, kRefNone);
+  LoggingSync sync;
+  ProgramRunner tx, rx;
+  REQUIRE(tx.init(d.args(true, slot)) == kRunOk);
+  REQUIRE(rx.init(d.args(false, slot)) == kRunOk);
+  AdvanceResult r = tx.advance(sync);
+  CHECK(d.f.view.control->sizes[0] == slot * 8);  // no kSlotRefBit
+  r = rx.advance(sync);
+  r = tx.advance(sync);
+  CHECK(r.done);  // nothing to drain
+  r = rx.advance(sync);
+  CHECK(r.done);
+  CHECK(d.dst == d.src);
+}
+
+TEST_CASE("Direct: an unreadable reference is an error, not a crash", "[sched]") {
+  const uint32_t slot = kRefMinBytes / 8;
+  DirectSend d(slot, slot, kRefProcess);
+  LoggingSync sync;
+  ProgramRunner tx, rx;
+  REQUIRE(tx.init(d.args(true, slot)) == kRunOk);
+  REQUIRE(rx.init(d.args(false, slot)) == kRunOk);
+  CHECK(tx.advance(sync).slices == 1);
+  // The reference now points where nothing is mapped in the "sender" (ourselves).
+  SlotRef bad{4096};
+  std::memcpy(d.f.slots.data(), &bad, sizeof(bad));
+  AdvanceResult r = rx.advance(sync);
+  CHECK(r.error == kRunErrRefRead);
+  CHECK(std::string(runErrorText(r.error)).find("process_vm_readv") != std::string::npos);
+  // A reference on a connection that never declared a kind is refused before it is read.
+  DirectSend n(slot, slot, kRefPointer);
+  ProgramRunner tx2, rx2;
+  REQUIRE(tx2.init(n.args(true, slot)) == kRunOk);
+  REQUIRE(rx2.init(n.args(false, slot)) == kRunOk);
+  CHECK(tx2.advance(sync).slices == 1);
+  n.f.view.control->refKind = kRefNone;
+  CHECK(rx2.advance(sync).error == kRunErrRefKind);
+}
+
 TEST_CASE("runner phases: N workers share a slice, acquire and publish bracket it", "[sched]") {
   // One rank's all-reduce on one rank is a local step: in -> out with pre and post. Split a
   // 1000-element slice over 3 workers by hand and check the result and the lane's progress.
@@ -742,7 +872,7 @@ TEST_CASE("grouped send/recv: many peers, repeated peers, self, 1-2 slot FIFOs",
   // Every rank sends to every rank (itself included) twice, with counts that differ per pair,
   // posting sends before receives: it only completes because lanes progress independently.
   for (int n : {1, 2, 3, 6}) {
-    for (Protocol proto : {kProtoSimple, kProtoLL}) {
+    for (Protocol proto : {kProtoSimple, kProtoLL, kProtoDirect}) {
       for (uint32_t nSlots : {1u, 2u}) {
         const int nch = proto;  // for the seed
         SimP2pSpec s;

@@ -18,6 +18,7 @@ namespace {
 
 constexpr uint32_t kSimple = 1u << kProtoSimple;
 constexpr uint32_t kLL = 1u << kProtoLL;
+constexpr uint32_t kDirect = 1u << kProtoDirect;
 
 }  // namespace
 
@@ -27,16 +28,19 @@ TEST_CASE("NCCL_PROTO lists: names, case, ^ to exclude, unknown names reported",
   CHECK(unknown.empty());
   CHECK(parseProtocols("LL", &unknown) == kLL);
   CHECK(parseProtocols("simple", &unknown) == kSimple);
-  CHECK(parseProtocols(" Simple , ll ", &unknown) == kAllProtocols);
+  CHECK(parseProtocols(" Simple , ll ", &unknown) == (kSimple | kLL));
+  CHECK(parseProtocols("direct", &unknown) == kDirect);
+  CHECK(parseProtocols("Simple,LL,Direct", &unknown) == kAllProtocols);
   CHECK(unknown.empty());
-  CHECK(parseProtocols("^LL", &unknown) == kSimple);
+  CHECK(parseProtocols("^LL", &unknown) == (kSimple | kDirect));
+  CHECK(parseProtocols("^Direct", &unknown) == (kSimple | kLL));
   CHECK(parseProtocols("LL,xyz", &unknown) == kLL);
   CHECK(unknown == "xyz");
   // NCCL's LL128 is not provided: reported, and the rest of the list still counts.
   CHECK(parseProtocols("LL128,Simple", &unknown) == kSimple);
   CHECK(unknown == "LL128");
   // Nothing usable left: every protocol, and the reason is reported.
-  CHECK(parseProtocols("^Simple,LL", &unknown) == kAllProtocols);
+  CHECK(parseProtocols("^Simple,LL,Direct", &unknown) == kAllProtocols);
   CHECK(unknown.find("no protocol left") != std::string::npos);
   CHECK(parseProtocols("garbage", &unknown) == kAllProtocols);
 }
@@ -94,7 +98,7 @@ TEST_CASE("protocol and algorithm by size; channels within the bounds", "[tune]"
   CHECK(t.algo == Algo::Doubling);
   CHECK(t.nChannels == 1);
   t = chooseTune(c, Coll::AllReduce, c.llMaxBytes + 1, 4);
-  CHECK(t.protocol == kProtoSimple);
+  CHECK(t.protocol == kProtoDirect);
   CHECK(t.algo == Algo::Doubling);
   t = chooseTune(c, Coll::AllReduce, c.doublingMaxBytes + 1, 4);
   CHECK(t.algo == Algo::Ring);
@@ -103,8 +107,12 @@ TEST_CASE("protocol and algorithm by size; channels within the bounds", "[tune]"
   CHECK(chooseTune(c, Coll::AllReduce, 8, 1).algo == Algo::Ring);
   c.ringOnly = true;
   CHECK(chooseTune(c, Coll::AllReduce, 8, 4).algo == Algo::Ring);
+  c.protocols = kSimple | kLL;  // NCCL_PROTO=^Direct
+  CHECK(chooseTune(c, Coll::AllReduce, 1 << 20, 4).protocol == kProtoSimple);
   c.protocols = kSimple;
   CHECK(chooseTune(c, Coll::AllReduce, 8, 4).protocol == kProtoSimple);
+  c.protocols = kDirect;
+  CHECK(chooseTune(c, Coll::AllReduce, 8, 4).protocol == kProtoDirect);
   c.protocols = kLL;
   CHECK(chooseTune(c, Coll::AllReduce, 1 << 30, 4).protocol == kProtoLL);
   c.minChannels = 3;
@@ -131,7 +139,7 @@ TEST_CASE("NCCL_DEBUG_SUBSYS=TUNING logs algorithm, protocol and channels per op
   INFO(log.text());
   CHECK(log.contains("AllReduce: 2 x 4 bytes, 1 ranks: algorithm Ring, protocol LL, 1 channels"));
   CHECK(
-      log.contains("AllReduce: 65536 x 4 bytes, 1 ranks: algorithm Ring, protocol Simple, 1 "
+      log.contains("AllReduce: 65536 x 4 bytes, 1 ranks: algorithm Ring, protocol Direct, 1 "
                    "channels"));
 }
 

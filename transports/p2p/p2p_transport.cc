@@ -235,6 +235,8 @@ class P2pTransport final : public Transport {
     char* base = static_cast<char*>(mem);
     std::memset(base + l.controlOffset, 0, l.slotsOffset - l.controlOffset);
     std::memset(base + l.llSlotsOffset, 0, connLlBytes(spec));
+    // Sender and receiver share one address space: the receiver reads references directly.
+    reinterpret_cast<FifoControl*>(base + l.controlOffset)->refKind = kRefPointer;
     block->serial = openBlocks().add(block);
     // The pending side owns the block from here on, also if packing the info fails.
     auto recv = std::make_unique<P2pPendingRecv>(spec, block);

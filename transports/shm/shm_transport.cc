@@ -9,8 +9,10 @@
 
 #include "src/core/error.h"
 #include "src/core/log.h"
+#include "src/core/param.h"
 #include "transports/fifo_host.h"
 #include "transports/fifo_layout.h"
+#include "transports/peer_read.h"
 #include "transports/shm/process_watch.h"
 #include "transports/shm/shm_segment.h"
 
@@ -20,6 +22,8 @@ namespace {
 constexpr uint64_t kShmMagic = 0x72696e6763637368ull;  // "ringccsh"
 constexpr uint32_t kShmLayoutVersion = 2;
 constexpr uint64_t kPage = 4096;
+// What a receiver reads from the sender's memory to learn whether it may read references.
+const uint64_t kPeerReadProbe = 0x72696e6763637266ull;  // "ringccrf"
 
 struct alignas(64) ShmHeader {
   uint64_t magic;
@@ -75,10 +79,18 @@ class ShmSide {
 
 class ShmConnector final : public Connector {
  public:
-  ShmConnector(ConnSide side, int peerRank, ShmSide mapping, ProcessWatch watch)
+  // refPid (receive side): the sender's pid when this side reads its references, else 0.
+  ShmConnector(ConnSide side, int peerRank, ShmSide mapping, ProcessWatch watch, int refPid = 0)
       : Connector(side, peerRank, viewOf(mapping.segment())),
         mapping_(std::move(mapping)),
-        watch_(std::move(watch)) {}
+        watch_(std::move(watch)) {
+    if (refPid > 0) {
+      view_.refPid = refPid;
+      // Published once, before this side's first head moves; the sender reads it per slice.
+      std::atomic_ref<uint32_t>(view_.control->refKind)
+          .store(kRefProcess, std::memory_order_release);
+    }
+  }
 
   const char* transportName() const override { return "shm"; }
 
@@ -114,9 +126,15 @@ class ShmPendingRecv final : public PendingConnection {
     RINGCC_CHECK(unpackConnInfo(remote, "shm", kShmInfoVersion, ConnSide::Send, &s,
                                 spec().peer.rank, where));
     RINGCC_CHECK(checkConnGeometry(spec(), s.geometry, where));
+    // References need the sender's pid in our namespace and the right to read its memory.
+    const bool refs = spec().self.pidNamespace == spec().peer.pidNamespace &&
+                      paramInt("SHM_REFS") != 0 &&
+                      peerReadWorks(s.sendPid, s.probeAddr, s.probeValue);
     // Watch the sender from now: it is alive (it just sent its info).
     *conn = std::make_unique<ShmConnector>(ConnSide::Recv, spec().peer.rank, std::move(mapping_),
-                                           watchPeer(spec(), s.sendPid));
+                                           watchPeer(spec(), s.sendPid), refs ? s.sendPid : 0);
+    LOG_INFO(kLogShm | kLogInit, "shm: channel %d recv from rank %d: references %s", spec().channel,
+             spec().peer.rank, refs ? "read with process_vm_readv" : "off");
     return ncclSuccess;
   }
 
@@ -197,6 +215,8 @@ class ShmTransport final : public Transport {
       ShmSendInfo s{};
       s.sendPid = static_cast<int32_t>(getpid());
       s.geometry = connGeometry(spec);
+      s.probeAddr = reinterpret_cast<uint64_t>(&kPeerReadProbe);
+      s.probeValue = kPeerReadProbe;
       RINGCC_CHECK(packConnInfo("shm", kShmInfoVersion, ConnSide::Send, s, info));
       *pending = std::make_unique<ShmPendingSend>(spec);
       return ncclSuccess;

@@ -7,6 +7,11 @@
 // info carries its pid and geometry, which the receiver checks and watches. No progress
 // thread: both sides map the memory, and the doorbell is null.
 //
+// References (Direct protocol): the sender's info also names a word of its memory; a receiver
+// that can read it there with process_vm_readv (transports/peer_read.h) sets the FIFO's
+// refKind to kRefProcess, and the sender then publishes large slices by reference.
+// RINGCC_SHM_REFS=0 keeps every slice a copy.
+//
 // Segment layout:
 //   0        ShmHeader (magic, geometry, offsets, pids, closed flags)  one cache line
 //   64       FifoControl: tail line, head line, sizes[nSlots]          64-byte aligned
@@ -25,7 +30,7 @@
 
 namespace ringcc {
 
-inline constexpr uint32_t kShmInfoVersion = 2;
+inline constexpr uint32_t kShmInfoVersion = 3;
 
 // The receiver's info: where its FIFO is.
 struct ShmRecvInfo {
@@ -41,6 +46,8 @@ struct ShmSendInfo {
   int32_t sendPid;
   uint32_t pad;
   ConnGeometry geometry;
+  uint64_t probeAddr;   // an address in the sender's memory ...
+  uint64_t probeValue;  // ... and what lies there: the receiver checks that it can read it
 };
 
 Transport& shmTransport();
