@@ -35,6 +35,8 @@ ConnSpec senderOf(ConnSpec s) {
 ConnPair connectP2p(const ConnSpec& spec) {
   ConnPair p;
   REQUIRE(connectPair(p2pTransport(), spec, &p) == ncclSuccess);
+  // One address space: the receiver reads references through the pointer (Direct).
+  CHECK(p.recv->view().control->refKind == kRefPointer);
   return p;
 }
 

@@ -158,6 +158,10 @@ TEST_CASE("shm moves data both ways between a parent and a forked child", "[shm]
   REQUIRE(ps->connect(theirRecv, &send) == ncclSuccess);
   CHECK(shmNamesOf(child.pid).empty());  // we attached to the child's segment: name gone
   REQUIRE(pr->connect(theirSend, &recv) == ncclSuccess);
+  // We can read the child's memory (same user, CMA allowed): our receive side says so, in
+  // memory the child's sender reads, and keeps the child's pid for process_vm_readv.
+  CHECK(recv->view().control->refKind == kRefProcess);
+  CHECK(recv->view().refPid == child.pid);
 
   std::vector<uint8_t> data = makeStream(kBytes, 1), got(kBytes);
   uint32_t tail = 0, step = 0;
@@ -382,6 +386,39 @@ TEST_CASE("shm works within one process too, and leaves nothing behind", "[shm]"
     CHECK(out == in);
     c.send.reset();
     CHECK(c.recv->peerState() == PeerState::Closed);
+  }
+}
+
+TEST_CASE("shm: references are declared only where the receiver can read the sender", "[shm]") {
+  ConnSpec spec = specFor(0, 1, getpid(), 4, 16384);
+  {
+    ConnPair c;
+    REQUIRE(connectPair(shmTransport(), spec, &c, false) == ncclSuccess);
+    CHECK(c.recv->view().control->refKind == kRefProcess);
+    CHECK(c.send->view().control->refKind == kRefProcess);  // the same word, mapped twice
+  }
+  {
+    ScopedEnv off("RINGCC_SHM_REFS", "0");
+    ConnPair c;
+    REQUIRE(connectPair(shmTransport(), spec, &c, false) == ncclSuccess);
+    CHECK(c.recv->view().control->refKind == kRefNone);
+    CHECK(c.recv->view().refPid == 0);
+  }
+  {
+    // A sender whose probe word reads back wrong (as from a process we may not read): no refs.
+    ConnPair c;
+    std::unique_ptr<PendingConnection> pr, ps;
+    ConnInfo recvInfo, sendInfo;
+    REQUIRE(setup(ConnSide::Recv, spec, &recvInfo, &pr) == ncclSuccess);
+    REQUIRE(setup(ConnSide::Send, spec, &sendInfo, &ps) == ncclSuccess);
+    ShmSendInfo si;
+    REQUIRE(sendInfo.payload.size() == sizeof(si));
+    std::memcpy(&si, sendInfo.payload.data(), sizeof(si));
+    si.probeValue ^= 1;
+    std::memcpy(sendInfo.payload.data(), &si, sizeof(si));
+    REQUIRE(ps->connect(recvInfo, &c.send) == ncclSuccess);
+    REQUIRE(pr->connect(sendInfo, &c.recv) == ncclSuccess);
+    CHECK(c.recv->view().control->refKind == kRefNone);
   }
 }
 
