@@ -38,9 +38,10 @@ constexpr ParamDef kParams[] = {
      "per rank, Direct above (Simple where references cannot be read). Unknown names get a WARN "
      "naming the valid ones."},
     {"SHM_DISABLE", "0", "1: never use the shm transport (processes on one host use the network)."},
-    {"SHM_REFS", "1",
-     "0: shm receivers never read the sender's memory (process_vm_readv); Direct then copies "
-     "through the segment as Simple does."},
+    {"SHM_REFS", "0",
+     "1: under Direct, shm receivers read large slices from the sender's memory "
+     "(process_vm_readv) instead of through the segment; off by default (slower on the "
+     "measured VM)."},
     {"SOCKET_FAMILY", "", "AF_INET or AF_INET6: address family of bootstrap sockets."},
     {"SOCKET_IFNAME", "", "Interfaces for bootstrap: prefix list, =exact, ^exclude."},
     {"SPIN_COUNT", "2000", "Polls of a connector before a waiting thread starts to sleep."},

@@ -100,6 +100,7 @@ constexpr size_t kBytes = 2 << 20;
 }  // namespace
 
 TEST_CASE("shm moves data both ways between a parent and a forked child", "[shm]") {
+  ScopedEnv refs("RINGCC_SHM_REFS", "1");
   const pid_t parent = getpid();
   Child child([parent](int in, int out) {
     // Both halves first, then both infos out, then the parent's two in: the way the
@@ -158,7 +159,8 @@ TEST_CASE("shm moves data both ways between a parent and a forked child", "[shm]
   REQUIRE(ps->connect(theirRecv, &send) == ncclSuccess);
   CHECK(shmNamesOf(child.pid).empty());  // we attached to the child's segment: name gone
   REQUIRE(pr->connect(theirSend, &recv) == ncclSuccess);
-  // We can read the child's memory (same user, CMA allowed): our receive side says so, in
+  // With RINGCC_SHM_REFS=1 and the right to read the child's memory (same user, CMA allowed)
+  // our receive side says so, in
   // memory the child's sender reads, and keeps the child's pid for process_vm_readv.
   CHECK(recv->view().control->refKind == kRefProcess);
   CHECK(recv->view().refPid == child.pid);
@@ -392,17 +394,17 @@ TEST_CASE("shm works within one process too, and leaves nothing behind", "[shm]"
 TEST_CASE("shm: references are declared only where the receiver can read the sender", "[shm]") {
   ConnSpec spec = specFor(0, 1, getpid(), 4, 16384);
   {
+    ConnPair c;  // off by default
+    REQUIRE(connectPair(shmTransport(), spec, &c, false) == ncclSuccess);
+    CHECK(c.recv->view().control->refKind == kRefNone);
+    CHECK(c.recv->view().refPid == 0);
+  }
+  ScopedEnv on("RINGCC_SHM_REFS", "1");
+  {
     ConnPair c;
     REQUIRE(connectPair(shmTransport(), spec, &c, false) == ncclSuccess);
     CHECK(c.recv->view().control->refKind == kRefProcess);
     CHECK(c.send->view().control->refKind == kRefProcess);  // the same word, mapped twice
-  }
-  {
-    ScopedEnv off("RINGCC_SHM_REFS", "0");
-    ConnPair c;
-    REQUIRE(connectPair(shmTransport(), spec, &c, false) == ncclSuccess);
-    CHECK(c.recv->view().control->refKind == kRefNone);
-    CHECK(c.recv->view().refPid == 0);
   }
   {
     // A sender whose probe word reads back wrong (as from a process we may not read): no refs.

@@ -9,8 +9,9 @@
 //
 // References (Direct protocol): the sender's info also names a word of its memory; a receiver
 // that can read it there with process_vm_readv (transports/peer_read.h) sets the FIFO's
-// refKind to kRefProcess, and the sender then publishes large slices by reference.
-// RINGCC_SHM_REFS=0 keeps every slice a copy.
+// refKind to kRefProcess, and the sender then publishes large slices by reference. Only with
+// RINGCC_SHM_REFS=1: cross-memory attach copied at ~4 GB/s on the VM this was measured on,
+// where memcpy does ~7, so two copies through the segment won (docs/benchmarks.md).
 //
 // Segment layout:
 //   0        ShmHeader (magic, geometry, offsets, pids, closed flags)  one cache line
