@@ -46,6 +46,12 @@
 //           the flag sees the data. Each side still publishes its counter: head frees slots,
 //           tail wakes sleepers.
 //
+// Signatures: every slot carries the sender's OpSig (Simple and Direct: fifoSigs(control)
+// [slot], written before tail moves; LL: the slot's first kLlSigLines lines, flagged like its
+// data), and a receiver compares it with its own call before it reads the data. Ranks that
+// made different calls (another collective, count, datatype, op or root) thus stop at their
+// first received slot with kRunErrMismatch, and mismatch() tells the engine both calls.
+//
 // The runner's counters start from the connection's own counters (tail for a send port, head
 // for a receive port: each is written only by this side), read at the first acquire, so
 // connections persist across collectives with no extra bookkeeping. Runners sharing a
@@ -82,6 +88,7 @@ enum RunError : uint8_t {
   kRunErrSliceSize,     // a received Simple slot's size differs from the slice (mismatched calls)
   kRunErrRefKind,       // a slot holds a reference this side cannot read
   kRunErrRefRead,       // reading a reference from the peer's process failed
+  kRunErrMismatch,      // the sender of a slot made another call than this rank (mismatch())
 };
 
 RINGCC_HOST_DEVICE inline const char* runErrorText(RunError e) {
@@ -108,13 +115,16 @@ RINGCC_HOST_DEVICE inline const char* runErrorText(RunError e) {
       return "received a reference to the sender's memory that this side cannot read";
     case kRunErrRefRead:
       return "reading the sender's memory (process_vm_readv) failed";
+    case kRunErrMismatch:
+      return "the ranks made different calls (collective, count, datatype, op or root)";
   }
   return "unknown runner error";
 }
 
 // LL: data bytes a slot of `llSlotBytes` carries.
 RINGCC_INLINE uint32_t llSlotData(uint32_t llSlotBytes) {
-  return llSlotBytes / kLlLineBytes * kLlLineData;
+  const uint32_t lines = llSlotBytes / kLlLineBytes;
+  return lines > kLlSigLines ? (lines - kLlSigLines) * kLlLineData : 0;
 }
 
 // Most data bytes of one LL slice. Bounds the runner's LL staging buffers.
@@ -139,6 +149,11 @@ struct RunArgs {
   uint32_t channel;            // ... and this runner's channel
   uint64_t sliceElems;         // elements per slot of this protocol
   uint64_t chunkElems;         // most elements a ring step moves per loop
+  // This call as its peers must have made it too (OpSig without the count, which the runner
+  // takes from each lane): every slot carries the sender's, every receiver checks it.
+  uint8_t sigColl;
+  uint8_t sigOp;
+  int32_t sigRoot;
 };
 
 // One slice between acquire and publish.
@@ -229,16 +244,17 @@ class ProgramRunner {
     fn_ = reduceCopyFunction(a.type);
     if (!fn_) return kRunErrArgs;
 #endif
-    restart(a.op);
+    restart(a.op, a.sigOp);
     return kRunOk;
   }
 
-  // Starts the bound Program over with operator `op`, keeping what init() checked and
+  // Starts the bound Program over with operator `op` (signed as sigOp), keeping what init() checked and
   // computed (connections, counts, geometry): for an operation repeated on the same
   // connections with the same counts. The buffer tables are read through the pointers init()
   // was given, so the executor may change their contents in between.
-  RINGCC_HOST_DEVICE void restart(const RedOp& op) {
+  RINGCC_HOST_DEVICE void restart(const RedOp& op, uint8_t sigOp) {
     args_.op = op;
+    args_.sigOp = sigOp;
     // Steps that read a partial result (kStepLocalOut) reduce without pre: PreMulSum (and
     // float Avg, which premultiplies) becomes a plain sum there. Chosen once, not per slice.
     opNoPre_ = op;
@@ -361,7 +377,15 @@ class ProgramRunner {
         refEnd_[s.sendPort] = c + 1;
         draining_ = true;
       }
-      if (args_.protocol != kProtoLL) v.control->sizes[c & (v.nSlots - 1)] = size;
+      const uint32_t slot = c & (v.nSlots - 1);
+      const OpSig sig = laneSig(s.lane);
+      if (args_.protocol == kProtoLL) {
+        llPack((LlLine*)(v.llSlots + (size_t)slot * v.llSlotBytes), 0, sizeof(OpSig),
+               (const char*)&sig, c + 1);
+      } else {
+        v.control->sizes[slot] = size;
+        fifoSigs(v.control, v.nSlots)[slot] = sig;
+      }
       counter_[s.sendPort] = c + 1;
       sync.publish(&v.control->tail, c + 1);
       if (v.doorbell) sync.publish(v.doorbell, c + 1);
@@ -428,6 +452,13 @@ class ProgramRunner {
     s.stepCount = st.done ? 0 : stepCount(st.geo, args_.program->steps[s.step], st.loop);
     s.counter = s.port != kNoPort ? counter_[s.port] : 0;
     return s;
+  }
+
+  // After kRunErrMismatch: the port it came from, the peer's call (*theirs) and ours (*mine).
+  RINGCC_HOST_DEVICE uint8_t mismatch(OpSig* theirs, OpSig* mine) const {
+    *theirs = mismatchGot_;
+    *mine = laneSig(mismatchLane_);
+    return mismatchPort_;
   }
 
   // The geometry lane `lane` runs with (for bounds checks in the simulator).
@@ -515,20 +546,25 @@ class ProgramRunner {
       const uint32_t slot = c & (v.nSlots - 1);
       if (ll) {
         const LlLine* lines = (const LlLine*)(v.llSlots + (size_t)slot * v.llSlotBytes);
-        if (!llReady(lines, bytes, c + 1)) {
+        const uint32_t withSig = bytes + (uint32_t)sizeof(OpSig);
+        if (!llReady(lines, withSig, c + 1)) {
           // Tail moves after the lines are written: if it already covers this slot, the
           // lines are there now; else sleeping on tail is safe.
           uint32_t tail = sync.load(&v.control->tail.value);
-          if (tail == c || !llReady(lines, bytes, c + 1))
+          if (tail == c || !llReady(lines, withSig, c + 1))
             return block(st, kLaneWaitRecv, s.recvPort, &v.control->tail, tail);
         }
-        w.peer = lines;
+        OpSig sig;
+        llUnpack(lines, 0, sizeof(OpSig), (char*)&sig);
+        if (!checkSig(i, sig, s.recvPort, error)) return kRunError;
+        w.peer = lines + kLlSigLines;
       } else {
         if (seen_[s.recvPort] == c) {
           seen_[s.recvPort] = sync.load(&v.control->tail.value);
           if (seen_[s.recvPort] == c)
             return block(st, kLaneWaitRecv, s.recvPort, &v.control->tail, c);
         }
+        if (!checkSig(i, fifoSigs(v.control, v.nSlots)[slot], s.recvPort, error)) return kRunError;
         const uint32_t size = v.control->sizes[slot];
         if ((size & ~kSlotRefBit) != bytes) {
           *error = kRunErrSliceSize;
@@ -552,7 +588,8 @@ class ProgramRunner {
           return block(st, kLaneWaitSend, s.sendPort, &v.control->head, seen_[s.sendPort]);
       }
       const uint32_t slot = c & (v.nSlots - 1);
-      w.send = ll ? v.llSlots + (size_t)slot * v.llSlotBytes : v.slots + (size_t)slot * v.slotBytes;
+      w.send = ll ? v.llSlots + (size_t)slot * v.llSlotBytes + kLlSigLines * kLlLineBytes
+                  : v.slots + (size_t)slot * v.slotBytes;
       w.sendEpoch = c + 1;
       w.sendPort = s.sendPort;
       if (args_.protocol == kProtoDirect && (s.flags & kStepByRef)) {
@@ -589,6 +626,28 @@ class ProgramRunner {
     w.lane = (uint16_t)i;
     w.post = (s.flags & kStepPost) != 0;
     return kRunReady;
+  }
+
+  // This rank's call, as lane `lane` signs its slots.
+  RINGCC_HOST_DEVICE OpSig laneSig(int lane) const {
+    OpSig sig;
+    sig.count = lanes_[lane].geo.total;
+    sig.root = args_.sigRoot;
+    sig.coll = args_.sigColl;
+    sig.type = (uint8_t)args_.type;
+    sig.op = args_.sigOp;
+    sig.pad = 0;
+    return sig;
+  }
+
+  // False (and kRunErrMismatch, remembered for mismatch()) unless `got` is this lane's call.
+  RINGCC_HOST_DEVICE bool checkSig(int lane, const OpSig& got, uint8_t port, RunError* error) {
+    if (sameSig(got, laneSig(lane))) return true;
+    mismatchGot_ = got;
+    mismatchLane_ = (uint16_t)lane;
+    mismatchPort_ = port;
+    *error = kRunErrMismatch;
+    return false;
   }
 
   // A received SlotRef: where the sender's elements are, and how to read them.
@@ -743,7 +802,10 @@ class ProgramRunner {
   int nDone_ = 0;
   int cursor_ = 0;  // the lane acquire tries first: the last one that moved
   bool started_ = false;
-  bool draining_ = false;  // references are out: wait for their release before done
+  OpSig mismatchGot_ = {};  // kRunErrMismatch: the sender's call ...
+  uint16_t mismatchLane_ = 0;
+  uint8_t mismatchPort_ = kNoPort;  // ... and where it came from
+  bool draining_ = false;           // references are out: wait for their release before done
   uint8_t drainPort_ = kNoPort;
   FifoCounter* drainWaitOn_ = nullptr;
   uint32_t drainWaitValue_ = 0;

@@ -48,12 +48,40 @@ struct SlotRef {
   uint64_t addr;  // the slice's first byte, in the sender's address space
 };
 
+// What the sender of a slot was running, so that the receiver can check that both ranks made
+// the same call before it touches the data (a mismatch is the user's error, named with both
+// calls, instead of wrong data or a hang). Filled per lane by the runner.
+struct OpSig {
+  uint64_t count;  // NCCL's count of the call (send/recv: bytes of that operation)
+  int32_t root;    // rooted collectives: the root, else -1
+  uint8_t coll;    // Coll (src/sched/builders.h); send and receive sign as Coll::Send
+  uint8_t type;    // ncclDataType_t (send/recv: ncclUint8)
+  uint8_t op;      // ncclRedOp_t of reducing collectives (ncclNumOps: a user's PreMulSum), or
+                   // kSigNoOp
+  uint8_t pad;
+};
+static_assert(sizeof(OpSig) == 16, "an OpSig is two LL lines of data");
+constexpr uint8_t kSigNoOp = 0xff;
+
+RINGCC_INLINE bool sameSig(const OpSig& a, const OpSig& b) {
+  return a.count == b.count && a.root == b.root && a.coll == b.coll && a.type == b.type &&
+         a.op == b.op;
+}
+
+// Why a side gave up on its connections, for peers that then see them closed.
+enum FailReason : uint32_t {
+  kFailNone = 0,
+  kFailMismatch = 1,  // this side found that the ranks' calls differ
+};
+
 struct FifoControl {
-  FifoCounter tail;   // written by the sender
-  FifoCounter head;   // written by the receiver
-  uint32_t refKind;   // RefKind: set once by the receiver when it can read references
-  uint32_t sizes[1];  // really [nSlots]: bytes written into each slot (set before tail moves),
-                      // | kSlotRefBit when the slot holds a SlotRef
+  FifoCounter tail;     // written by the sender
+  FifoCounter head;     // written by the receiver
+  uint32_t refKind;     // RefKind: set once by the receiver when it can read references
+  uint32_t failReason;  // FailReason: set by a side before it closes after a failure
+  uint32_t sizes[1];    // really [nSlots]: bytes written into each slot (set before tail
+                        // moves), | kSlotRefBit when the slot holds a SlotRef; then, 16-byte
+                        // aligned, OpSig sigs[nSlots] (fifoSigs): who sent each Simple slot
 };
 
 // Protocols: how a slot's bytes are laid out and how a receiver knows they are there. Both
@@ -61,7 +89,8 @@ struct FifoControl {
 // each other on a connection; each has its own slot memory.
 //   Simple  a slot is plain data; the receiver learns it is filled from `tail` (and its size
 //           from sizes[slot]).
-//   LL      a slot is a row of LlLines, each 8 data bytes with a flag beside every 4 of them;
+//   LL      a slot is a row of LlLines, each 8 data bytes with a flag beside every 4 of them
+//           (the first kLlSigLines carry the sender's OpSig, the data follows);
 //           a line is valid once both its flags equal the slot number + 1 (its "epoch"), so
 //           the receiver polls the data itself and needs neither tail nor sizes. Memory is
 //           never cleared: the epoch of a slot differs from the one of its last round
@@ -81,6 +110,9 @@ struct alignas(16) LlLine {
 };
 constexpr uint32_t kLlLineBytes = sizeof(LlLine);
 constexpr uint32_t kLlLineData = 8;  // data bytes per line
+// An LL slot's first lines carry the sender's OpSig; its data follows them. The signature
+// shares the data's first cache line, so checking it costs no extra transfer.
+constexpr uint32_t kLlSigLines = sizeof(OpSig) / kLlLineData;
 
 struct ConnectorView {
   char* slots;           // Simple: nSlots * slotBytes, receiver-visible
@@ -96,9 +128,19 @@ struct ConnectorView {
   FifoCounter* doorbell;
 };
 
-// Bytes needed for a FifoControl with `nSlots` sizes.
+// Where a FifoControl's per-slot signatures start, relative to it.
+RINGCC_INLINE uint64_t fifoSigsOffset(uint32_t nSlots) {
+  const uint64_t sizesEnd = sizeof(FifoControl) + sizeof(uint32_t) * (nSlots > 0 ? nSlots - 1 : 0);
+  return (sizesEnd + 15) / 16 * 16;
+}
+
+// Bytes needed for a FifoControl with `nSlots` sizes and signatures.
 RINGCC_INLINE uint64_t fifoControlBytes(uint32_t nSlots) {
-  return sizeof(FifoControl) + sizeof(uint32_t) * (nSlots > 0 ? nSlots - 1 : 0);
+  return fifoSigsOffset(nSlots) + sizeof(OpSig) * nSlots;
+}
+
+RINGCC_INLINE OpSig* fifoSigs(FifoControl* c, uint32_t nSlots) {
+  return (OpSig*)((char*)c + fifoSigsOffset(nSlots));
 }
 
 // The slot that counter value `step` (a tail or head value) refers to.

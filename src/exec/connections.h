@@ -64,6 +64,13 @@ class ConnectionTable {
   // on one of them gets an error instead of waiting on.
   void closeAll() { conns_.clear(); }
 
+  // Tells every peer why this side is about to close (FifoControl::failReason).
+  void markFailed(uint32_t reason) {
+    for (auto& entry : conns_)
+      std::atomic_ref<uint32_t>(entry.second->view().control->failReason)
+          .store(reason, std::memory_order_release);
+  }
+
   // The connector behind a key; nullptr if it was never made.
   const Connector* find(const PortKey& key) const;
 

@@ -12,6 +12,7 @@
 #include "src/core/log.h"
 #include "src/core/param.h"
 #include "src/exec/host_sync.h"
+#include "src/exec/op_sig.h"
 #include "transports/fifo_host.h"
 
 namespace ringcc {
@@ -143,6 +144,9 @@ ncclResult_t HostEngine::runBatch(std::span<const CollArgs> ops) {
     // every peer still inside this operation, which would otherwise wait on us until its
     // NCCL_TIMEOUT: a failure spreads around the ring in bounded time.
     LOG_INFO(kLogColl, "closing %zu connections after a failed operation", conns_.size());
+    // Peers that wait on us learn why, so that a mismatch is the user's error on every rank.
+    if (failReason_ != kFailNone) conns_.markFailed(failReason_);
+    failReason_ = kFailNone;
     for (auto& b : bound_) b->connectors.clear();
     plan_.clear();
     conns_.closeAll();
@@ -158,7 +162,8 @@ ncclResult_t HostEngine::planAndRun(std::span<const CollArgs> ops) {
   if (reused) {
     // Same jobs, counts and connections: the runners start over on the new buffers (the
     // planner wrote them into the tables the runners read).
-    for (size_t j = 0; j < plan_.nJobs; ++j) bound_[j]->runner.restart(plan_.jobs[j].op);
+    for (size_t j = 0; j < plan_.nJobs; ++j)
+      bound_[j]->runner.restart(plan_.jobs[j].op, plan_.jobs[j].sigOp);
   } else {
     RINGCC_CHECK(bindJobs());
   }
@@ -251,6 +256,12 @@ ncclResult_t HostEngine::runJobs() {
       gone = GonePeer{};
       continue;
     }
+    if (gone.conn && std::atomic_ref<uint32_t>(gone.conn->view().control->failReason).load() ==
+                         kFailMismatch)
+      return failPeer(ncclInvalidUsage, gone.conn->peerRank(), gone.bound->job->name,
+                      "rank %d found that the ranks made different calls (its WARN names both) "
+                      "and closed its connections",
+                      gone.conn->peerRank());
     if (gone.conn)  // still stuck one round after it left: nothing more can come
       return failPeer(ncclRemoteError, gone.conn->peerRank(), gone.bound->job->name,
                       "channel %d: peer %s its connection mid-operation", gone.bound->job->channel,
@@ -284,9 +295,18 @@ ncclResult_t HostEngine::runJobs() {
   }
 }
 
-ncclResult_t HostEngine::runFailed(const Bound& b, RunError e) const {
+ncclResult_t HostEngine::runFailed(const Bound& b, RunError e) {
   const PlanJob& job = *b.job;
   switch (e) {
+    case kRunErrMismatch: {  // a peer made another call: the user's error, named
+      OpSig theirs, mine;
+      const uint8_t port = b.runner.mismatch(&theirs, &mine);
+      const int peer = port < job.program->nPorts ? job.program->ports[port].peer : -1;
+      failReason_ = kFailMismatch;
+      return failPeer(ncclInvalidUsage, peer, job.name,
+                      "the ranks made different calls: rank %d called %s, rank %d called %s",
+                      comm_->rank, describeCall(mine).c_str(), peer, describeCall(theirs).c_str());
+    }
     case kRunErrSliceSize:  // the ranks disagree on what they run
       return fail(ncclInvalidUsage, job.name, "channel %d: %s", job.channel, runErrorText(e));
     case kRunErrRefRead:  // the peer exited, or its buffer went away, while we read it

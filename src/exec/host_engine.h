@@ -78,7 +78,7 @@ class HostEngine final : public CommEngine {
   ncclResult_t runJobs();
   // The error of a runner that cannot go on: a mismatch between the ranks' calls is the
   // user's (ncclInvalidUsage), an unreadable peer buffer the peer's (ncclRemoteError).
-  ncclResult_t runFailed(const Bound& b, RunError e) const;
+  ncclResult_t runFailed(const Bound& b, RunError e);
   GonePeer findGonePeer() const;
   // Logs every lane that has not finished and what it waits for; returns the line of the
   // first one waiting on a peer, for the error text.
@@ -89,6 +89,7 @@ class HostEngine final : public CommEngine {
 
   ncclComm* comm_;
   const Params params_;
+  uint32_t failReason_ = kFailNone;  // FailReason of the failing batch, told to peers at close
   ConnectionTable conns_;
   Planner planner_;
   // The current batch: its plan and the jobs bound to connections, bound_[0, plan_.nJobs).

@@ -23,6 +23,9 @@ RunArgs PlanJob::runArgs(const ConnectorView* views) const {
   a.channel = static_cast<uint32_t>(channel);
   a.sliceElems = sliceElems;
   a.chunkElems = chunkElems;
+  a.sigColl = sigColl;
+  a.sigOp = sigOp;
+  a.sigRoot = sigRoot;
   return a;
 }
 
@@ -55,6 +58,19 @@ void Planner::sizes(uint8_t kind, Protocol protocol, uint32_t elemSize, PlanJob*
   job->chunkElems = chunkSlices * job->sliceElems;
 }
 
+// What a job's slots are signed with: the collective, the root of rooted ones, the op of
+// reducing ones (built-in ops by their value; every PreMulSum made by the user as ncclNumOps,
+// since handles may be numbered differently on each rank).
+static void signJob(const CollArgs& a, PlanJob* job) {
+  job->sigColl = static_cast<uint8_t>(a.kind);
+  const bool rooted = a.kind == Coll::Broadcast || a.kind == Coll::Reduce ||
+                      a.kind == Coll::Gather || a.kind == Coll::Scatter;
+  job->sigRoot = rooted ? a.root : -1;
+  job->sigOp = collReduces(a.kind)
+                   ? static_cast<uint8_t>(a.op < ncclNumOps ? a.op : ncclNumOps)
+                   : kSigNoOp;
+}
+
 bool Planner::reuse(std::span<const CollArgs> ops, Plan* plan) const {
   if (ops.size() != 1 || plan != lastPlan_ || plan->nJobs == 0) return false;
   const CollArgs& a = ops[0];
@@ -66,6 +82,7 @@ bool Planner::reuse(std::span<const CollArgs> ops, Plan* plan) const {
     std::fill(job.inputs.begin(), job.inputs.end(), a.sendbuff);
     std::fill(job.outputs.begin(), job.outputs.end(), a.recvbuff);
     job.op = a.redOp;
+    signJob(a, &job);
   }
   LOG_INFO(kLogTuning, "%s: %zu elements, %d ranks: protocol %s, %zu channels (plan reused)",
            collName(a.kind), a.count, ctx_.nranks, protocolName(plan->jobs[0].protocol),
@@ -127,6 +144,7 @@ ncclResult_t Planner::planCollective(const CollArgs& a, Plan* plan) {
     job.elemSize = elemSize;
     job.op = a.redOp;
     job.nChannels = static_cast<uint32_t>(t.nChannels);
+    signJob(a, &job);
     sizes(collPortKind(a.kind, t.algo), t.protocol, elemSize, &job);
     job.inputs.assign(program->nBuffers, a.sendbuff);
     job.outputs.assign(program->nBuffers, a.recvbuff);
@@ -158,6 +176,10 @@ ncclResult_t Planner::planP2p(const std::vector<const CollArgs*>& ops, Plan* pla
     job.channel = 0;
     job.name = "send/recv";
     job.type = ncclUint8;
+    // Each lane signs with its own byte count; send and receive sign alike.
+    job.sigColl = static_cast<uint8_t>(Coll::Send);
+    job.sigOp = kSigNoOp;
+    job.sigRoot = -1;
     job.elemSize = 1;
     job.op = makeRedOp(ncclSum, ncclUint8, nranks);
     job.nChannels = 1;

@@ -295,9 +295,11 @@ PlanContext simContext(int nranks, int rank, Protocol protocol, uint32_t slotByt
   return ctx;
 }
 
-// LL slot bytes whose data holds `bytes`: two line bytes per data byte, whole lines.
+// LL slot bytes whose data holds `bytes`: two line bytes per data byte, whole lines, after
+// the lines of the sender's signature.
 uint32_t llSlotBytesFor(uint64_t bytes) {
-  return (uint32_t)((bytes + kLlLineData - 1) / kLlLineData * kLlLineBytes);
+  return (uint32_t)((bytes + kLlLineData - 1) / kLlLineData * kLlLineBytes +
+                    kLlSigLines * kLlLineBytes);
 }
 
 // Where the input sits inside the output (in place), or the output inside the input.

@@ -980,8 +980,9 @@ TEST_CASE("a broken schedule is reported as a deadlock naming the stuck lanes", 
 }
 
 TEST_CASE("an unmatched send is reported as leftover data", "[sim_broken]") {
-  // The last rank of a broadcast chain stops after its first chunk; its predecessor's
-  // remaining slots fit the FIFO, so nothing blocks, and they are left unreceived.
+  // The last rank of a broadcast chain never receives (its step copies its own input
+  // instead); its predecessor's slots fit the FIFO, so nothing blocks, and they are left
+  // unreceived.
   SimSpec s;
   s.type = ncclUint64;
   s.coll = Coll::Broadcast;
@@ -990,8 +991,10 @@ TEST_CASE("an unmatched send is reported as leftover data", "[sim_broken]") {
   s.sliceElems = kSlice;
   s.chunkElems = kChunk;
   s.nSlots = 8;
-  s.mutateJob = [](int rank, PlanJob* job) {
-    if (rank == 2) job->counts[0] = 20;  // the last rank stops after the first chunk of 20
+  s.mutate = [](int rank, int, Program* p) {
+    if (rank != 2) return;
+    p->steps[0].flags = kStepLocal | kStepOut;
+    p->steps[0].recvPort = kNoPort;
   };
   std::vector<Bytes> in(3, Bytes(40 * 8)), out(3, Bytes(40 * 8));
   SimResult res = simulate(s, in, out);
@@ -1009,10 +1012,18 @@ TEST_CASE("mismatched slices and out-of-bounds steps are caught", "[sim_broken]"
   s.count = 100;
   s.sliceElems = kSlice;
   s.chunkElems = kChunk;
+  // A count that differs between the ranks: the first slot's signature says so.
   s.mutateJob = [](int rank, PlanJob* job) {
-    if (rank == 0) job->counts[0] -= 1;  // a count that differs between the ranks
+    if (rank == 0) job->counts[0] -= 1;
   };
   SimResult res = simulate(s, in, out);
+  CHECK(res.result == ncclInternalError);
+  CHECK(res.error.find("different calls") != std::string::npos);
+  // Same call, but slices cut differently (say NCCL_CHUNKSIZE differs): the slot sizes say so.
+  s.mutateJob = [](int rank, PlanJob* job) {
+    if (rank == 0) job->chunkElems /= 2;
+  };
+  res = simulate(s, in, out);
   CHECK(res.result == ncclInternalError);
   CHECK(res.error.find("received slot size differs") != std::string::npos);
 

@@ -1,0 +1,133 @@
+// Ranks that make different calls get ncclInvalidUsage, at once and on every rank, with an
+// error text that names both calls: never wrong data, never a hang until NCCL_TIMEOUT.
+//
+// Each scenario runs 2 ranks as forked processes (shm) and as threads of one process (p2p),
+// each rank making its own call. NCCL_TIMEOUT is far beyond the scenario's limit, so only
+// the signature check can end the calls in time.
+#include <unistd.h>
+
+#include <catch2/catch.hpp>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "nccl.h"
+#include "support/ranks.h"
+#include "support/test_env.h"
+
+using namespace ringcc::test;
+
+namespace {
+
+constexpr int kLimitS = 30;
+
+// One rank's call on a 2-rank communicator, over buffers big enough for any of them.
+using Call = std::function<ncclResult_t(ncclComm_t comm, int rank)>;
+
+struct Scenario {
+  const char* name;
+  Call calls[2];
+  const char* said[2];  // how each rank's call is described in the error text
+};
+
+std::vector<char> gIn(1 << 20), gOut(1 << 20);
+
+Call allReduce(size_t count, ncclDataType_t type, ncclRedOp_t op) {
+  return [=](ncclComm_t c, int) {
+    return ncclAllReduce(gIn.data(), gOut.data(), count, type, op, c, nullptr);
+  };
+}
+
+std::vector<Scenario> scenarios() {
+  return {
+      {"all-reduce against all-gather",
+       {allReduce(1000, ncclFloat32, ncclSum),
+        [](ncclComm_t c, int) {
+          return ncclAllGather(gIn.data(), gOut.data(), 500, ncclFloat32, c, nullptr);
+        }},
+       {"AllReduce(1000 x float32, sum)", "AllGather(500 x float32)"}},
+      {"float32 against int32 (same size)",
+       {allReduce(4096, ncclFloat32, ncclSum), allReduce(4096, ncclInt32, ncclSum)},
+       {"AllReduce(4096 x float32, sum)", "AllReduce(4096 x int32, sum)"}},
+      {"sum against max, 8 bytes (LL)",
+       {allReduce(2, ncclFloat32, ncclSum), allReduce(2, ncclFloat32, ncclMax)},
+       {"AllReduce(2 x float32, sum)", "AllReduce(2 x float32, max)"}},
+      {"counts that differ",
+       {allReduce(1 << 16, ncclFloat32, ncclSum), allReduce((1 << 16) + 1, ncclFloat32, ncclSum)},
+       {"AllReduce(65536 x float32, sum)", "AllReduce(65537 x float32, sum)"}},
+      {"reduce with different roots",
+       {[](ncclComm_t c, int rank) {
+          return ncclReduce(gIn.data(), gOut.data(), 100, ncclFloat32, ncclSum, rank, c, nullptr);
+        },
+        [](ncclComm_t c, int rank) {
+          return ncclReduce(gIn.data(), gOut.data(), 100, ncclFloat32, ncclSum, rank, c, nullptr);
+        }},
+       {"Reduce(100 x float32, sum, root 0)", "Reduce(100 x float32, sum, root 1)"}},
+  };
+}
+
+// 0: the call failed with ncclInvalidUsage and its text names both calls; 3: it failed so and
+// says the peer found the mismatch (a rank that never received); otherwise 1 (wrong result)
+// or 2 (text), with the text on stderr.
+int checkRank(const Scenario& s, ncclComm_t comm, int rank) {
+  const ncclResult_t r = s.calls[rank](comm, rank);
+  const std::string text = ncclGetLastError(comm);
+  if (r != ncclInvalidUsage) {
+    std::fprintf(stderr, "%s, rank %d: result %d, text: %s\n", s.name, rank, r, text.c_str());
+    return 1;
+  }
+  const std::string mine = std::string("rank ") + std::to_string(rank) + " called " + s.said[rank];
+  const std::string theirs =
+      std::string("rank ") + std::to_string(1 - rank) + " called " + s.said[1 - rank];
+  if (text.find(mine) != std::string::npos && text.find(theirs) != std::string::npos) return 0;
+  if (text.find("found that the ranks made different calls") != std::string::npos) return 3;
+  std::fprintf(stderr, "%s, rank %d: text names neither call as expected: %s\n", s.name, rank,
+               text.c_str());
+  return 2;
+}
+
+}  // namespace
+
+TEST_CASE("mismatched calls between processes: ncclInvalidUsage naming both calls", "[mismatch]") {
+  ScopedEnv timeout("NCCL_TIMEOUT", "600000");
+  for (const Scenario& s : scenarios()) {
+    INFO(s.name);
+    ncclUniqueId id = newUniqueId();
+    std::vector<int> status = runProcessesStatus(
+        2,
+        [&](int rank) {
+          ncclComm_t comm = nullptr;
+          if (ncclCommInitRank(&comm, 2, id, rank) != ncclSuccess) return 4;
+          const int rc = checkRank(s, comm, rank);
+          ncclCommAbort(comm);
+          return rc;
+        },
+        kLimitS);
+    int named = 0;
+    for (int st : status) {
+      REQUIRE(st >= 0);  // not killed at the limit: nobody hung
+      REQUIRE(WIFEXITED(st));
+      const int code = WEXITSTATUS(st);
+      CHECK((code == 0 || code == 3));
+      named += code == 0;
+    }
+    CHECK(named >= 1);  // at least one rank names both calls
+  }
+}
+
+TEST_CASE("mismatched calls between threads: ncclInvalidUsage naming both calls", "[mismatch]") {
+  ScopedEnv timeout("NCCL_TIMEOUT", "600000");
+  for (const Scenario& s : scenarios()) {
+    INFO(s.name);
+    ncclComm_t comms[2] = {};
+    REQUIRE(ncclCommInitAll(comms, 2, nullptr) == ncclSuccess);
+    int codes[2] = {-1, -1};
+    runThreads(2, [&](int rank) { codes[rank] = checkRank(s, comms[rank], rank); });
+    CHECK((codes[0] == 0 || codes[0] == 3));
+    CHECK((codes[1] == 0 || codes[1] == 3));
+    CHECK((codes[0] == 0 || codes[1] == 0));
+    for (ncclComm_t c : comms) ncclCommAbort(c);
+  }
+}
