@@ -29,7 +29,7 @@
 //
 // Protocols (transports/connector_device.h), per call:
 //   Simple  recv: ready when tail != our head (tail is re-read only when the cached value is
-//           used up); sizes[slot] must equal the slice (mismatched schedules are caught).
+//           used up); meta[slot].size must equal the slice (mismatched schedules are caught).
 //           send: free when our tail - head < nSlots (head re-read only when needed).
 //   Direct  as Simple, but a kStepByRef step whose elements lie in a user buffer (its output,
 //           or its input when it sends the input as it is) publishes a SlotRef to them instead
@@ -46,9 +46,9 @@
 //           the flag sees the data. Each side still publishes its counter: head frees slots,
 //           tail wakes sleepers.
 //
-// Signatures: every slot carries the sender's OpSig (Simple and Direct: fifoSigs(control)
-// [slot], written before tail moves; LL: the slot's first kLlSigLines lines, flagged like its
-// data), and a receiver compares it with its own call before it reads the data. Ranks that
+// Signatures: every slot carries the sender's OpSig (Simple and Direct: control->meta[slot]
+// .sig, beside its size, written before tail moves; LL: the slot's first kLlSigLines lines, flagged
+// like its data), and a receiver compares it with its own call before it reads the data. Ranks that
 // made different calls (another collective, count, datatype, op or root) thus stop at their
 // first received slot with kRunErrMismatch, and mismatch() tells the engine both calls.
 //
@@ -248,10 +248,10 @@ class ProgramRunner {
     return kRunOk;
   }
 
-  // Starts the bound Program over with operator `op` (signed as sigOp), keeping what init() checked and
-  // computed (connections, counts, geometry): for an operation repeated on the same
-  // connections with the same counts. The buffer tables are read through the pointers init()
-  // was given, so the executor may change their contents in between.
+  // Starts the bound Program over with operator `op` (signed as sigOp), keeping what init() checked
+  // and computed (connections, counts, geometry): for an operation repeated on the same connections
+  // with the same counts. The buffer tables are read through the pointers init() was given, so the
+  // executor may change their contents in between.
   RINGCC_HOST_DEVICE void restart(const RedOp& op, uint8_t sigOp) {
     args_.op = op;
     args_.sigOp = sigOp;
@@ -383,8 +383,9 @@ class ProgramRunner {
         llPack((LlLine*)(v.llSlots + (size_t)slot * v.llSlotBytes), 0, sizeof(OpSig),
                (const char*)&sig, c + 1);
       } else {
-        v.control->sizes[slot] = size;
-        fifoSigs(v.control, v.nSlots)[slot] = sig;
+        SlotMeta& meta = v.control->meta[slot];
+        meta.size = size;
+        meta.sig = sig;
       }
       counter_[s.sendPort] = c + 1;
       sync.publish(&v.control->tail, c + 1);
@@ -564,8 +565,9 @@ class ProgramRunner {
           if (seen_[s.recvPort] == c)
             return block(st, kLaneWaitRecv, s.recvPort, &v.control->tail, c);
         }
-        if (!checkSig(i, fifoSigs(v.control, v.nSlots)[slot], s.recvPort, error)) return kRunError;
-        const uint32_t size = v.control->sizes[slot];
+        const SlotMeta& meta = v.control->meta[slot];
+        if (!checkSig(i, meta.sig, s.recvPort, error)) return kRunError;
+        const uint32_t size = meta.size;
         if ((size & ~kSlotRefBit) != bytes) {
           *error = kRunErrSliceSize;
           return kRunError;

@@ -6,7 +6,7 @@
 //
 //   sender                                 receiver
 //   wait until tail - head < nSlots        wait until tail > step
-//   write slot[tail % nSlots], sizes[..]   read slot[step % nSlots]
+//   write slot[tail % nSlots], meta[..]    read slot[step % nSlots]
 //   release-store tail = tail + 1          release-store head = step + 1
 //   wake receiver if tailWaiters           wake sender if headWaiters
 //
@@ -32,7 +32,7 @@ struct alignas(64) FifoCounter {
 
 // References (the Direct protocol): instead of copying a slice into a slot, a sender may
 // publish where the slice already lies in its own memory: the slot then holds a SlotRef, and
-// sizes[slot] carries kSlotRefBit beside the byte count. The receiver reads the elements from
+// meta[slot].size carries kSlotRefBit beside the byte count. The receiver reads the elements from
 // there, and its head moving past the slot tells the sender that it is done with them. How the
 // receiver reaches the sender's memory is the connection's RefKind, which the receiver writes
 // into FifoControl::refKind once it knows (0 until then, and for good where it cannot): a
@@ -68,27 +68,46 @@ RINGCC_INLINE bool sameSig(const OpSig& a, const OpSig& b) {
          a.op == b.op;
 }
 
+// What the sender of a Simple (or Direct) slot writes beside it, before tail moves; a slot's
+// size and signature share one cache line (two records per line).
+struct SlotMeta {
+  uint32_t size;  // bytes in the slot, | kSlotRefBit when it holds a SlotRef
+  uint32_t pad;
+  OpSig sig;  // the sender's call
+  uint64_t pad2;
+};
+static_assert(sizeof(SlotMeta) == 32, "two SlotMeta records per cache line");
+
 // Why a side gave up on its connections, for peers that then see them closed.
 enum FailReason : uint32_t {
   kFailNone = 0,
   kFailMismatch = 1,  // this side found that the ranks' calls differ
 };
 
+// The call a side of a connection is in, posted by its engine when a batch starts (host
+// only; read by the peer only while it waits on this connection). Ranks whose calls differ
+// in a way that leaves both waiting (a reduce with different roots: both only receive) find
+// each other's call here. A seqlock: seq is 0 while the side writes.
+struct PostedCall {
+  uint64_t seq;  // the side's batch number (1, 2, ...), or 0 while written / never
+  OpSig sig;     // its call; coll = kSigGroup for a batch that is not one collective
+};
+constexpr uint8_t kSigGroup = 0xfe;
+
 struct FifoControl {
-  FifoCounter tail;     // written by the sender
-  FifoCounter head;     // written by the receiver
+  FifoCounter tail;                  // written by the sender
+  FifoCounter head;                  // written by the receiver
+  alignas(64) PostedCall posted[2];  // indexed by the posting side's ConnSide (0 recv, 1 send)
   uint32_t refKind;     // RefKind: set once by the receiver when it can read references
   uint32_t failReason;  // FailReason: set by a side before it closes after a failure
-  uint32_t sizes[1];    // really [nSlots]: bytes written into each slot (set before tail
-                        // moves), | kSlotRefBit when the slot holds a SlotRef; then, 16-byte
-                        // aligned, OpSig sigs[nSlots] (fifoSigs): who sent each Simple slot
+  SlotMeta meta[1];     // really [nSlots]: what the sender wrote about each Simple slot
 };
 
 // Protocols: how a slot's bytes are laid out and how a receiver knows they are there. Both
 // share one connection's counters (slot numbers), so operations of either protocol can follow
 // each other on a connection; each has its own slot memory.
 //   Simple  a slot is plain data; the receiver learns it is filled from `tail` (and its size
-//           from sizes[slot]).
+//           from meta[slot]).
 //   LL      a slot is a row of LlLines, each 8 data bytes with a flag beside every 4 of them
 //           (the first kLlSigLines carry the sender's OpSig, the data follows);
 //           a line is valid once both its flags equal the slot number + 1 (its "epoch"), so
@@ -128,19 +147,9 @@ struct ConnectorView {
   FifoCounter* doorbell;
 };
 
-// Where a FifoControl's per-slot signatures start, relative to it.
-RINGCC_INLINE uint64_t fifoSigsOffset(uint32_t nSlots) {
-  const uint64_t sizesEnd = sizeof(FifoControl) + sizeof(uint32_t) * (nSlots > 0 ? nSlots - 1 : 0);
-  return (sizesEnd + 15) / 16 * 16;
-}
-
-// Bytes needed for a FifoControl with `nSlots` sizes and signatures.
+// Bytes needed for a FifoControl with `nSlots` slot records.
 RINGCC_INLINE uint64_t fifoControlBytes(uint32_t nSlots) {
-  return fifoSigsOffset(nSlots) + sizeof(OpSig) * nSlots;
-}
-
-RINGCC_INLINE OpSig* fifoSigs(FifoControl* c, uint32_t nSlots) {
-  return (OpSig*)((char*)c + fifoSigsOffset(nSlots));
+  return sizeof(FifoControl) + sizeof(SlotMeta) * (nSlots > 0 ? nSlots - 1 : 0);
 }
 
 // The slot that counter value `step` (a tail or head value) refers to.

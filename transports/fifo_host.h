@@ -10,7 +10,7 @@
 //
 //   sender                                      receiver
 //   waitForCounter(head, tail + 1 - nSlots)     waitForCounter(tail, step + 1)   (acquire)
-//   write slot bytes, sizes[slot]               read sizes[slot], slot bytes
+//   write slot bytes, meta[slot]                read meta[slot], slot bytes
 //   publishCounter(tail, tail + 1)  (release)   publishCounter(head, step + 1)   (release)
 //
 // The release store of tail orders the slot and size writes before it; the receiver's acquire

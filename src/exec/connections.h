@@ -64,6 +64,11 @@ class ConnectionTable {
   // on one of them gets an error instead of waiting on.
   void closeAll() { conns_.clear(); }
 
+  template <typename F>
+  void forEach(F&& f) const {
+    for (const auto& entry : conns_) f(*entry.second);
+  }
+
   // Tells every peer why this side is about to close (FifoControl::failReason).
   void markFailed(uint32_t reason) {
     for (auto& entry : conns_)

@@ -167,6 +167,8 @@ ncclResult_t HostEngine::planAndRun(std::span<const CollArgs> ops) {
   } else {
     RINGCC_CHECK(bindJobs());
   }
+  ++batchSeq_;
+  batchOps_ = ops;  // its call is posted only if the batch gets stuck (runJobs)
   return runJobs();
 }
 
@@ -256,8 +258,8 @@ ncclResult_t HostEngine::runJobs() {
       gone = GonePeer{};
       continue;
     }
-    if (gone.conn && std::atomic_ref<uint32_t>(gone.conn->view().control->failReason).load() ==
-                         kFailMismatch)
+    if (gone.conn &&
+        std::atomic_ref<uint32_t>(gone.conn->view().control->failReason).load() == kFailMismatch)
       return failPeer(ncclInvalidUsage, gone.conn->peerRank(), gone.bound->job->name,
                       "rank %d found that the ranks made different calls (its WARN names both) "
                       "and closed its connections",
@@ -275,12 +277,20 @@ ncclResult_t HostEngine::runJobs() {
 
     // Nobody moved for a while: look at the peers we wait on and the deadline, then nap.
     auto now = Clock::now();
-    if (idleRounds == params_.spinCount) lastProgress = lastPeerCheck = now;
+    if (idleRounds == params_.spinCount) {
+      lastProgress = lastPeerCheck = now;
+      // Stuck for a while: tell every peer which call we are in, in case mismatched calls
+      // leave both sides waiting (findMismatchedPeer). Only here, off the fast path: a peer
+      // looks at it only when it is stuck too.
+      batchSig_ = batchSig(batchOps_);
+      conns_.forEach([&](const Connector& c) { postCall(c, batchSeq_, batchSig_); });
+    }
     if (now - lastPeerCheck > std::chrono::milliseconds(20)) {
       lastPeerCheck = now;
       gone = findGonePeer();
       // Look once more before failing: what the peer sent before it left still counts.
       if (gone.conn) continue;
+      RINGCC_CHECK(findMismatchedPeer());
     }
     if (now - lastProgress > params_.timeout) {
       const std::string first = reportStuck();
@@ -293,6 +303,30 @@ ncclResult_t HostEngine::runJobs() {
     // since the one that moves first may be another.
     if (waitOn) napOnCounter(waitOn, waitValue, blocked > 1 ? 200 : 1000);
   }
+}
+
+ncclResult_t HostEngine::findMismatchedPeer() {
+  if (batchSig_.coll == kSigGroup) return ncclSuccess;  // (set when the batch got stuck)
+  for (size_t c = 0; c < queues_.size(); ++c) {
+    if (head_[c] == queues_[c].size()) continue;
+    const Bound* b = queues_[c][head_[c]];
+    for (int l = 0; l < b->job->program->nLanes; ++l) {
+      LaneStatus s = b->runner.laneStatus(l);
+      if ((s.wait != kLaneWaitRecv && s.wait != kLaneWaitSend) || s.port >= b->connectors.size())
+        continue;
+      const Connector* conn = b->connectors[s.port];
+      PostedCall peer;
+      if (!peerPostedCall(*conn, &peer) || peer.seq != batchSeq_ || peer.sig.coll == kSigGroup ||
+          sameSig(peer.sig, batchSig_))
+        continue;
+      failReason_ = kFailMismatch;
+      return failPeer(ncclInvalidUsage, conn->peerRank(), b->job->name,
+                      "the ranks made different calls: rank %d called %s, rank %d called %s",
+                      comm_->rank, describeCall(batchSig_).c_str(), conn->peerRank(),
+                      describeCall(peer.sig).c_str());
+    }
+  }
+  return ncclSuccess;
 }
 
 ncclResult_t HostEngine::runFailed(const Bound& b, RunError e) {

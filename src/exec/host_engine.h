@@ -80,6 +80,9 @@ class HostEngine final : public CommEngine {
   // user's (ncclInvalidUsage), an unreadable peer buffer the peer's (ncclRemoteError).
   ncclResult_t runFailed(const Bound& b, RunError e);
   GonePeer findGonePeer() const;
+  // ncclInvalidUsage (named, failReason_ set) if a peer some lane waits on posted this batch
+  // number with another call: ranks whose mismatched calls leave them all waiting.
+  ncclResult_t findMismatchedPeer();
   // Logs every lane that has not finished and what it waits for; returns the line of the
   // first one waiting on a peer, for the error text.
   std::string reportStuck() const;
@@ -89,7 +92,10 @@ class HostEngine final : public CommEngine {
 
   ncclComm* comm_;
   const Params params_;
-  uint32_t failReason_ = kFailNone;  // FailReason of the failing batch, told to peers at close
+  uint32_t failReason_ = kFailNone;     // FailReason of the failing batch, told to peers at close
+  uint64_t batchSeq_ = 0;               // batches run so far: the same count on every rank
+  std::span<const CollArgs> batchOps_;  // the current batch's calls ...
+  OpSig batchSig_ = {};  // ... as posted on every connection once the batch got stuck
   ConnectionTable conns_;
   Planner planner_;
   // The current batch: its plan and the jobs bound to connections, bound_[0, plan_.nJobs).

@@ -5,6 +5,7 @@
 #include "kernels/dtypes.h"
 #include "src/core/error.h"
 #include "src/core/log.h"
+#include "src/exec/op_sig.h"
 
 namespace ringcc {
 
@@ -58,17 +59,12 @@ void Planner::sizes(uint8_t kind, Protocol protocol, uint32_t elemSize, PlanJob*
   job->chunkElems = chunkSlices * job->sliceElems;
 }
 
-// What a job's slots are signed with: the collective, the root of rooted ones, the op of
-// reducing ones (built-in ops by their value; every PreMulSum made by the user as ncclNumOps,
-// since handles may be numbered differently on each rank).
+// What a job's slots are signed with: the call (the runner puts each lane's count in).
 static void signJob(const CollArgs& a, PlanJob* job) {
-  job->sigColl = static_cast<uint8_t>(a.kind);
-  const bool rooted = a.kind == Coll::Broadcast || a.kind == Coll::Reduce ||
-                      a.kind == Coll::Gather || a.kind == Coll::Scatter;
-  job->sigRoot = rooted ? a.root : -1;
-  job->sigOp = collReduces(a.kind)
-                   ? static_cast<uint8_t>(a.op < ncclNumOps ? a.op : ncclNumOps)
-                   : kSigNoOp;
+  const OpSig sig = callSig(a);
+  job->sigColl = sig.coll;
+  job->sigOp = sig.op;
+  job->sigRoot = sig.root;
 }
 
 bool Planner::reuse(std::span<const CollArgs> ops, Plan* plan) const {

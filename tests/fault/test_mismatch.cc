@@ -2,14 +2,16 @@
 // error text that names both calls: never wrong data, never a hang until NCCL_TIMEOUT.
 //
 // Each scenario runs 2 ranks as forked processes (shm) and as threads of one process (p2p),
-// each rank making its own call. NCCL_TIMEOUT is far beyond the scenario's limit, so only
-// the signature check can end the calls in time.
+// each rank making its own call, with the tuner's protocols and with each one forced (the
+// signature travels differently in LL lines and beside Simple slots). NCCL_TIMEOUT is far beyond
+// the scenario's limit, so only the signature check can end the calls in time.
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
 #include <cstdio>
 #include <cstring>
 #include <functional>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -22,6 +24,7 @@ using namespace ringcc::test;
 namespace {
 
 constexpr int kLimitS = 30;
+const char* const kProtocols[] = {"", "Simple", "LL", "Direct"};
 
 // One rank's call on a 2-rank communicator, over buffers big enough for any of them.
 using Call = std::function<ncclResult_t(ncclComm_t comm, int rank)>;
@@ -92,42 +95,48 @@ int checkRank(const Scenario& s, ncclComm_t comm, int rank) {
 
 TEST_CASE("mismatched calls between processes: ncclInvalidUsage naming both calls", "[mismatch]") {
   ScopedEnv timeout("NCCL_TIMEOUT", "600000");
-  for (const Scenario& s : scenarios()) {
-    INFO(s.name);
-    ncclUniqueId id = newUniqueId();
-    std::vector<int> status = runProcessesStatus(
-        2,
-        [&](int rank) {
-          ncclComm_t comm = nullptr;
-          if (ncclCommInitRank(&comm, 2, id, rank) != ncclSuccess) return 4;
-          const int rc = checkRank(s, comm, rank);
-          ncclCommAbort(comm);
-          return rc;
-        },
-        kLimitS);
-    int named = 0;
-    for (int st : status) {
-      REQUIRE(st >= 0);  // not killed at the limit: nobody hung
-      REQUIRE(WIFEXITED(st));
-      const int code = WEXITSTATUS(st);
-      CHECK((code == 0 || code == 3));
-      named += code == 0;
+  for (const char* proto : kProtocols) {
+    ScopedEnv forced("NCCL_PROTO", proto[0] ? std::optional<std::string>(proto) : std::nullopt);
+    for (const Scenario& s : scenarios()) {
+      INFO(s.name << ", NCCL_PROTO=" << proto);
+      ncclUniqueId id = newUniqueId();
+      std::vector<int> status = runProcessesStatus(
+          2,
+          [&](int rank) {
+            ncclComm_t comm = nullptr;
+            if (ncclCommInitRank(&comm, 2, id, rank) != ncclSuccess) return 4;
+            const int rc = checkRank(s, comm, rank);
+            ncclCommAbort(comm);
+            return rc;
+          },
+          kLimitS);
+      int named = 0;
+      for (int st : status) {
+        REQUIRE(st >= 0);  // not killed at the limit: nobody hung
+        REQUIRE(WIFEXITED(st));
+        const int code = WEXITSTATUS(st);
+        CHECK((code == 0 || code == 3));
+        named += code == 0;
+      }
+      CHECK(named >= 1);  // at least one rank names both calls
     }
-    CHECK(named >= 1);  // at least one rank names both calls
   }
 }
 
 TEST_CASE("mismatched calls between threads: ncclInvalidUsage naming both calls", "[mismatch]") {
   ScopedEnv timeout("NCCL_TIMEOUT", "600000");
-  for (const Scenario& s : scenarios()) {
-    INFO(s.name);
-    ncclComm_t comms[2] = {};
-    REQUIRE(ncclCommInitAll(comms, 2, nullptr) == ncclSuccess);
-    int codes[2] = {-1, -1};
-    runThreads(2, [&](int rank) { codes[rank] = checkRank(s, comms[rank], rank); });
-    CHECK((codes[0] == 0 || codes[0] == 3));
-    CHECK((codes[1] == 0 || codes[1] == 3));
-    CHECK((codes[0] == 0 || codes[1] == 0));
-    for (ncclComm_t c : comms) ncclCommAbort(c);
+  for (const char* proto : kProtocols) {
+    ScopedEnv forced("NCCL_PROTO", proto[0] ? std::optional<std::string>(proto) : std::nullopt);
+    for (const Scenario& s : scenarios()) {
+      INFO(s.name << ", NCCL_PROTO=" << proto);
+      ncclComm_t comms[2] = {};
+      REQUIRE(ncclCommInitAll(comms, 2, nullptr) == ncclSuccess);
+      int codes[2] = {-1, -1};
+      runThreads(2, [&](int rank) { codes[rank] = checkRank(s, comms[rank], rank); });
+      CHECK((codes[0] == 0 || codes[0] == 3));
+      CHECK((codes[1] == 0 || codes[1] == 3));
+      CHECK((codes[0] == 0 || codes[1] == 0));
+      for (ncclComm_t c : comms) ncclCommAbort(c);
+    }
   }
 }

@@ -37,7 +37,7 @@ inline ncclResult_t sendStream(const ConnectorView& v, uint32_t* tail, const uin
     ncclResult_t r = waitSlotFree(v, *tail, o);
     if (r != ncclSuccess) return r;
     std::memcpy(fifoSlotData(v, *tail), data + sent, chunk);
-    v.control->sizes[fifoSlot(v, *tail)] = static_cast<uint32_t>(chunk);
+    v.control->meta[fifoSlot(v, *tail)].size = static_cast<uint32_t>(chunk);
     publishCounter(&v.control->tail, *tail + 1);
     ++*tail;
     sent += chunk;
@@ -53,7 +53,7 @@ inline ncclResult_t recvStream(const ConnectorView& v, uint32_t* step, uint8_t* 
   while (got < n) {
     ncclResult_t r = waitSlotFilled(v, *step, o);
     if (r != ncclSuccess) return r;
-    uint32_t size = v.control->sizes[fifoSlot(v, *step)];
+    uint32_t size = v.control->meta[fifoSlot(v, *step)].size;
     if (size == 0 || size > v.slotBytes || got + size > n) return ncclInternalError;
     std::memcpy(out + got, fifoSlotData(v, *step), size);
     publishCounter(&v.control->head, *step + 1);
@@ -69,7 +69,7 @@ inline ncclResult_t recvSlots(const ConnectorView& v, uint32_t* step, size_t cou
   for (size_t i = 0; i < count; ++i) {
     ncclResult_t r = waitSlotFilled(v, *step, o);
     if (r != ncclSuccess) return r;
-    uint32_t size = v.control->sizes[fifoSlot(v, *step)];
+    uint32_t size = v.control->meta[fifoSlot(v, *step)].size;
     if (size == 0 || size > v.slotBytes) return ncclInternalError;
     const char* data = fifoSlotData(v, *step);
     out->insert(out->end(), data, data + size);

@@ -484,7 +484,7 @@ TEST_CASE("runner reports the counter it is blocked on and wakes sleepers", "[sc
   CHECK(r.waitOn == &f.view.control->head);
   CHECK(r.waitValue == 0);
   CHECK(f.view.control->tail.value == 2);
-  CHECK(f.view.control->sizes[0] == 16 * 8);
+  CHECK(f.view.control->meta[0].size == 16 * 8);
   REQUIRE(sync.woken.size() == 2);
   CHECK(sync.woken[0] == &f.view.control->tail.value);
 
@@ -500,7 +500,7 @@ TEST_CASE("runner reports the counter it is blocked on and wakes sleepers", "[sc
   r = tx.advance(sync);
   CHECK(r.done);
   CHECK(r.slices == 1);  // the last 8 elements
-  CHECK(f.view.control->sizes[0] == 8 * 8);
+  CHECK(f.view.control->meta[0].size == 8 * 8);
   r = rx.advance(sync);
   CHECK(r.done);
   CHECK(dst == src);
@@ -555,8 +555,8 @@ TEST_CASE("Direct: sends go by reference, are read in place, and done waits for 
     // Both slots carry references to the sender's input, not copies.
     AdvanceResult r = tx.advance(sync);
     CHECK(r.slices == 2);
-    CHECK(d.f.view.control->sizes[0] == (kSlotRefBit | kRefMinBytes));
-    CHECK(d.f.view.control->sizes[1] == (kSlotRefBit | kRefMinBytes));
+    CHECK(d.f.view.control->meta[0].size == (kSlotRefBit | kRefMinBytes));
+    CHECK(d.f.view.control->meta[1].size == (kSlotRefBit | kRefMinBytes));
     SlotRef ref;
     std::memcpy(&ref, d.f.slots.data(), sizeof(ref));
     CHECK(ref.addr == reinterpret_cast<uint64_t>(d.src.data()));
@@ -568,7 +568,7 @@ TEST_CASE("Direct: sends go by reference, are read in place, and done waits for 
     CHECK(r.slices == 2);
     r = tx.advance(sync);
     CHECK(r.slices == 1);
-    const uint32_t last = d.f.view.control->sizes[0];
+    const uint32_t last = d.f.view.control->meta[0].size;
     if (kind == kRefPointer) {
       CHECK(last == (kSlotRefBit | 800));
       CHECK_FALSE(r.done);
@@ -596,7 +596,7 @@ TEST_CASE("Direct: a receiver that cannot read references gets copies", "[sched]
   REQUIRE(tx.init(d.args(true, slot)) == kRunOk);
   REQUIRE(rx.init(d.args(false, slot)) == kRunOk);
   AdvanceResult r = tx.advance(sync);
-  CHECK(d.f.view.control->sizes[0] == slot * 8);  // no kSlotRefBit
+  CHECK(d.f.view.control->meta[0].size == slot * 8);  // no kSlotRefBit
   r = rx.advance(sync);
   r = tx.advance(sync);
   CHECK(r.done);  // nothing to drain

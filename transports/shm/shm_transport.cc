@@ -20,7 +20,7 @@ namespace ringcc {
 namespace {
 
 constexpr uint64_t kShmMagic = 0x72696e6763637368ull;  // "ringccsh"
-constexpr uint32_t kShmLayoutVersion = 2;
+constexpr uint32_t kShmLayoutVersion = 3;
 constexpr uint64_t kPage = 4096;
 // What a receiver reads from the sender's memory to learn whether it may read references.
 const uint64_t kPeerReadProbe = 0x72696e6763637266ull;  // "ringccrf"

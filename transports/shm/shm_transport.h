@@ -15,7 +15,7 @@
 //
 // Segment layout:
 //   0        ShmHeader (magic, geometry, offsets, pids, closed flags)  one cache line
-//   64       FifoControl: tail line, head line, sizes[nSlots]          64-byte aligned
+//   64       FifoControl: tail, head, posted calls, meta[nSlots]       64-byte aligned
 //   4096*k   Simple slots: nSlots x slotBytes                          page aligned
 //   4096*m   LL slots: nSlots x llSlotBytes (absent if 0)              page aligned
 //
