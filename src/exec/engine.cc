@@ -10,6 +10,7 @@ ncclResult_t CommEngine::create(ncclComm* comm, std::unique_ptr<CommEngine>* out
   if (comm->memKind != MemoryKind::Host)
     return fail(ncclInvalidUsage, "init", "only host communicators have an engine so far");
   auto engine = std::make_unique<HostEngine>(comm);
+  RINGCC_CHECK(engine->checkSettingsAgree());
   RINGCC_CHECK(engine->connectRing());
   *out = std::move(engine);
   return ncclSuccess;

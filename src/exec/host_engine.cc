@@ -6,7 +6,9 @@
 #include <chrono>
 #include <cstdio>
 #include <string>
+#include <type_traits>
 
+#include "src/bootstrap/bootstrap.h"
 #include "src/core/comm.h"
 #include "src/core/error.h"
 #include "src/core/log.h"
@@ -69,6 +71,93 @@ HostEngine::~HostEngine() {
   abortOps_.store(true);
   cv_.notify_all();
   thread_.join();
+}
+
+namespace {
+
+// What must be the same on every rank of a communicator (read once, at init).
+struct SharedSettings {
+  ConnGeometry ring, p2p;  // NCCL_BUFFSIZE
+  int32_t minChannels, maxChannels;
+  uint32_t protocols;
+  uint32_t ringOnly;
+  uint64_t chunkBytes;
+};
+static_assert(std::is_trivially_copyable_v<SharedSettings>);
+
+SharedSettings sharedSettings(const ConnectionTable& conns, const TuneConfig& tune) {
+  SharedSettings s{};
+  s.ring = connGeometry(conns.spec(kPortRing));
+  s.p2p = connGeometry(conns.spec(kPortP2p));
+  s.minChannels = tune.minChannels;
+  s.maxChannels = tune.maxChannels;
+  s.protocols = tune.protocols;
+  s.ringOnly = tune.ringOnly ? 1 : 0;
+  s.chunkBytes = tune.chunkBytes;
+  return s;
+}
+
+// The first setting in which a and b differ, and both values as text; false if none.
+bool firstDifference(const SharedSettings& a, const SharedSettings& b, const char** name,
+                     std::string* va, std::string* vb) {
+  auto geometry = [](const ConnGeometry& g) {
+    return std::to_string(g.nSlots) + " slots of " + std::to_string(g.slotBytes) + " bytes";
+  };
+  if (a.ring.nSlots != b.ring.nSlots || a.ring.slotBytes != b.ring.slotBytes ||
+      a.ring.llSlotBytes != b.ring.llSlotBytes || a.p2p.slotBytes != b.p2p.slotBytes) {
+    *name = "NCCL_BUFFSIZE";
+    *va = geometry(a.ring);
+    *vb = geometry(b.ring);
+  } else if (a.minChannels != b.minChannels) {
+    *name = "NCCL_MIN_NCHANNELS";
+    *va = std::to_string(a.minChannels);
+    *vb = std::to_string(b.minChannels);
+  } else if (a.maxChannels != b.maxChannels) {
+    *name = "NCCL_MAX_NCHANNELS";
+    *va = std::to_string(a.maxChannels);
+    *vb = std::to_string(b.maxChannels);
+  } else if (a.protocols != b.protocols) {
+    auto list = [](uint32_t mask) {
+      std::string t;
+      for (int p = 0; p < kNumProtocols; ++p)
+        if (mask & (1u << p)) t += std::string(t.empty() ? "" : ",") + protocolName(Protocol(p));
+      return t;
+    };
+    *name = "NCCL_PROTO";
+    *va = list(a.protocols);
+    *vb = list(b.protocols);
+  } else if (a.ringOnly != b.ringOnly) {
+    *name = "NCCL_ALGO";
+    *va = a.ringOnly ? "Ring" : "Ring,Doubling";
+    *vb = b.ringOnly ? "Ring" : "Ring,Doubling";
+  } else if (a.chunkBytes != b.chunkBytes) {
+    *name = "NCCL_CHUNKSIZE";
+    *va = std::to_string(a.chunkBytes);
+    *vb = std::to_string(b.chunkBytes);
+  } else {
+    return false;
+  }
+  return true;
+}
+
+}  // namespace
+
+ncclResult_t HostEngine::checkSettingsAgree() {
+  if (comm_->nranks == 1) return ncclSuccess;
+  std::vector<SharedSettings> all(comm_->nranks);
+  const SharedSettings mine = sharedSettings(conns_, planner_.context().tune);
+  all[comm_->rank] = mine;
+  RINGCC_CHECK(comm_->bootstrap->allGather(all.data(), sizeof(SharedSettings)));
+  for (int r = 0; r < comm_->nranks; ++r) {
+    const char* name = nullptr;
+    std::string here, there;
+    if (!firstDifference(mine, all[r], &name, &here, &there)) continue;
+    return fail(ncclInvalidUsage, "init",
+                "%s differs between ranks: rank %d has %s, rank %d has %s; set it alike on "
+                "every rank (ranks cut their messages by it)",
+                name, comm_->rank, here.c_str(), r, there.c_str());
+  }
+  return ncclSuccess;
 }
 
 ncclResult_t HostEngine::connectRing() {

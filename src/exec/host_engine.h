@@ -44,6 +44,11 @@ class HostEngine final : public CommEngine {
   ~HostEngine() override;
 
   // Connects channel 0's ring, so that unreachable peers show up at init. Collective.
+  // Collective (at init): every rank compares the settings it read (NCCL_BUFFSIZE, channel
+  // bounds, NCCL_PROTO, NCCL_ALGO, NCCL_CHUNKSIZE) with every other rank's. Ranks that read
+  // different values would cut their messages differently and fail later, less clearly:
+  // ncclInvalidUsage on every rank instead, naming the setting and two ranks.
+  ncclResult_t checkSettingsAgree();
   ncclResult_t connectRing();
 
   ncclResult_t enqueue(const EngineBatch& batch, EngineHandle* handle) override;

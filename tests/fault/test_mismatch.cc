@@ -140,3 +140,38 @@ TEST_CASE("mismatched calls between threads: ncclInvalidUsage naming both calls"
     }
   }
 }
+
+TEST_CASE("settings that differ between ranks are refused at init, on every rank", "[mismatch]") {
+  struct Setting {
+    const char* var;
+    const char* value;  // on rank 1 only
+    const char* named;  // in the error text
+  };
+  const Setting settings[] = {{"NCCL_BUFFSIZE", "2097152", "NCCL_BUFFSIZE differs between ranks"},
+                              {"NCCL_MIN_NCHANNELS", "2", "NCCL_MIN_NCHANNELS differs"},
+                              {"NCCL_PROTO", "Simple", "NCCL_PROTO differs"},
+                              {"NCCL_ALGO", "Ring", "NCCL_ALGO differs"},
+                              {"NCCL_CHUNKSIZE", "65536", "NCCL_CHUNKSIZE differs"}};
+  for (const Setting& s : settings) {
+    INFO(s.var << "=" << s.value << " on rank 1 only");
+    ncclUniqueId id = newUniqueId();
+    std::vector<int> status = runProcessesStatus(
+        2,
+        [&](int rank) {
+          if (rank == 1) setenv(s.var, s.value, 1);
+          ncclComm_t comm = nullptr;
+          const ncclResult_t r = ncclCommInitRank(&comm, 2, id, rank);
+          const std::string text = ncclGetLastError(nullptr);
+          if (r != ncclInvalidUsage || text.find(s.named) == std::string::npos) {
+            std::fprintf(stderr, "rank %d: result %d, text: %s\n", rank, r, text.c_str());
+            return 1;
+          }
+          return 0;
+        },
+        kLimitS);
+    for (int st : status) {
+      REQUIRE(st >= 0);
+      CHECK((WIFEXITED(st) && WEXITSTATUS(st) == 0));
+    }
+  }
+}
