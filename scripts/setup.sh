@@ -6,7 +6,8 @@ cd "$(dirname "$0")/.."
 BUILD=${1:-build}
 
 PACKAGES=(meson ninja-build pkg-config gcc g++ binutils python3 catch2 libucx-dev libhwloc-dev libnuma-dev
-          openmpi-bin libopenmpi-dev python3-matplotlib)
+          openmpi-bin libopenmpi-dev python3-matplotlib
+          clang libclang-rt-14-dev)
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
