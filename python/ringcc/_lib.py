@@ -89,9 +89,13 @@ def load():
         if not os.path.exists(path):
             tried.append(f"{origin}: {path} (missing)")
             continue
-        lib = ctypes.CDLL(path, mode=ctypes.RTLD_LOCAL)
+        try:
+            lib = ctypes.CDLL(path, mode=ctypes.RTLD_LOCAL)
+            get_version = lib.ncclGetVersion
+        except (OSError, AttributeError) as e:
+            raise ImportError(f"ringcc: cannot load {path} ({origin}) as libnccl.so.2: {e}")
         version = ctypes.c_int(0)
-        lib.ncclGetVersion(ctypes.byref(version))
+        get_version(ctypes.byref(version))
         if version.value != RINGCC_VERSION_CODE:
             raise ImportError(
                 f"ringcc: {path} ({origin}) is not ringcc's libnccl.so.2: ncclGetVersion gives "
