@@ -18,12 +18,15 @@ class UniqueId(ctypes.Structure):
 
 
 def _install_libdir():
-    """The libdir meson install wrote into _install_paths.py; None in a source checkout."""
+    """The installed libdir, from _install_paths.py (written by meson install; None in a
+    source checkout), taken relative to where this package really is."""
     try:
         from . import _install_paths
     except ImportError:
         return None
-    return _install_paths.LIBDIR
+    here = os.path.dirname(os.path.abspath(__file__))
+    return os.path.normpath(os.path.join(
+        here, os.path.relpath(_install_paths.LIBDIR, _install_paths.PACKAGE_DIR)))
 
 
 def candidate_paths():

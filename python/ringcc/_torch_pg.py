@@ -1,8 +1,8 @@
 """ProcessGroupRingcc: torch.distributed's collectives on CPU tensors, run by ringcc.
 
 Each call checks its arguments on the caller's thread (bad input raises right there), then
-queues the operation for the group's progress thread and returns a Work made from a
-torch.futures.Future. The progress thread runs the queue in order (every rank issues the same
+queues the operation for the group's progress thread and returns a Work (_Work) whose
+future completes later. The progress thread runs the queue in order (every rank issues the same
 collectives in the same order, so the order matches across ranks) and completes the future
 with the output tensors, or with an exception that names the collective and ringcc's reason.
 ringcc's calls on host memory return when the result is in place and ctypes drops the GIL
@@ -13,6 +13,7 @@ ctypes call is noise, and a Python module needs no compiler or torch headers at 
 and works with whichever torch is installed.
 """
 
+import collections
 import functools
 import queue
 import threading
@@ -20,7 +21,7 @@ import weakref
 
 import torch
 import torch.distributed as dist
-from torch._C._distributed_c10d import _create_work_from_future
+from torch._C._distributed_c10d import Work
 
 from . import _comm as C
 from ._torch_types import BITWISE, bytes_view, premul_factor, reduce_view
@@ -29,7 +30,59 @@ _STOP = object()
 _UID_KEY = "ringcc_unique_id"
 
 
-def _progress(jobs, comm):
+class _Work(Work):
+    """The Work of one queued operation.
+
+    Why a Python subclass and not _create_work_from_future: that Work's wait() ignores a
+    failed future, so dist.all_reduce(t) would return normally after ringcc failed. Here
+    wait() raises the operation's exception (an NcclError naming the call and ringcc's
+    reason), and get_future() gives a future that fails in C++ terms too, which is what DDP
+    waits on (it calls get_future() right after allreduce() returns).
+
+    A Python subclass lives on only while Python holds it: once only C++ does, calls from C++
+    no longer reach these overrides (DDP would then wait forever). So the group keeps every
+    _Work until its operation is done, and the last _KEEP done ones after that.
+    """
+
+    def __init__(self, name, future):
+        super().__init__()
+        self._name = name
+        self._future = future
+        # Completes with the same tensors, or fails as a C++ error (a Python exception set
+        # on `future` is, for C++, just a value).
+        self._chained = future.then(lambda f: f.value())
+
+    def wait(self, timeout=None):
+        self._future.wait()  # raises the operation's exception
+        return True
+
+    def get_future(self):
+        return self._chained
+
+    def is_completed(self):
+        return self._future.done()
+
+    def is_success(self):
+        if not self._future.done():
+            return False
+        try:
+            self._future.value()
+        except Exception:
+            return False
+        return True
+
+    def result(self):
+        return self._future.value()
+
+    def synchronize(self):
+        pass
+
+
+_KEEP = 256  # done Works kept alive (see _Work): far more than can finish between a
+#              C++ caller getting one back and calling get_future() on it
+
+
+def _progress(jobs, comm, keep):
     """The progress thread: runs queued operations in order; it holds no reference to the
     group, so the group can be collected, which queues _STOP."""
     while True:
@@ -37,7 +90,7 @@ def _progress(jobs, comm):
         if job is _STOP:
             comm.destroy()
             return
-        name, run, future, result = job
+        name, run, future, result, work = job
         try:
             run()
         except Exception as e:  # every failure goes to the Work, never kills the thread
@@ -46,6 +99,8 @@ def _progress(jobs, comm):
             future.set_exception(e)
         else:
             future.set_result(result)
+        keep.append(work)
+        del job, work
 
 
 def _cpu(name, t, what="tensor"):
@@ -103,7 +158,8 @@ class ProcessGroupRingcc(dist.ProcessGroup):
             uid = store.get(_UID_KEY)
         self._comm = C.Communicator(uid, size, rank)
         self._jobs = queue.SimpleQueue()
-        self._thread = threading.Thread(target=_progress, args=(self._jobs, self._comm),
+        keep = collections.deque(maxlen=_KEEP)
+        self._thread = threading.Thread(target=_progress, args=(self._jobs, self._comm, keep),
                                         name=f"ringcc-progress-r{rank}", daemon=True)
         self._thread.start()
         weakref.finalize(self, self._jobs.put, _STOP)
@@ -113,8 +169,9 @@ class ProcessGroupRingcc(dist.ProcessGroup):
 
     def _submit(self, name, run, result):
         future = torch.futures.Future()
-        self._jobs.put((name, run, future, result))
-        return _create_work_from_future(future)
+        work = _Work(name, future)
+        self._jobs.put((name, run, future, result, work))  # the queue keeps `work` alive
+        return work
 
     def _root(self, name, root):
         if not 0 <= root < self.size():

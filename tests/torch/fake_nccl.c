@@ -1,0 +1,6 @@
+/* A library that answers ncclGetVersion like NVIDIA's NCCL 2.28 and nothing else: the Python
+ * package, pointed at it through RINGCC_LIB, must refuse it (tests/torch/test_library.py). */
+__attribute__((visibility("default"))) int ncclGetVersion(int* version) {
+  *version = 22800;
+  return 0;
+}
