@@ -103,6 +103,12 @@ def _progress(jobs, comm, keep):
         del job, work
 
 
+def _stop(jobs, thread, timeout_s=30):
+    jobs.put(_STOP)
+    if thread is not threading.current_thread():
+        thread.join(timeout_s)
+
+
 def _cpu(name, t, what="tensor"):
     if not isinstance(t, torch.Tensor):
         raise TypeError(f"ringcc {name}: {what} must be a torch.Tensor, got {type(t).__name__}")
@@ -162,7 +168,10 @@ class ProcessGroupRingcc(dist.ProcessGroup):
         self._thread = threading.Thread(target=_progress, args=(self._jobs, self._comm, keep),
                                         name=f"ringcc-progress-r{rank}", daemon=True)
         self._thread.start()
-        weakref.finalize(self, self._jobs.put, _STOP)
+        # When the group goes away (destroy_process_group, or interpreter exit: finalize runs
+        # at exit too), the thread destroys the communicator; we wait for it, since a
+        # process that exits while ncclCommDestroy runs on another thread can abort.
+        weakref.finalize(self, _stop, self._jobs, self._thread)
 
     def getBackendName(self):
         return "ringcc"
