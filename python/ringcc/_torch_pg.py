@@ -54,16 +54,18 @@ class _Work(Work):
 
     def wait(self, timeout=None):
         self._future.wait()  # raises the operation's exception
+        # `future` is marked done before its callbacks run, so the chained one may lag.
+        self._chained.wait()
         return True
 
     def get_future(self):
         return self._chained
 
     def is_completed(self):
-        return self._future.done()
+        return self._chained.done()
 
     def is_success(self):
-        if not self._future.done():
+        if not self._chained.done():
             return False
         try:
             self._future.value()
