@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 BUILD=${1:-build}
 
 PACKAGES=(meson ninja-build pkg-config gcc g++ binutils python3 catch2 libucx-dev libhwloc-dev libnuma-dev
-          openmpi-bin libopenmpi-dev python3-matplotlib)
+          openmpi-bin libopenmpi-dev python3-matplotlib python3-torch)
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -22,6 +22,6 @@ fi
 WERROR=()
 [ "${CI:-}" = "true" ] && WERROR=(--werror)
 if [ ! -f "$BUILD/build.ninja" ]; then
-  meson setup "$BUILD" "${WERROR[@]}"
+  meson setup "$BUILD" -Dpython=enabled "${WERROR[@]}"
 fi
 ninja -C "$BUILD"
