@@ -40,12 +40,16 @@ class _Work(Work):
     waits on (it calls get_future() right after allreduce() returns).
 
     A Python subclass lives on only while Python holds it: once only C++ does, calls from C++
-    no longer reach these overrides (DDP would then wait forever). So the group keeps every
-    _Work until its operation is done, and the last _KEEP done ones after that.
+    no longer reach these overrides (a C++ wait() would then wait forever on the base
+    class). C++ callers (DDP, DDP's start-up broadcasts) call get_future() or wait() right
+    after the call returns, so the group keeps every _Work alive until its operation is done,
+    and after that the last _KEEP done ones on which neither was called yet. (Only a few:
+    each holds its operation's tensors.)
     """
 
     def __init__(self, name, future):
         super().__init__()
+        self.claimed = False  # get_future() or wait() was called: no need to keep it alive
         self._name = name
         self._future = future
         # Completes with the same tensors, or fails as a C++ error (a Python exception set
@@ -53,12 +57,14 @@ class _Work(Work):
         self._chained = future.then(lambda f: f.value())
 
     def wait(self, timeout=None):
+        self.claimed = True
         self._future.wait()  # raises the operation's exception
         # `future` is marked done before its callbacks run, so the chained one may lag.
         self._chained.wait()
         return True
 
     def get_future(self):
+        self.claimed = True
         return self._chained
 
     def is_completed(self):
@@ -80,8 +86,9 @@ class _Work(Work):
         pass
 
 
-_KEEP = 256  # done Works kept alive (see _Work): far more than can finish between a
-#              C++ caller getting one back and calling get_future() on it
+_KEEP = 16  # unclaimed done Works kept alive (see _Work): operations finish in queue order,
+#             so 16 later ones would have to finish between a C++ caller getting a Work back
+#             and its next statement
 
 
 def _progress(jobs, comm, keep):
@@ -101,7 +108,8 @@ def _progress(jobs, comm, keep):
             future.set_exception(e)
         else:
             future.set_result(result)
-        keep.append(work)
+        if not work.claimed:
+            keep.append(work)
         del job, work
 
 
@@ -191,10 +199,9 @@ class ProcessGroupRingcc(dist.ProcessGroup):
 
     # --- reductions -------------------------------------------------------------------
 
-    def _reduce_call(self, name, view, dtype, kind, op, call):
-        """Runs call(nccl_op) for a built-in or PreMulSum op; call gets the op value."""
+    def _reduce_call(self, view, dtype, kind, factor, call):
+        """Runs call(nccl_op) for a built-in op, or for a PreMulSum op of `factor`."""
         if kind == "premul":
-            factor = premul_factor(name, op)
             scalar = torch.tensor([factor], dtype=view.dtype)  # the factor in the data type
             nccl_op = self._comm.premul_sum_op(scalar.data_ptr(), dtype)
             try:
@@ -216,15 +223,13 @@ class ProcessGroupRingcc(dist.ProcessGroup):
         opts = opts or dist.AllreduceOptions()
         t = _Staged(_one(name, tensors))
         view, dtype, kind = reduce_view(name, t.t, opts.reduceOp)
-        if kind == "premul":
-            premul_factor(name, opts.reduceOp)  # fail now, on the caller's thread
-        op = opts.reduceOp
+        factor = premul_factor(name, opts.reduceOp) if kind == "premul" else None
 
         def run():
             if kind in BITWISE.values():
                 t.t.copy_(functools.reduce(kind, self._gathered(t.t)))
             else:
-                self._reduce_call(name, view, dtype, kind, op, lambda o: self._comm.all_reduce(
+                self._reduce_call(view, dtype, kind, factor, lambda o: self._comm.all_reduce(
                     _ptr(view), _ptr(view), view.numel(), dtype, o))
             t.copy_back()
 
@@ -253,9 +258,7 @@ class ProcessGroupRingcc(dist.ProcessGroup):
         t = _Staged(_one(name, tensors))
         root = self._root(name, opts.rootRank)
         view, dtype, kind = reduce_view(name, t.t, opts.reduceOp)
-        if kind == "premul":
-            premul_factor(name, opts.reduceOp)
-        op = opts.reduceOp
+        factor = premul_factor(name, opts.reduceOp) if kind == "premul" else None
 
         def run():
             if kind in BITWISE.values():
@@ -263,7 +266,7 @@ class ProcessGroupRingcc(dist.ProcessGroup):
                 if self.rank() == root:
                     t.t.copy_(result)
             else:
-                self._reduce_call(name, view, dtype, kind, op, lambda o: self._comm.reduce(
+                self._reduce_call(view, dtype, kind, factor, lambda o: self._comm.reduce(
                     _ptr(view), _ptr(view), view.numel(), dtype, o, root))
             if self.rank() == root:
                 t.copy_back()
@@ -274,15 +277,14 @@ class ProcessGroupRingcc(dist.ProcessGroup):
         """Reduce-scatters contiguous flat_in (size * out.numel() elements) into out."""
         view_out, dtype, kind = reduce_view(name, out.t, op)
         view_in, _, _ = reduce_view(name, flat_in, op)
-        if kind == "premul":
-            premul_factor(name, op)
+        factor = premul_factor(name, op) if kind == "premul" else None
 
         def run():
             if kind in BITWISE.values():
                 whole = functools.reduce(kind, self._gathered(flat_in))
                 out.t.copy_(whole.reshape(self.size(), -1)[self.rank()].reshape(out.t.shape))
             else:
-                self._reduce_call(name, view_in, dtype, kind, op,
+                self._reduce_call(view_in, dtype, kind, factor,
                                   lambda o: self._comm.reduce_scatter(
                                       _ptr(view_in), _ptr(view_out), view_out.numel(), dtype, o))
             out.copy_back()

@@ -102,6 +102,10 @@ def check_reduce(rank, n):
         dist.reduce(t, root, op=op)
         want = expected(n, dtype, op) if rank == root else data(rank, dtype)
         same(f"reduce {dtype} {op}", t, want)
+    t = data(rank, torch.float64)
+    dist.reduce(t, root, op=dist._make_nccl_premul_sum(0.25))
+    want = expected(n, torch.float64, RED.SUM) * 0.25 if rank == root else data(rank, torch.float64)
+    same("reduce premul_sum", t, want)
 
 
 def check_broadcast(rank, n):
@@ -135,6 +139,11 @@ def check_reduce_scatter(rank, n):
         out = torch.empty(40, dtype=dtype)
         dist.reduce_scatter_tensor(out, whole, op=op)
         same(f"reduce_scatter_tensor {dtype} {op}", out, want)
+    out = torch.empty(40, dtype=torch.bfloat16)
+    dist.reduce_scatter_tensor(out, data(rank, torch.bfloat16, 40 * n),
+                               op=dist._make_nccl_premul_sum(2.0))
+    want = expected(n, torch.bfloat16, RED.SUM, 40 * n)[rank * 40:(rank + 1) * 40] * 2
+    same("reduce_scatter_tensor premul_sum", out, want)
 
 
 def check_all_to_all(rank, n):
