@@ -6,7 +6,7 @@
      MLP with ~25M parameters, so communication matters.
 
 Both backends run in the same processes: the default group is ringcc, a second group of the
-same ranks is Gloo; each measurement alternates them. Usage (Debian's python, torch 1.13):
+same ranks is Gloo; the sweep alternates them per size, the DDP steps step by step. Usage (Debian's python, torch 1.13):
 
   RINGCC_LIB=build/libnccl.so.2 PYTHONPATH=python /usr/bin/python3 bench/torch/torch_bench.py \
       --nprocs 2 [--min-bytes 4K --max-bytes 64M --ddp-steps 10 --json out.json]
@@ -48,20 +48,25 @@ def mlp():
                          nn.Linear(2048, 10))
 
 
-def time_ddp(group, steps, batch):
-    model = nn.parallel.DistributedDataParallel(mlp(), process_group=group)
-    opt = torch.optim.SGD(model.parameters(), lr=0.01)
+def time_ddp(groups, steps, batch):
+    """Median step time per backend; the backends take turns step by step, so a change in
+    the machine's load (it is shared) hits both alike."""
+    runs = {}
+    for name, group in groups.items():
+        model = nn.parallel.DistributedDataParallel(mlp(), process_group=group)
+        runs[name] = (model, torch.optim.SGD(model.parameters(), lr=0.01), [])
     x, y = torch.randn(batch, 2048), torch.randint(0, 10, (batch,))
-    times = []
     for step in range(steps + 2):  # 2 warm-up steps
-        dist.barrier(group=group)
-        start = time.perf_counter()
-        opt.zero_grad()
-        nn.functional.cross_entropy(model(x), y).backward()
-        opt.step()
-        if step >= 2:
-            times.append(time.perf_counter() - start)
-    return statistics.median(times), sum(p.numel() for p in model.parameters())
+        for name, (model, opt, times) in runs.items():
+            dist.barrier(group=groups[name])
+            start = time.perf_counter()
+            opt.zero_grad()
+            nn.functional.cross_entropy(model(x), y).backward()
+            opt.step()
+            if step >= 2:
+                times.append(time.perf_counter() - start)
+    params = sum(p.numel() for p in runs["ringcc"][0].parameters())
+    return {name: statistics.median(r[2]) for name, r in runs.items()}, params
 
 
 def worker(rank, n, port, args, out):
@@ -82,9 +87,7 @@ def worker(rank, n, port, args, out):
             row[name] = time_all_reduce(t, group, iters)
         sweep.append(row)
         size *= 4
-    ddp = {}
-    for name, group in groups.items():
-        ddp[name], params = time_ddp(group, args.ddp_steps, args.batch)
+    ddp, params = time_ddp(groups, args.ddp_steps, args.batch)
     if rank == 0:
         out.put({"nprocs": n, "sweep": sweep, "ddp": ddp, "params": params,
                  "batch": args.batch, "threads": args.threads})
@@ -118,7 +121,7 @@ def main():
     p.add_argument("--nprocs", type=int, default=2)
     p.add_argument("--min-bytes", type=parse_size, default=4 << 10)
     p.add_argument("--max-bytes", type=parse_size, default=64 << 20)
-    p.add_argument("--ddp-steps", type=int, default=10)
+    p.add_argument("--ddp-steps", type=int, default=20)
     p.add_argument("--batch", type=int, default=4,
                    help="samples per rank and step: small, so the step is not all compute")
     p.add_argument("--threads", type=int, default=1, help="torch threads per process")
