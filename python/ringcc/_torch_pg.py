@@ -110,7 +110,9 @@ def _progress(jobs, comm, keep):
             future.set_result(result)
         if not work.claimed:
             keep.append(work)
-        del job, work
+        # Drop this job's references (`run` holds the group) before waiting for the next,
+        # or an idle thread would keep the group, and its communicator, alive.
+        del job, name, run, future, result, work
 
 
 def _stop(jobs, thread, timeout_s=30):

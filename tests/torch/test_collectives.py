@@ -3,6 +3,8 @@ computes from every rank's (deterministic) input. Usage: test_collectives.py NRA
 """
 
 import functools
+import gc
+import threading
 import time
 
 import torch
@@ -218,6 +220,20 @@ def check_groups_and_barrier(rank, n):
     same("all_reduce in reordered group", t, torch.tensor([functools.reduce(
         lambda a, b: a * b, range(1, n + 1))]))
     assert dist.get_backend(group if rank in members else None) == "ringcc"
+    # Destroying a group stops its progress thread (and destroys its communicator).
+    if rank in members:
+        before = progress_threads()
+        dist.destroy_process_group(group)
+        del group
+        gc.collect()
+        deadline = time.monotonic() + 10
+        while progress_threads() != before - 1 and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert progress_threads() == before - 1, "destroy_process_group left its thread running"
+
+
+def progress_threads():
+    return sum(t.name.startswith("ringcc-progress") for t in threading.enumerate())
 
 
 def check_asynchronous(rank, n):
