@@ -1,8 +1,9 @@
 """ProcessGroupRingcc: torch.distributed's collectives on CPU tensors, run by ringcc.
 
 Each call checks its arguments on the caller's thread (bad input raises right there), then
-queues the operation for the group's progress thread and returns a Work (_Work) whose
-future completes later. The progress thread runs the queue in order (every rank issues the same
+queues the operation for the group's progress thread (_queue.OpQueue, which also batches
+sends and receives) and returns a Work (_Work) whose future completes later. The progress
+thread runs the queue in order (every rank issues the same
 collectives in the same order, so the order matches across ranks) and completes the future
 with the output tensors, or with an exception that names the collective and ringcc's reason.
 ringcc's calls on host memory return when the result is in place and ctypes drops the GIL
@@ -13,10 +14,7 @@ ctypes call is noise, and a Python module needs no compiler or torch headers at 
 and works with whichever torch is installed.
 """
 
-import collections
 import functools
-import queue
-import threading
 import weakref
 
 import torch
@@ -24,9 +22,9 @@ import torch.distributed as dist
 from torch._C._distributed_c10d import Work
 
 from . import _comm as C
+from ._queue import Job, OpQueue
 from ._torch_types import BITWISE, bytes_view, premul_factor, reduce_view
 
-_STOP = object()
 _UID_KEY = "ringcc_unique_id"
 
 
@@ -42,22 +40,30 @@ class _Work(Work):
     A Python subclass lives on only while Python holds it: once only C++ does, calls from C++
     no longer reach these overrides (a C++ wait() would then wait forever on the base
     class). C++ callers (DDP, DDP's start-up broadcasts) call get_future() or wait() right
-    after the call returns, so the group keeps every _Work alive until its operation is done,
-    and after that the last _KEEP done ones on which neither was called yet. (Only a few:
-    each holds its operation's tensors.)
+    after the call returns, so the queue keeps every _Work alive until its operation is done,
+    and after that the last few done ones on which neither was called yet (_queue.OpQueue).
+
+    `flush` (sends and receives) releases the operation's batch: whoever waits for it, or asks
+    about it, needs it to run (_queue's module doc).
     """
 
-    def __init__(self, name, future):
+    def __init__(self, name, future, flush=None):
         super().__init__()
         self.claimed = False  # get_future() or wait() was called: no need to keep it alive
         self._name = name
+        self._flush = flush
         self._future = future
         # Completes with the same tensors, or fails as a C++ error (a Python exception set
         # on `future` is, for C++, just a value).
         self._chained = future.then(lambda f: f.value())
 
+    def _release(self):
+        if self._flush:
+            self._flush()
+
     def wait(self, timeout=None):
         self.claimed = True
+        self._release()
         self._future.wait()  # raises the operation's exception
         # `future` is marked done before its callbacks run, so the chained one may lag.
         self._chained.wait()
@@ -65,9 +71,11 @@ class _Work(Work):
 
     def get_future(self):
         self.claimed = True
+        self._release()
         return self._chained
 
     def is_completed(self):
+        self._release()
         return self._chained.done()
 
     def is_success(self):
@@ -84,41 +92,6 @@ class _Work(Work):
 
     def synchronize(self):
         pass
-
-
-_KEEP = 16  # unclaimed done Works kept alive (see _Work): operations finish in queue order,
-#             so 16 later ones would have to finish between a C++ caller getting a Work back
-#             and its next statement
-
-
-def _progress(jobs, comm, keep):
-    """The progress thread: runs queued operations in order; it holds no reference to the
-    group, so the group can be collected, which queues _STOP."""
-    while True:
-        job = jobs.get()
-        if job is _STOP:
-            comm.destroy()
-            return
-        name, run, future, result, work = job
-        try:
-            run()
-        except Exception as e:  # every failure goes to the Work, never kills the thread
-            if not isinstance(e, C.NcclError):
-                e = RuntimeError(f"ringcc {name} failed: {type(e).__name__}: {e}")
-            future.set_exception(e)
-        else:
-            future.set_result(result)
-        if not work.claimed:
-            keep.append(work)
-        # Drop this job's references (`run` holds the group) before waiting for the next,
-        # or an idle thread would keep the group, and its communicator, alive.
-        del job, name, run, future, result, work
-
-
-def _stop(jobs, thread, timeout_s=30):
-    jobs.put(_STOP)
-    if thread is not threading.current_thread():
-        thread.join(timeout_s)
 
 
 def _cpu(name, t, what="tensor"):
@@ -175,15 +148,10 @@ class ProcessGroupRingcc(dist.ProcessGroup):
         else:
             uid = store.get(_UID_KEY)
         self._comm = C.Communicator(uid, size, rank)
-        self._jobs = queue.SimpleQueue()
-        keep = collections.deque(maxlen=_KEEP)
-        self._thread = threading.Thread(target=_progress, args=(self._jobs, self._comm, keep),
-                                        name=f"ringcc-progress-r{rank}", daemon=True)
-        self._thread.start()
-        # When the group goes away (destroy_process_group, or interpreter exit: finalize runs
-        # at exit too), the thread destroys the communicator; we wait for it, since a
-        # process that exits while ncclCommDestroy runs on another thread can abort.
-        weakref.finalize(self, _stop, self._jobs, self._thread)
+        self._queue = OpQueue(self._comm, f"ringcc-progress-r{rank}")
+        # When the group goes away (destroy_process_group, or interpreter exit: finalize
+        # runs at exit too) the thread destroys the communicator.
+        weakref.finalize(self, self._queue.stop)
 
     def getBackendName(self):
         return "ringcc"
@@ -191,7 +159,14 @@ class ProcessGroupRingcc(dist.ProcessGroup):
     def _submit(self, name, run, result):
         future = torch.futures.Future()
         work = _Work(name, future)
-        self._jobs.put((name, run, future, result, work))  # the queue keeps `work` alive
+        self._queue.put(Job(name, run, future, result, work))  # the queue keeps `work` alive
+        return work
+
+    def _submit_p2p(self, name, issue, result, finish=None):
+        """A send or receive: issue() runs inside its batch's group (see _queue)."""
+        future = torch.futures.Future()
+        work = _Work(name, future, flush=self._queue.flush)
+        self._queue.add_p2p(Job(name, issue, future, result, work, finish))
         return work
 
     def _root(self, name, root):
@@ -511,23 +486,22 @@ class ProcessGroupRingcc(dist.ProcessGroup):
         t = _one(name, tensors).contiguous()
         peer = self._peer(name, dst)
 
-        def run():
+        def issue():
             b = bytes_view(t)
             self._comm.send(_ptr(b), b.numel(), C.UINT8, peer)
 
-        return self._submit(name, run, [t])
+        return self._submit_p2p(name, issue, [t])
 
     def recv(self, tensors, src, tag=0):
         name = "recv"
         t = _Staged(_one(name, tensors))
         peer = self._peer(name, src)
 
-        def run():
+        def issue():
             b = bytes_view(t.t)
             self._comm.recv(_ptr(b), b.numel(), C.UINT8, peer)
-            t.copy_back()
 
-        return self._submit(name, run, [t.orig])
+        return self._submit_p2p(name, issue, [t.orig], finish=t.copy_back)
 
     def recv_anysource(self, tensors, tag=0):
         raise NotImplementedError("ringcc recv: a source rank is required (NCCL has no "

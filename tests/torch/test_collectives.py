@@ -196,13 +196,27 @@ def check_send_recv(rank, n):
         else:
             dist.recv(got, left)
     same("recv from left", got, data(left, torch.float64, 77))
-    # isend/irecv: the Work completes later.
+    # batch_isend_irecv: every rank sends to both neighbours before receiving; ringcc runs
+    # the batch as one group, else the first sends would wait for each other's receives.
+    got_l, got_r = torch.empty(3000), torch.empty(3000)
+    ops = [dist.P2POp(dist.isend, data(rank, torch.float32, 3000), right),
+           dist.P2POp(dist.isend, data(rank, torch.float32, 3000) * 2, left),
+           dist.P2POp(dist.irecv, got_l, left), dist.P2POp(dist.irecv, got_r, right)]
+    for w in dist.batch_isend_irecv(ops):
+        w.wait()
+    same("batch_isend_irecv from left", got_l, data(left, torch.float32, 3000))
+    same("batch_isend_irecv from right", got_r, data(right, torch.float32, 3000) * 2)
+    # An isend nobody waits for still goes out (after P2P_IDLE_S without more sends).
     if rank == 0:
-        dist.isend(torch.arange(5, dtype=torch.int32), 1).wait()
+        dist.isend(torch.arange(5, dtype=torch.int32), 1)
+        time.sleep(1.5)  # no ringcc call meanwhile
     elif rank == 1:
         t = torch.zeros(5, dtype=torch.int32)
+        start = time.monotonic()
         dist.irecv(t, 0).wait()
+        took = time.monotonic() - start
         same("irecv", t, torch.arange(5, dtype=torch.int32))
+        assert took < 1.0, f"an unwaited isend went out only after {took:.2f} s"
 
 
 def check_groups_and_barrier(rank, n):
