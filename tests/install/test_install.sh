@@ -141,6 +141,10 @@ if [ -n "${RINGCC_PYTHON_DIR:-}" ]; then
   step "installed Python package"
   PYDIR=$DEST${RINGCC_PYTHON_DIR%/}
   [ -f "$PYDIR/ringcc/_install_paths.py" ] || fail "$PYDIR/ringcc/_install_paths.py missing"
+  # Every module of the source package is installed (python/meson.build lists them by hand).
+  for f in "$RINGCC_SOURCE_ROOT"/python/ringcc/*.py; do
+    [ -f "$PYDIR/ringcc/$(basename "$f")" ] || fail "python/ringcc/$(basename "$f") not installed"
+  done
   out=$(cd "$TMP" && env -u RINGCC_LIB PYTHONPATH="$PYDIR" "$RINGCC_PYTHON" -c \
     'import ringcc; print(ringcc.__file__); print(ringcc.version(), ringcc.library_path())' 2>&1) ||
     fail "importing the installed package failed: $out"
