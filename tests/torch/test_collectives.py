@@ -82,6 +82,11 @@ def check_all_reduce(rank, n):
         t = data(rank, dtype)
         dist.all_reduce(t, op=dist._make_nccl_premul_sum(0.5))
         same(f"all_reduce {dtype} premul_sum", t, (expected(n, dtype, RED.SUM) * 0.5).to(dtype))
+    # all_reduce_coalesced: several tensors, one NCCL group.
+    ts = [data(rank, torch.float32, 10), data(rank, torch.float32, 7) * 3]  # one dtype (torch)
+    dist.all_reduce_coalesced(ts, op=RED.MAX)
+    same("all_reduce_coalesced float32", ts[0], expected(n, torch.float32, RED.MAX, 10))
+    same("all_reduce_coalesced 2nd", ts[1], expected(n, torch.float32, RED.MAX, 7) * 3)
     # A non-contiguous tensor (a transposed view) gets its result in place.
     base = data(rank, torch.float32, 12).reshape(3, 4)
     view = base.t()
