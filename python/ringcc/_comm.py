@@ -46,10 +46,12 @@ def version():
 class NcclError(RuntimeError):
     """A ringcc call failed; the message names the call and ringcc's reason."""
 
-    def __init__(self, call, code, detail):
-        self.call, self.code = call, code
+    def __init__(self, call, code, detail, collective=None):
+        """collective: the operation the call served (torch's name), when it differs."""
+        self.call, self.code, self.detail, self.collective = call, code, detail, collective
         name = library().ncclGetErrorString(code).decode(errors="replace")
-        text = f"ringcc: {call} failed: {name} (ncclResult {code})"
+        where = f"ringcc {collective}" if collective else "ringcc"
+        text = f"{where}: {call} failed: {name} (ncclResult {code})"
         if detail:
             text += f": {detail}"
         super().__init__(text)

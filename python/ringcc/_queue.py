@@ -38,8 +38,9 @@ class Job:
 
 
 def _failure(name, e):
+    """The exception a failed job's Work raises: it names the torch operation and the cause."""
     if isinstance(e, C.NcclError):
-        return e
+        return C.NcclError(e.call, e.code, e.detail, collective=name)
     return RuntimeError(f"ringcc {name} failed: {type(e).__name__}: {e}")
 
 
