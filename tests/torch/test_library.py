@@ -3,7 +3,7 @@ NVIDIA's NCCL is also libnccl.so.2 and may be first in the loader's path.
 
 Checks: the library given in RINGCC_LIB is the one loaded (ncclGetVersion 22707, and it is the
 only libnccl in /proc/self/maps); a folder in RINGCC_LIB works; a missing file, a file that is
-not libnccl and a libnccl that is not ringcc (tests/torch/fake_nccl.c says 22800) raise
+not libnccl and a libnccl that is not ringcc (tests/preload/fake_nccl.c says 22800) raise
 ImportError naming the path; with RINGCC_LIB unset a source checkout finds the build tree;
 with NVIDIA's libnccl.so.2 already loaded in the process (where this machine has it), ringcc
 still loads its own.
