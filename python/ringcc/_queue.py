@@ -28,7 +28,7 @@ _TICK = object()
 class Job:
     """One operation: run() does the work (for sends and receives: issues the NCCL call,
     inside the batch's group), finish() (optional) runs after it succeeded; then `future`
-    gets `result`. `work` is the _Work handed out, kept alive here (see _torch_pg._Work)."""
+    gets `result`. `work` is the Work handed out, kept alive here (see _torch_work.RingccWork)."""
 
     __slots__ = ("name", "run", "finish", "future", "result", "work")
 
@@ -53,7 +53,7 @@ class OpQueue:
         self._batch = []          # sends and receives not yet released
         self._batch_number = 0    # which batch is open (counts flushes)
         self._last_added = 0.0
-        # Done Works nobody has claimed yet (see _torch_pg._Work): kept alive, a few only,
+        # Done Works nobody has claimed yet (see _torch_work.RingccWork): kept alive, a few only,
         # since each holds its operation's tensors. Operations finish in queue order, so 16
         # later ones would have to finish before a C++ caller's next statement.
         self._keep = collections.deque(maxlen=_KEEP)
