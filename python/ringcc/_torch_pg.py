@@ -17,7 +17,9 @@ ctypes call is noise, and a Python module needs no compiler or torch headers at 
 and works with whichever torch is installed.
 """
 
+import contextlib
 import functools
+import os
 import weakref
 
 import torch
@@ -33,6 +35,22 @@ from ._torch_work import RingccWork
 _UID_KEY = "ringcc_unique_id"
 
 
+@contextlib.contextmanager
+def _timeout_from_torch(timeout):
+    """torch's group timeout (init_process_group / new_group, default 30 min) becomes the
+    communicator's NCCL_TIMEOUT, as Gloo honours it, unless the user set NCCL_TIMEOUT or
+    RINGCC_TIMEOUT. ringcc reads it from the environment when the communicator is made, so it
+    is set only around that; groups are made one at a time, on the caller's thread."""
+    if timeout is None or "NCCL_TIMEOUT" in os.environ or "RINGCC_TIMEOUT" in os.environ:
+        yield
+        return
+    os.environ["RINGCC_TIMEOUT"] = str(max(1, int(timeout.total_seconds() * 1000)))
+    try:
+        yield
+    finally:
+        del os.environ["RINGCC_TIMEOUT"]
+
+
 class ProcessGroupRingcc(DataMovementOps, dist.ProcessGroup):
     """A torch.distributed process group on one ringcc communicator (see module doc)."""
 
@@ -45,7 +63,8 @@ class ProcessGroupRingcc(DataMovementOps, dist.ProcessGroup):
             store.set(_UID_KEY, uid)
         else:
             uid = store.get(_UID_KEY)
-        self._comm = C.Communicator(uid, size, rank)
+        with _timeout_from_torch(timeout):
+            self._comm = C.Communicator(uid, size, rank)
         self._queue = OpQueue(self._comm, f"ringcc-progress-r{rank}")
         # When the group goes away (destroy_process_group, or interpreter exit: finalize
         # runs at exit too) the thread destroys the communicator.

@@ -3,12 +3,14 @@ the collective, within a bounded time; nothing hangs. NCCL_TIMEOUT is 3 s here.
 
   killed: rank 1 is SIGKILLed while rank 0 waits in an all_reduce; ringcc sees the process
           leave (it watches its peers) and fails the operation, saying the peer died.
-  silent: rank 1 stays alive but never calls; rank 0's all_reduce fails at NCCL_TIMEOUT.
+  silent: rank 1 stays alive but never calls; rank 0's all_reduce fails at the timeout,
+          given here as init_process_group's timeout (which ringcc takes as NCCL_TIMEOUT).
   ddp:    rank 1 is killed between two DDP steps; rank 0's backward raises.
 After the failure the group refuses further work with an exception too (ringcc's
 communicator keeps its error), again without waiting.
 """
 
+import datetime
 import os
 import signal
 import tempfile
@@ -72,6 +74,10 @@ def killed(rank, n, when_file):
 
 
 def silent(rank, n):
+    # No NCCL_TIMEOUT here: the group's torch timeout must become ringcc's.
+    assert "NCCL_TIMEOUT" not in os.environ and "RINGCC_TIMEOUT" not in os.environ
+    dist.init_process_group("ringcc", init_method="env://",
+                            timeout=datetime.timedelta(seconds=TIMEOUT_S))
     dist.all_reduce(torch.ones(4))
     if rank == 1:
         time.sleep(TIMEOUT_S + 12)  # alive, but never joins; rank 0 gives up meanwhile
@@ -102,7 +108,7 @@ def main():
     when = tempfile.NamedTemporaryFile(prefix="ringcc-death-", delete=False).name
     codes = harness.launch(killed, 2, when, env=env, timeout=60)
     assert codes == [0, -signal.SIGKILL], f"killed: exit codes {codes}, want [0, -9]"
-    codes = harness.launch(silent, 2, env=env, timeout=60)
+    codes = harness.launch(silent, 2, backend=None, timeout=60)
     assert codes == [0, 0], f"silent: exit codes {codes}"
     codes = harness.launch(ddp_killed, 2, when, env=env, timeout=60)
     os.unlink(when)
