@@ -43,6 +43,12 @@ def version():
     return v.value
 
 
+def _last_error(handle):
+    """ringcc's text for the calling thread's last error (else the communicator's first)."""
+    text = library().ncclGetLastError(handle)
+    return text.decode(errors="replace") if text else None
+
+
 class NcclError(RuntimeError):
     """A ringcc call failed; the message names the call and ringcc's reason."""
 
@@ -66,7 +72,7 @@ class Communicator:
         uid = _lib.UniqueId()
         rc = library().ncclGetUniqueId(ctypes.byref(uid))
         if rc:
-            raise NcclError("ncclGetUniqueId", rc, None)
+            raise NcclError("ncclGetUniqueId", rc, _last_error(None))
         # string_at, not bytes(uid.internal): the c_char array stops at the first zero byte.
         return ctypes.string_at(ctypes.addressof(uid), _lib.UNIQUE_ID_BYTES)
 
@@ -86,11 +92,7 @@ class Communicator:
 
     def _check(self, call, rc, with_comm=True):
         if rc:
-            detail = None
-            if with_comm:
-                detail = self.lib.ncclGetLastError(self.handle)
-                detail = detail.decode(errors="replace") if detail else None
-            raise NcclError(call, rc, detail)
+            raise NcclError(call, rc, _last_error(self.handle if with_comm else None))
 
     def async_error(self):
         err = ctypes.c_int(0)

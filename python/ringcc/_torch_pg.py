@@ -38,17 +38,23 @@ _UID_KEY = "ringcc_unique_id"
 @contextlib.contextmanager
 def _timeout_from_torch(timeout):
     """torch's group timeout (init_process_group / new_group, default 30 min) becomes the
-    communicator's NCCL_TIMEOUT, as Gloo honours it, unless the user set NCCL_TIMEOUT or
-    RINGCC_TIMEOUT. ringcc reads it from the environment when the communicator is made, so it
-    is set only around that; groups are made one at a time, on the caller's thread."""
-    if timeout is None or "NCCL_TIMEOUT" in os.environ or "RINGCC_TIMEOUT" in os.environ:
-        yield
-        return
-    os.environ["RINGCC_TIMEOUT"] = str(max(1, int(timeout.total_seconds() * 1000)))
+    communicator's NCCL_TIMEOUT (how long an operation waits for a peer) and
+    NCCL_BOOTSTRAP_TIMEOUT (how far apart the ranks may arrive here), as Gloo honours it for
+    both, unless the user set them (NCCL_X or RINGCC_X). ringcc reads them from the
+    environment when the communicator is made, so they are set only around that; groups are
+    made one at a time, on the caller's thread."""
+    added = []
+    if timeout is not None:
+        ms = str(max(1, int(timeout.total_seconds() * 1000)))
+        for name in ("TIMEOUT", "BOOTSTRAP_TIMEOUT"):
+            if "NCCL_" + name not in os.environ and "RINGCC_" + name not in os.environ:
+                os.environ["RINGCC_" + name] = ms
+                added.append("RINGCC_" + name)
     try:
         yield
     finally:
-        del os.environ["RINGCC_TIMEOUT"]
+        for name in added:
+            del os.environ[name]
 
 
 class ProcessGroupRingcc(DataMovementOps, dist.ProcessGroup):
@@ -63,8 +69,12 @@ class ProcessGroupRingcc(DataMovementOps, dist.ProcessGroup):
             store.set(_UID_KEY, uid)
         else:
             uid = store.get(_UID_KEY)
-        with _timeout_from_torch(timeout):
-            self._comm = C.Communicator(uid, size, rank)
+        try:
+            with _timeout_from_torch(timeout):
+                self._comm = C.Communicator(uid, size, rank)
+        except C.NcclError as e:
+            raise C.NcclError(e.call, e.code, e.detail,
+                              collective=f"group init (rank {rank} of {size})") from None
         self._queue = OpQueue(self._comm, f"ringcc-progress-r{rank}")
         # When the group goes away (destroy_process_group, or interpreter exit: finalize
         # runs at exit too) the thread destroys the communicator.

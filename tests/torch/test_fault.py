@@ -5,6 +5,7 @@ the collective, within a bounded time; nothing hangs. NCCL_TIMEOUT is 3 s here.
           leave (it watches its peers) and fails the operation, saying the peer died.
   silent: rank 1 stays alive but never calls; rank 0's all_reduce fails at the timeout,
           given here as init_process_group's timeout (which ringcc takes as NCCL_TIMEOUT).
+  late:   rank 1 comes to new_group after its timeout; rank 0's new_group raises then.
   ddp:    rank 1 is killed between two DDP steps; rank 0's backward raises.
 After the failure the group refuses further work with an exception too (ringcc's
 communicator keeps its error), again without waiting.
@@ -88,6 +89,25 @@ def silent(rank, n):
     expect_failure("after the failure", limit_s=5)
 
 
+def late_rank(rank, n):
+    """A rank that comes to new_group long after the others: they give up at the group's
+    timeout (ringcc's bootstrap takes it), with an exception, instead of waiting."""
+    if rank == 1:
+        time.sleep(TIMEOUT_S + 5)
+        return
+    start = time.monotonic()
+    try:
+        dist.new_group([0, 1], timeout=datetime.timedelta(seconds=TIMEOUT_S))
+    except RuntimeError as e:
+        took = time.monotonic() - start
+        print(f"late rank: new_group failed after {took:.2f} s: {str(e)[:200]}", flush=True)
+        assert "ncclCommInitRank failed" in str(e) and "): " in str(e), (
+            f"not ringcc's init failing, with its reason: {e}")
+        assert TIMEOUT_S - 0.5 < took < TIMEOUT_S + 10, f"new_group failed after {took:.1f} s"
+        return
+    raise AssertionError("new_group succeeded without rank 1")
+
+
 def ddp_killed(rank, n, when_file):
     """DDP waits on the futures of its bucket all-reduces: a peer killed before backward makes
     loss.backward() raise, not hang."""
@@ -110,6 +130,8 @@ def main():
     assert codes == [0, -signal.SIGKILL], f"killed: exit codes {codes}, want [0, -9]"
     codes = harness.launch(silent, 2, backend=None, timeout=60)
     assert codes == [0, 0], f"silent: exit codes {codes}"
+    codes = harness.launch(late_rank, 2, timeout=60)
+    assert codes == [0, 0], f"late_rank: exit codes {codes}"
     codes = harness.launch(ddp_killed, 2, when, env=env, timeout=60)
     os.unlink(when)
     assert codes == [0, -signal.SIGKILL], f"ddp_killed: exit codes {codes}, want [0, -9]"
