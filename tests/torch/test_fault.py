@@ -74,31 +74,45 @@ def killed(rank, n, when_file):
     expect_failure("after the failure", limit_s=5, call=lambda: dist.all_reduce(torch.ones(2)))
 
 
-def silent(rank, n):
+def wait_for(path, limit_s=50):
+    """Rank 1 stays alive (and silent) until rank 0 writes `path` when its checks are done."""
+    deadline = time.monotonic() + limit_s
+    while not os.path.exists(path) and time.monotonic() < deadline:
+        time.sleep(0.05)
+
+
+def done(path):
+    with open(path, "w") as f:
+        f.write("done")
+
+
+def silent(rank, n, done_file):
     # No NCCL_TIMEOUT here: the group's torch timeout must become ringcc's.
     assert "NCCL_TIMEOUT" not in os.environ and "RINGCC_TIMEOUT" not in os.environ
     dist.init_process_group("ringcc", init_method="env://",
                             timeout=datetime.timedelta(seconds=TIMEOUT_S))
     dist.all_reduce(torch.ones(4))
     if rank == 1:
-        time.sleep(TIMEOUT_S + 12)  # alive, but never joins; rank 0 gives up meanwhile
+        wait_for(done_file)  # alive, but never joins; rank 0 gives up meanwhile
         return
     start = time.monotonic()
     expect_failure("silent peer", limit_s=TIMEOUT_S + 10, words=("ncclAllReduce", "NCCL_TIMEOUT"))
     assert time.monotonic() - start > TIMEOUT_S - 0.5, "failed before NCCL_TIMEOUT"
     expect_failure("after the failure", limit_s=5)
+    done(done_file)
 
 
-def late_rank(rank, n):
+def late_rank(rank, n, done_file):
     """A rank that comes to new_group long after the others: they give up at the group's
     timeout (ringcc's bootstrap takes it), with an exception, instead of waiting."""
     if rank == 1:
-        time.sleep(TIMEOUT_S + 5)
+        wait_for(done_file)  # comes to new_group only after rank 0 gave up: not at all
         return
     start = time.monotonic()
     try:
         dist.new_group([0, 1], timeout=datetime.timedelta(seconds=TIMEOUT_S))
     except RuntimeError as e:
+        done(done_file)
         took = time.monotonic() - start
         print(f"late rank: new_group failed after {took:.2f} s: {str(e)[:200]}", flush=True)
         assert "ncclCommInitRank failed" in str(e) and "): " in str(e), (
@@ -125,16 +139,16 @@ def ddp_killed(rank, n, when_file):
 
 def main():
     env = {"NCCL_TIMEOUT": str(TIMEOUT_S * 1000)}
-    when = tempfile.NamedTemporaryFile(prefix="ringcc-death-", delete=False).name
-    codes = harness.launch(killed, 2, when, env=env, timeout=60)
-    assert codes == [0, -signal.SIGKILL], f"killed: exit codes {codes}, want [0, -9]"
-    codes = harness.launch(silent, 2, backend=None, timeout=60)
-    assert codes == [0, 0], f"silent: exit codes {codes}"
-    codes = harness.launch(late_rank, 2, timeout=60)
-    assert codes == [0, 0], f"late_rank: exit codes {codes}"
-    codes = harness.launch(ddp_killed, 2, when, env=env, timeout=60)
-    os.unlink(when)
-    assert codes == [0, -signal.SIGKILL], f"ddp_killed: exit codes {codes}, want [0, -9]"
+    with tempfile.TemporaryDirectory(prefix="ringcc-fault-") as tmp:
+        when = os.path.join(tmp, "death")
+        codes = harness.launch(killed, 2, when, env=env, timeout=60)
+        assert codes == [0, -signal.SIGKILL], f"killed: exit codes {codes}, want [0, -9]"
+        codes = harness.launch(silent, 2, os.path.join(tmp, "silent"), backend=None, timeout=60)
+        assert codes == [0, 0], f"silent: exit codes {codes}"
+        codes = harness.launch(late_rank, 2, os.path.join(tmp, "late"), timeout=60)
+        assert codes == [0, 0], f"late_rank: exit codes {codes}"
+        codes = harness.launch(ddp_killed, 2, when, env=env, timeout=60)
+        assert codes == [0, -signal.SIGKILL], f"ddp_killed: exit codes {codes}, want [0, -9]"
     print("ok fault")
 
 
