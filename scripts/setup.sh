@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 BUILD=${1:-build}
 
 PACKAGES=(meson ninja-build pkg-config gcc g++ binutils python3 catch2 libucx-dev libhwloc-dev libnuma-dev
-          openmpi-bin libopenmpi-dev python3-matplotlib
+          openmpi-bin libopenmpi-dev python3-matplotlib python3-torch
           clang libclang-rt-14-dev)
 missing=()
 for p in "${PACKAGES[@]}"; do
@@ -23,6 +23,6 @@ fi
 WERROR=()
 [ "${CI:-}" = "true" ] && WERROR=(--werror)
 if [ ! -f "$BUILD/build.ninja" ]; then
-  meson setup "$BUILD" "${WERROR[@]}"
+  meson setup "$BUILD" -Dpython=enabled "${WERROR[@]}"
 fi
 ninja -C "$BUILD"

@@ -6,13 +6,17 @@
 #     the installed copy and, run with no LD_LIBRARY_PATH, loads the installed libnccl.so.2
 #     (ldd, and the example's own ncclGetVersion check: ringcc's 22707, not NVIDIA's);
 #  3. the installed ringcc-run and all_reduce_perf load the installed libnccl.so.2 too (ldd,
-#     ringcc-run's memory map seen from its child, and the perf tool's nccl-library= line).
+#     ringcc-run's memory map seen from its child, and the perf tool's nccl-library= line);
+#  4. the installed Python package (when built) imports from the staged tree and loads the
+#     staged libnccl.so.2 (it finds it relative to itself), with RINGCC_LIB unset.
 # NVIDIA's libnccl.so.2 may be in the loader's default path, so a program that found "a"
 # libnccl.so.2 proves nothing: every check names the file that was loaded.
 #
 # Environment (tests/install/meson.build): RINGCC_BUILD_ROOT, RINGCC_SOURCE_ROOT, MESON, CC,
 # PKG_CONFIG (empty when meson did not find it), RINGCC_PREFIX, RINGCC_BINDIR, RINGCC_LIBDIR,
-# RINGCC_INCLUDEDIR (absolute install paths, before DESTDIR).
+# RINGCC_INCLUDEDIR (absolute install paths, before DESTDIR), RINGCC_PYTHON and
+# RINGCC_PYTHON_DIR (the interpreter and the package's install folder; empty when the Python
+# package is not built).
 set -euo pipefail
 
 EXPECTED_VERSION=22707
@@ -132,4 +136,23 @@ echo "$out"
 grep -q "nccl-library=$EXPECTED_VERSION\b" <<<"$out" ||
   fail "installed all_reduce_perf did not load ringcc (no nccl-library=$EXPECTED_VERSION)"
 grep -q "Out of bounds values : 0 OK" <<<"$out" || fail "all_reduce_perf reported errors"
+
+if [ -n "${RINGCC_PYTHON_DIR:-}" ]; then
+  step "installed Python package"
+  PYDIR=$DEST${RINGCC_PYTHON_DIR%/}
+  [ -f "$PYDIR/ringcc/_install_paths.py" ] || fail "$PYDIR/ringcc/_install_paths.py missing"
+  # Every module of the source package is installed (python/meson.build lists them by hand).
+  for f in "$RINGCC_SOURCE_ROOT"/python/ringcc/*.py; do
+    [ -f "$PYDIR/ringcc/$(basename "$f")" ] || fail "python/ringcc/$(basename "$f") not installed"
+  done
+  out=$(cd "$TMP" && env -u RINGCC_LIB PYTHONPATH="$PYDIR" "$RINGCC_PYTHON" -c \
+    'import ringcc; print(ringcc.__file__); print(ringcc.version(), ringcc.library_path())' 2>&1) ||
+    fail "importing the installed package failed: $out"
+  echo "$out"
+  [ "$(sed -n 1p <<<"$out")" = "$PYDIR/ringcc/__init__.py" ] || fail "imported another ringcc package"
+  [ "$(sed -n 2p <<<"$out")" = "$EXPECTED_VERSION $LIB/libnccl.so.2.27.7" ] ||
+    fail "the installed package did not load $LIB/libnccl.so.2.27.7"
+else
+  echo "--- Python package not built (-Dpython=disabled, or no /usr/bin/python3): not checked"
+fi
 echo "PASS"

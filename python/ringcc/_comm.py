@@ -1,0 +1,172 @@
+"""A ringcc communicator over ctypes: plain pointers and counts, no torch.
+
+ringcc's calls on host communicators are synchronous (they return when the result is in the
+output buffer) and ctypes drops the GIL around each call, so a Python thread blocked in one
+does not stop the interpreter.
+"""
+
+import contextlib
+import ctypes
+import threading
+
+from . import _lib
+
+_loaded = None
+_load_lock = threading.Lock()
+
+# ncclDataType_t and ncclRedOp_t values (include/nccl.h).
+INT8, UINT8, INT32, UINT32, INT64, UINT64 = 0, 1, 2, 3, 4, 5
+FLOAT16, FLOAT32, FLOAT64, BFLOAT16 = 6, 7, 8, 9
+SUM, PROD, MAX, MIN, AVG = 0, 1, 2, 3, 4
+_SCALAR_HOST_IMMEDIATE = 1
+
+
+def library():
+    """The loaded ctypes.CDLL (loaded on first use)."""
+    global _loaded
+    with _load_lock:
+        if _loaded is None:
+            _loaded = _lib.load()
+        return _loaded[0]
+
+
+def library_path():
+    """The real path of the libnccl.so.2 that got loaded."""
+    library()
+    return _loaded[1]
+
+
+def version():
+    """ncclGetVersion of the loaded library (22707 for ringcc 2.27.7)."""
+    v = ctypes.c_int(0)
+    library().ncclGetVersion(ctypes.byref(v))
+    return v.value
+
+
+def _last_error(handle):
+    """ringcc's text for the calling thread's last error (else the communicator's first)."""
+    text = library().ncclGetLastError(handle)
+    return text.decode(errors="replace") if text else None
+
+
+class NcclError(RuntimeError):
+    """A ringcc call failed; the message names the call and ringcc's reason."""
+
+    def __init__(self, call, code, detail, collective=None):
+        """collective: the operation the call served (torch's name), when it differs."""
+        self.call, self.code, self.detail, self.collective = call, code, detail, collective
+        name = library().ncclGetErrorString(code).decode(errors="replace")
+        where = f"ringcc {collective}" if collective else "ringcc"
+        text = f"{where}: {call} failed: {name} (ncclResult {code})"
+        if detail:
+            text += f": {detail}"
+        super().__init__(text)
+
+
+class Communicator:
+    """One rank's ringcc communicator. Not thread-safe: drive it from one thread."""
+
+    @staticmethod
+    def new_unique_id():
+        """A fresh 128-byte unique id (rank 0 makes it, the others get it as bytes)."""
+        uid = _lib.UniqueId()
+        rc = library().ncclGetUniqueId(ctypes.byref(uid))
+        if rc:
+            raise NcclError("ncclGetUniqueId", rc, _last_error(None))
+        # string_at, not bytes(uid.internal): the c_char array stops at the first zero byte.
+        return ctypes.string_at(ctypes.addressof(uid), _lib.UNIQUE_ID_BYTES)
+
+    def __init__(self, unique_id, nranks, rank):
+        if len(unique_id) != _lib.UNIQUE_ID_BYTES:
+            raise ValueError(f"ringcc: a unique id has {_lib.UNIQUE_ID_BYTES} bytes, "
+                             f"got {len(unique_id)}")
+        if not 0 <= rank < nranks:
+            raise ValueError(f"ringcc: rank {rank} is outside 0..{nranks - 1}")
+        self.lib = library()
+        self.nranks, self.rank = nranks, rank
+        uid = _lib.UniqueId.from_buffer_copy(unique_id)
+        comm = ctypes.c_void_p()
+        self._check("ncclCommInitRank", self.lib.ncclCommInitRank(
+            ctypes.byref(comm), nranks, uid, rank), with_comm=False)
+        self.handle = comm
+
+    def _check(self, call, rc, with_comm=True):
+        if rc:
+            raise NcclError(call, rc, _last_error(self.handle if with_comm else None))
+
+    def async_error(self):
+        err = ctypes.c_int(0)
+        self.lib.ncclCommGetAsyncError(self.handle, ctypes.byref(err))
+        return err.value
+
+    def destroy(self):
+        if self.handle:
+            self.lib.ncclCommDestroy(self.handle)
+            self.handle = None
+
+    def abort(self):
+        if self.handle:
+            self.lib.ncclCommAbort(self.handle)
+            self.handle = None
+
+    @contextlib.contextmanager
+    def group(self):
+        """ncclGroupStart/End: the calls inside run together when the block ends."""
+        self._check("ncclGroupStart", self.lib.ncclGroupStart())
+        ok = False
+        try:
+            yield
+            ok = True
+        finally:
+            rc = self.lib.ncclGroupEnd()
+            if ok:
+                self._check("ncclGroupEnd", rc)
+
+    def premul_sum_op(self, scalar_ptr, dtype):
+        """A PreMulSum op whose factor is read from scalar_ptr (of dtype) right away."""
+        op = ctypes.c_int(0)
+        self._check("ncclRedOpCreatePreMulSum", self.lib.ncclRedOpCreatePreMulSum(
+            ctypes.byref(op), scalar_ptr, dtype, _SCALAR_HOST_IMMEDIATE, self.handle))
+        return op.value
+
+    def destroy_op(self, op):
+        self._check("ncclRedOpDestroy", self.lib.ncclRedOpDestroy(op, self.handle))
+
+    # Collectives: pointers are host addresses (ints), counts are elements of dtype.
+    def all_reduce(self, send, recv, count, dtype, op):
+        self._check("ncclAllReduce", self.lib.ncclAllReduce(
+            send, recv, count, dtype, op, self.handle, None))
+
+    def broadcast(self, send, recv, count, dtype, root):
+        self._check("ncclBroadcast", self.lib.ncclBroadcast(
+            send, recv, count, dtype, root, self.handle, None))
+
+    def reduce(self, send, recv, count, dtype, op, root):
+        self._check("ncclReduce", self.lib.ncclReduce(
+            send, recv, count, dtype, op, root, self.handle, None))
+
+    def all_gather(self, send, recv, send_count, dtype):
+        self._check("ncclAllGather", self.lib.ncclAllGather(
+            send, recv, send_count, dtype, self.handle, None))
+
+    def reduce_scatter(self, send, recv, recv_count, dtype, op):
+        self._check("ncclReduceScatter", self.lib.ncclReduceScatter(
+            send, recv, recv_count, dtype, op, self.handle, None))
+
+    def all_to_all(self, send, recv, count, dtype):
+        self._check("ncclAlltoAll", self.lib.ncclAlltoAll(
+            send, recv, count, dtype, self.handle, None))
+
+    def gather(self, send, recv, count, dtype, root):
+        self._check("ncclGather", self.lib.ncclGather(
+            send, recv, count, dtype, root, self.handle, None))
+
+    def scatter(self, send, recv, count, dtype, root):
+        self._check("ncclScatter", self.lib.ncclScatter(
+            send, recv, count, dtype, root, self.handle, None))
+
+    def send(self, buf, count, dtype, peer):
+        self._check("ncclSend", self.lib.ncclSend(buf, count, dtype, peer, self.handle, None))
+
+    def recv(self, buf, count, dtype, peer):
+        self._check("ncclRecv", self.lib.ncclRecv(buf, count, dtype, peer, self.handle, None))

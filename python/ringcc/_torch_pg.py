@@ -1,0 +1,220 @@
+"""ProcessGroupRingcc: torch.distributed's collectives on CPU tensors, run by ringcc.
+
+Each call checks its arguments on the caller's thread (bad input raises right there), then
+queues the operation for the group's progress thread (_queue.OpQueue, which also batches
+sends and receives) and returns a Work (_torch_work.RingccWork) whose future completes later.
+The progress thread runs the queue in order (every rank issues the same collectives in the
+same order, so the order matches across ranks) and completes the future with the output
+tensors, or with an exception that names the collective and ringcc's reason.
+
+This file: set-up, queueing and the reductions; _torch_moves.py: everything that only moves
+bytes; _torch_args.py: argument checks.
+ringcc's calls on host memory return when the result is in place and ctypes drops the GIL
+around them, so DDP's backward pass keeps computing while a bucket is being all-reduced.
+
+Why ctypes and not a C++ extension: a bucket all-reduce moves megabytes, so the ~10 us of a
+ctypes call is noise, and a Python module needs no compiler or torch headers at install time
+and works with whichever torch is installed.
+"""
+
+import contextlib
+import functools
+import os
+import weakref
+
+import torch
+import torch.distributed as dist
+
+from . import _comm as C
+from ._queue import Job, OpQueue
+from ._torch_args import Staged, cpu_tensor, one, ptr, same
+from ._torch_moves import DataMovementOps
+from ._torch_types import BITWISE, bytes_view, premul_factor, reduce_view
+from ._torch_work import RingccWork
+
+_UID_KEY = "ringcc_unique_id"
+
+
+@contextlib.contextmanager
+def _timeout_from_torch(timeout):
+    """torch's group timeout (init_process_group / new_group, default 30 min) becomes the
+    communicator's NCCL_TIMEOUT (how long an operation waits for a peer) and
+    NCCL_BOOTSTRAP_TIMEOUT (how far apart the ranks may arrive here), as Gloo honours it for
+    both, unless the user set them (NCCL_X or RINGCC_X). ringcc reads them from the
+    environment when the communicator is made, so they are set only around that; groups are
+    made one at a time, on the caller's thread."""
+    added = []
+    if timeout is not None:
+        ms = str(max(1, int(timeout.total_seconds() * 1000)))
+        for name in ("TIMEOUT", "BOOTSTRAP_TIMEOUT"):
+            if "NCCL_" + name not in os.environ and "RINGCC_" + name not in os.environ:
+                os.environ["RINGCC_" + name] = ms
+                added.append("RINGCC_" + name)
+    try:
+        yield
+    finally:
+        for name in added:
+            del os.environ[name]
+
+
+class ProcessGroupRingcc(DataMovementOps, dist.ProcessGroup):
+    """A torch.distributed process group on one ringcc communicator (see module doc)."""
+
+    def __init__(self, store, rank, size, timeout=None):
+        super().__init__(rank, size)
+        # Rank 0 makes the 128-byte unique id; the others read it from the c10d store (a
+        # PrefixStore per group, so every group gets its own id).
+        if rank == 0:
+            uid = C.Communicator.new_unique_id()
+            store.set(_UID_KEY, uid)
+        else:
+            uid = store.get(_UID_KEY)
+        try:
+            with _timeout_from_torch(timeout):
+                self._comm = C.Communicator(uid, size, rank)
+        except C.NcclError as e:
+            raise C.NcclError(e.call, e.code, e.detail,
+                              collective=f"group init (rank {rank} of {size})") from None
+        self._queue = OpQueue(self._comm, f"ringcc-progress-r{rank}")
+        # When the group goes away (destroy_process_group, or interpreter exit: finalize
+        # runs at exit too) the thread destroys the communicator.
+        weakref.finalize(self, self._queue.stop)
+
+    def getBackendName(self):
+        return "ringcc"
+
+    def _submit(self, name, run, result):
+        future = torch.futures.Future()
+        work = RingccWork(name, future)
+        self._queue.put(Job(name, run, future, result, work))  # the queue keeps `work` alive
+        return work
+
+    def _submit_p2p(self, name, issue, result, finish=None):
+        """A send or receive: issue() runs inside its batch's group (see _queue)."""
+        future = torch.futures.Future()
+        work = RingccWork(name, future, flush=self._queue.flush)
+        self._queue.add_p2p(Job(name, issue, future, result, work, finish))
+        return work
+
+    def _root(self, name, root):
+        if not 0 <= root < self.size():
+            raise ValueError(f"ringcc {name}: root {root} is outside 0..{self.size() - 1}")
+        return root
+
+    # --- reductions -------------------------------------------------------------------
+
+    def _reduce_call(self, view, dtype, kind, factor, call):
+        """Runs call(nccl_op) for a built-in op, or for a PreMulSum op of `factor`."""
+        if kind == "premul":
+            scalar = torch.tensor([factor], dtype=view.dtype)  # the factor in the data type
+            nccl_op = self._comm.premul_sum_op(scalar.data_ptr(), dtype)
+            try:
+                call(nccl_op)
+            finally:
+                self._comm.destroy_op(nccl_op)
+        else:
+            call(kind)
+
+    def _gathered(self, flat):
+        """All-gathers a contiguous tensor's bytes: a [size, *flat.shape] tensor."""
+        out = torch.empty((self.size(),) + tuple(flat.shape), dtype=flat.dtype)
+        src = bytes_view(flat)
+        self._comm.all_gather(ptr(src), ptr(out), src.numel(), C.UINT8)
+        return out
+
+    def allreduce(self, tensors, opts=None):
+        name = "all_reduce"
+        opts = opts or dist.AllreduceOptions()
+        t = Staged(one(name, tensors))
+        view, dtype, kind = reduce_view(name, t.t, opts.reduceOp)
+        factor = premul_factor(name, opts.reduceOp) if kind == "premul" else None
+
+        def run():
+            if kind in BITWISE.values():
+                t.t.copy_(functools.reduce(kind, self._gathered(t.t)))
+            else:
+                self._reduce_call(view, dtype, kind, factor, lambda o: self._comm.all_reduce(
+                    ptr(view), ptr(view), view.numel(), dtype, o))
+            t.copy_back()
+
+        return self._submit(name, run, [t.orig])
+
+    def allreduce_coalesced(self, tensors, opts=None):
+        name = "all_reduce_coalesced"
+        opts = opts or dist.AllreduceCoalescedOptions()
+        staged = [Staged(cpu_tensor(name, t)) for t in tensors]
+        views = [reduce_view(name, s.t, opts.reduceOp) for s in staged]
+        if any(k == "premul" or k in BITWISE.values() for _, _, k in views):
+            raise NotImplementedError(f"ringcc {name}: only SUM, PRODUCT, MIN, MAX, AVG")
+
+        def run():
+            with self._comm.group():
+                for view, dtype, kind in views:
+                    self._comm.all_reduce(ptr(view), ptr(view), view.numel(), dtype, kind)
+            for s in staged:
+                s.copy_back()
+
+        return self._submit(name, run, [s.orig for s in staged])
+
+    def reduce(self, tensors, opts=None):
+        name = "reduce"
+        opts = opts or dist.ReduceOptions()
+        t = Staged(one(name, tensors))
+        root = self._root(name, opts.rootRank)
+        view, dtype, kind = reduce_view(name, t.t, opts.reduceOp)
+        factor = premul_factor(name, opts.reduceOp) if kind == "premul" else None
+
+        def run():
+            if kind in BITWISE.values():
+                result = functools.reduce(kind, self._gathered(t.t))
+                if self.rank() == root:
+                    t.t.copy_(result)
+            else:
+                self._reduce_call(view, dtype, kind, factor, lambda o: self._comm.reduce(
+                    ptr(view), ptr(view), view.numel(), dtype, o, root))
+            if self.rank() == root:
+                t.copy_back()
+
+        return self._submit(name, run, [t.orig])
+
+    def _reduce_scatter_flat(self, name, out, flat_in, op):
+        """Reduce-scatters contiguous flat_in (size * out.numel() elements) into out."""
+        view_out, dtype, kind = reduce_view(name, out.t, op)
+        view_in, _, _ = reduce_view(name, flat_in, op)
+        factor = premul_factor(name, op) if kind == "premul" else None
+
+        def run():
+            if kind in BITWISE.values():
+                whole = functools.reduce(kind, self._gathered(flat_in))
+                out.t.copy_(whole.reshape(self.size(), -1)[self.rank()].reshape(out.t.shape))
+            else:
+                self._reduce_call(view_in, dtype, kind, factor,
+                                  lambda o: self._comm.reduce_scatter(
+                                      ptr(view_in), ptr(view_out), view_out.numel(), dtype, o))
+            out.copy_back()
+
+        return run
+
+    def reduce_scatter(self, output_tensors, input_tensors, opts=None):
+        name = "reduce_scatter"
+        opts = opts or dist.ReduceScatterOptions()
+        out = Staged(one(name, output_tensors))
+        if len(input_tensors) != 1 or len(input_tensors[0]) != self.size():
+            raise ValueError(f"ringcc {name}: needs one list of {self.size()} input tensors")
+        same(name, input_tensors[0], out.t, "input tensor")
+        flat_in = torch.cat([t.reshape(-1) for t in input_tensors[0]])
+        run = self._reduce_scatter_flat(name, out, flat_in, opts.reduceOp)
+        return self._submit(name, run, [out.orig])
+
+    def _reduce_scatter_base(self, output, input, opts=None):
+        name = "reduce_scatter_tensor"
+        opts = opts or dist.ReduceScatterOptions()
+        out = Staged(cpu_tensor(name, output, "output"))
+        cpu_tensor(name, input, "input")
+        if input.dtype != output.dtype or input.numel() != output.numel() * self.size():
+            raise ValueError(f"ringcc {name}: input must be {self.size()} x the output "
+                             f"({output.dtype}, {output.numel()} elements), got {input.dtype}, "
+                             f"{input.numel()} elements")
+        flat_in = input.contiguous().reshape(-1)
+        run = self._reduce_scatter_flat(name, out, flat_in, opts.reduceOp)
+        return self._submit(name, run, [out.orig])

@@ -1,0 +1,76 @@
+"""Runs a test function on N ranks, each a process started with torch.multiprocessing's
+spawn, with init_method='env://' on a free port.
+
+launch(fn, n, ...) calls fn(rank, n, *args) in every rank after init_process_group(backend)
+and returns the exit codes; a rank that raises prints its traceback and exits 1. The whole
+run is killed (and fails) after `timeout` seconds, so a hang is a failure, never a wait.
+"""
+
+import os
+import socket
+import sys
+import time
+import traceback
+
+import torch.multiprocessing as mp
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _entry(fn, rank, n, port, backend, env, args):
+    os.environ.update(env)
+    os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
+                      WORLD_SIZE=str(n))
+    try:
+        import torch.distributed as dist
+        import ringcc.torch  # noqa: F401  registers the backend
+        if backend:
+            dist.init_process_group(backend, init_method="env://")
+        fn(rank, n, *args)
+        sys.stdout.flush()
+    except BaseException:
+        traceback.print_exc()
+        sys.stderr.flush()
+        os._exit(1)
+    os._exit(0)  # skip interpreter teardown; the peers may already be gone
+
+
+def launch(fn, n, *args, backend="ringcc", env=None, timeout=180):
+    ctx = mp.get_context("spawn")
+    port = free_port()
+    procs = [ctx.Process(target=_entry, args=(fn, r, n, port, backend, env or {}, args))
+             for r in range(n)]
+    for p in procs:
+        p.start()
+    deadline = time.monotonic() + timeout
+    for p in procs:
+        p.join(max(0.0, deadline - time.monotonic()))
+    hung = [r for r, p in enumerate(procs) if p.is_alive()]
+    for p in procs:
+        if p.is_alive():
+            p.kill()
+            p.join()
+    if hung:
+        raise AssertionError(f"{fn.__name__}: ranks {hung} still running after {timeout} s")
+    return [p.exitcode for p in procs]
+
+
+def run_all(fn, n, *args, **kw):
+    """launch, and fail unless every rank exited 0."""
+    start = time.monotonic()
+    codes = launch(fn, n, *args, **kw)
+    if any(codes):
+        raise AssertionError(f"{fn.__name__} on {n} ranks: exit codes {codes}")
+    print(f"ok {fn.__name__} on {n} ranks ({time.monotonic() - start:.1f} s)", flush=True)
+
+
+def nranks_from_argv():
+    if len(sys.argv) != 2 or not sys.argv[1].isdigit():
+        sys.exit(f"usage: {sys.argv[0]} NRANKS")
+    return int(sys.argv[1])

@@ -1,0 +1,103 @@
+"""The Python package loads ringcc's libnccl.so.2 on purpose, by path, and refuses any other:
+NVIDIA's NCCL is also libnccl.so.2 and may be first in the loader's path.
+
+Checks: the library given in RINGCC_LIB is the one loaded (ncclGetVersion 22707, and it is the
+only libnccl in /proc/self/maps); a folder in RINGCC_LIB works; a missing file, a file that is
+not libnccl and a libnccl that is not ringcc (tests/preload/fake_nccl.c says 22800) raise
+ImportError naming the path; with RINGCC_LIB unset a source checkout finds the build tree;
+with NVIDIA's libnccl.so.2 already loaded in the process (where this machine has it), ringcc
+still loads its own.
+"""
+
+import os
+import subprocess
+import sys
+
+OURS = os.path.realpath(os.environ["RINGCC_LIB"])
+FAKE = os.environ["RINGCC_FAKE_NCCL"]
+BUILD_ROOT = os.path.realpath(os.environ["RINGCC_BUILD_ROOT"])
+SOURCE_ROOT = os.path.realpath(os.environ["RINGCC_SOURCE_ROOT"])
+PROBE = ("import ringcc, torch.distributed as dist, ringcc.torch; "
+         "assert dist.Backend('ringcc') == 'ringcc'; "
+         "print(ringcc.version(), ringcc.library_path())")
+
+
+def child(code, **env):
+    """Runs code in a fresh /usr/bin/python3 with env changes (None unsets)."""
+    full = dict(os.environ)
+    for k, v in env.items():
+        if v is None:
+            full.pop(k, None)
+        else:
+            full[k] = v
+    return subprocess.run([sys.executable, "-c", code], env=full, capture_output=True,
+                          text=True, timeout=60)
+
+
+def expect_loads(what, path, **env):
+    r = child(PROBE, **env)
+    assert r.returncode == 0, f"{what}: import failed: {r.stderr}"
+    assert r.stdout.split() == ["22707", path], f"{what}: loaded {r.stdout!r}, want {path}"
+    print(f"ok {what}: 22707 {path}")
+
+
+def expect_refused(what, words, **env):
+    r = child(PROBE, **env)
+    assert r.returncode != 0, f"{what}: import succeeded: {r.stdout}"
+    assert "ImportError" in r.stderr, f"{what}: not an ImportError: {r.stderr}"
+    missing = [w for w in words if w not in r.stderr]
+    assert not missing, f"{what}: message lacks {missing}: {r.stderr}"
+    print(f"ok {what}: refused")
+
+
+def nccl_maps():
+    with open("/proc/self/maps") as f:
+        return {line.split()[-1] for line in f if "libnccl" in line}
+
+
+def mapped(name):
+    """The path of a library this process has mapped (a real .so that is not libnccl)."""
+    with open("/proc/self/maps") as f:
+        paths = sorted({line.split()[-1] for line in f if name in line})
+    assert paths, f"{name} is not mapped"
+    return paths[0]
+
+
+def main():
+    import ringcc
+    import ringcc.torch  # noqa: F401
+    assert ringcc.version() == 22707, f"ncclGetVersion {ringcc.version()}, ringcc's is 22707"
+    assert ringcc.library_path() == OURS, f"loaded {ringcc.library_path()}, want {OURS}"
+    assert nccl_maps() == {OURS}, f"libnccl mappings {nccl_maps()}, want only {OURS}"
+    print(f"ok in process: 22707 {OURS}, the only libnccl mapped")
+
+    expect_loads("RINGCC_LIB as a folder", OURS, RINGCC_LIB=os.path.dirname(OURS))
+    expect_refused("fake NCCL", ["is not ringcc's", "22800", FAKE], RINGCC_LIB=FAKE)
+    expect_refused("missing file", ["RINGCC_LIB", "/nonexistent/libnccl.so.2", "missing"],
+                   RINGCC_LIB="/nonexistent/libnccl.so.2")
+    expect_refused("not a libnccl", ["cannot load", "ncclGetVersion", mapped("libm.so")],
+                   RINGCC_LIB=mapped("libm.so"))
+    # A source checkout without RINGCC_LIB finds build/ next to python/.
+    default_build = os.path.join(SOURCE_ROOT, "build")
+    if BUILD_ROOT == default_build:
+        expect_loads("build tree", OURS, RINGCC_LIB=None)
+    else:
+        expect_refused("build tree elsewhere", [default_build], RINGCC_LIB=None)
+
+    # NVIDIA's libnccl.so.2 loaded first, by name, as a CUDA torch would.
+    r = child("import ctypes; l = ctypes.CDLL('libnccl.so.2'); v = ctypes.c_int(); "
+              "l.ncclGetVersion(ctypes.byref(v)); print(v.value)", RINGCC_LIB=None,
+              LD_LIBRARY_PATH=None)
+    version = r.stdout.strip()
+    if r.returncode == 0 and version != "22707":
+        r = child("import ctypes; ctypes.CDLL('libnccl.so.2', mode=ctypes.RTLD_GLOBAL); "
+                  + PROBE, LD_LIBRARY_PATH=None)
+        assert r.returncode == 0 and r.stdout.split() == ["22707", OURS], (
+            f"with NVIDIA's NCCL loaded first: {r.stdout} {r.stderr}")
+        print(f"ok NVIDIA's NCCL ({version}) loaded first, ringcc still loads its own")
+    else:
+        print("note: no other libnccl.so.2 in the loader's path here; that check did not run")
+
+
+if __name__ == "__main__":
+    main()
