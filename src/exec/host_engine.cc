@@ -313,6 +313,7 @@ ncclResult_t HostEngine::runJobs() {
   // The clock is read only once the loop has gone idle, not on every round.
   Clock::time_point lastProgress{}, lastPeerCheck{};
   int idleRounds = 0;
+  Clock::time_point spinStart{};  // when the current spin started yielding (read lazily)
   GonePeer gone;
   HostSync sync;
 
@@ -344,6 +345,7 @@ ncclResult_t HostEngine::runJobs() {
     if (stopRequested()) return stopped("running");
     if (progressed) {
       idleRounds = 0;
+      spinStart = Clock::time_point{};
       gone = GonePeer{};
       continue;
     }
@@ -360,7 +362,18 @@ ncclResult_t HostEngine::runJobs() {
     if (++idleRounds < params_.spinCount) {
       // Give the core away between polls: on a machine with more ranks than cores the peer
       // we wait for may need it; on an idle core sched_yield returns at once.
-      if (idleRounds > params_.pollsBeforeYield) sched_yield();
+      if (idleRounds > params_.pollsBeforeYield) {
+        sched_yield();
+        // On a loaded machine one yield can take milliseconds: the spin is bounded in time
+        // too, so that peer checks and the deadline start within ~2 ms whatever the load.
+        if (idleRounds % 64 == 0) {
+          const auto now = Clock::now();
+          if (spinStart == Clock::time_point{})
+            spinStart = now;
+          else if (now - spinStart > std::chrono::milliseconds(2))
+            idleRounds = params_.spinCount - 1;  // the next idle round takes the slow path
+        }
+      }
       continue;
     }
 
