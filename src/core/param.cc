@@ -98,7 +98,9 @@ bool parseSize(const std::string& text, int64_t* out) {
     }
     if (end[1] != '\0') return false;
   }
-  *out = static_cast<int64_t>(v) * scale;
+  // A value whose scaled size does not fit 64 bits is malformed, not wrapped (found by
+  // tests/fuzz/fuzz_env: "433333333333333M").
+  if (__builtin_mul_overflow(static_cast<int64_t>(v), scale, out)) return false;
   return true;
 }
 

@@ -33,6 +33,10 @@ TEST_CASE("sizes parse with K/M/G suffixes and reject garbage", "[params]") {
   CHECK(v == (int64_t{2} << 30));
   CHECK_FALSE(parseSize("", &v));
   CHECK_FALSE(parseSize("12Q", &v));
+  // Sizes whose scaled value overflows 64 bits are malformed (found by the env fuzzer).
+  CHECK_FALSE(parseSize("433333333333333M", &v));
+  CHECK_FALSE(parseSize("9223372036854775807K", &v));
+  CHECK(parseSize("8589934591G", &v));
   CHECK_FALSE(parseSize("abc", &v));
   CHECK_FALSE(parseSize("4KB", &v));
 }
