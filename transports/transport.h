@@ -362,6 +362,7 @@ class Transport {
 struct TransportEntry {
   Transport* transport;
   const char* disableParam;  // parameter that turns it off when 1 ("P2P_DISABLE"), or nullptr
+  bool network;              // a network transport: the one NCCL_NET=ucx forces
 };
 
 std::span<const TransportEntry> transportRegistry();
@@ -373,8 +374,9 @@ Transport* findTransport(const char* name);
 void cleanUpAfterPeers(const PeerInfo& self, std::span<const PeerInfo> peers);
 
 // The first registered transport that is enabled and can connect self with peer (p2p within
-// one process, then shm within one host). Otherwise ncclSystemError, logged with the reason
-// each transport declined, and a note that the network transport (UCX) is not available yet.
+// one process, then shm within one host, then ucx; NCCL_NET=ucx skips the first two).
+// Otherwise ncclSystemError, logged with the reason each transport declined. A bad NCCL_NET
+// is ncclInvalidArgument.
 ncclResult_t selectTransport(const PeerInfo& self, const PeerInfo& peer, Transport** out);
 
 }  // namespace ringcc

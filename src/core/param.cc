@@ -28,8 +28,16 @@ constexpr ParamDef kParams[] = {
     {"DEBUG_FILE", "", "Log file instead of stderr; %h is the host name, %p the pid."},
     {"DEBUG_SUBSYS", "INIT,ENV", "Subsystems logged at INFO (comma list, ^ to exclude, ALL)."},
     {"DEVICE", "", "Memory kind of new communicators: host or cuda (default: cuda if usable)."},
+    {"HOSTID", "",
+     "Host identity: ranks whose HOSTID is equal share a host (shm between them), others use "
+     "the network. Default: the host name and the kernel's boot id."},
+    {"IB_DISABLE", "0",
+     "1: keep UCX off InfiniBand (removes its rc, ud and dc transports unless UCX_TLS is set)."},
     {"MAX_NCHANNELS", "4", "Most channels a collective may use."},
     {"MIN_NCHANNELS", "1", "Fewest channels a collective may use."},
+    {"NET", "",
+     "ucx: every pair of ranks uses the network transport, even within one host or process "
+     "(for tests); unset: only ranks on different hosts do."},
     {"NTHREADS", "0",
      "Reserved for the CUDA executor (threads per block); host communicators do not read it."},
     {"P2P_DISABLE", "0", "1: never use the p2p transport (ranks in one process use shm)."},

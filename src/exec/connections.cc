@@ -6,6 +6,7 @@
 #include "src/core/comm.h"
 #include "src/core/error.h"
 #include "src/core/log.h"
+#include "transports/ucx/ucx_transport.h"
 
 namespace ringcc {
 namespace {
@@ -21,15 +22,28 @@ const char* kindName(uint8_t kind) { return kind == kPortRing ? "ring" : "p2p"; 
 // with a WARN), and of point-to-point connections: those exist per peer, so they get a quarter
 // of it to keep all-to-all's footprint (2 (n-1) connections per rank) in check. LL carries
 // small messages only, so every connection gets the same small LL slots (nSlots x 8 KiB).
-ConnSpec ringConnSpec() {
+// LL needs every line of a slot in the receiver's memory as the sender writes it, which a
+// network transport cannot give (its proxy sees tail move, not which protocol filled the slot).
+// So a communicator that uses the network anywhere has no LL memory on any connection, and
+// the planner, which sees one geometry per communicator (the same on every rank), plans Simple
+// instead of LL. Every rank computes the same answer from the same PeerInfos and NCCL_NET.
+bool usesNetwork(const ncclComm* comm) {
+  bool forced = false;
+  if (netForced(&forced) != ncclSuccess || forced) return comm->nranks > 1;
+  for (const PeerInfo& p : comm->peers)
+    if (!sameHost(p, comm->peers[0])) return true;
+  return false;
+}
+
+ConnSpec ringConnSpec(bool network) {
   ConnSpec spec = defaultConnSpec();
-  spec.llSlotBytes = kDefaultLlSlotBytes;
+  spec.llSlotBytes = network ? 0 : kDefaultLlSlotBytes;
   return spec;
 }
 
 ConnSpec p2pConnSpec(const ConnSpec& ring) {
   ConnSpec spec = connSpecForBuffer(static_cast<int64_t>(connSlotBytes(ring) / 4));
-  spec.llSlotBytes = kDefaultLlSlotBytes;
+  spec.llSlotBytes = ring.llSlotBytes;
   return spec;
 }
 
@@ -57,7 +71,10 @@ ncclResult_t recvConnInfo(Bootstrap& bootstrap, int peer, int tag, ConnInfo* inf
 }
 
 ConnectionTable::ConnectionTable(ncclComm* comm)
-    : comm_(comm), ringSpec_(ringConnSpec()), p2pSpec_(p2pConnSpec(ringSpec_)) {}
+    : comm_(comm), ringSpec_(ringConnSpec(usesNetwork(comm))), p2pSpec_(p2pConnSpec(ringSpec_)) {
+  if (ringSpec_.llSlotBytes == 0)
+    LOG_INFO(kLogInit | kLogNet, "connections: the network is used, so no LL (Simple instead)");
+}
 
 ncclResult_t ConnectionTable::connectionSpec(const PortKey& key, ConnSpec* spec) const {
   *spec = this->spec(key.kind);

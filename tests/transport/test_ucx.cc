@@ -1,0 +1,117 @@
+// The ucx transport in one process: both sides of a connection over UCX's loopback, moved by
+// the proxy thread. Multi-process and multi-host runs are in tests/net.
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <thread>
+
+#include "src/proxy/proxy.h"
+#include "support/test_env.h"
+#include "transport/conn_pair.h"
+#include "transport/fifo_stream.h"
+#include "transports/ucx/ucx_transport.h"
+
+using namespace ringcc;
+using namespace ringcc::test;
+
+namespace {
+
+ConnSpec ucxSpec(uint32_t nSlots, uint32_t slotBytes) {
+  ConnSpec s;
+  s.nSlots = nSlots;
+  s.slotBytes = slotBytes;
+  s.llSlotBytes = 0;
+  s.self = localPeerInfo(0);
+  s.peer = localPeerInfo(1);
+  s.peer.hostHash ^= 1;  // another host
+  return s;
+}
+
+WaitOptions opts(const Connector* c, int ms = 20000) {
+  WaitOptions o;
+  o.spinCount = 100;
+  o.conn = c;
+  o.deadline = WaitClock::now() + std::chrono::milliseconds(ms);
+  o.what = "ucx test";
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("ucx: a stream arrives exact through the proxy, then close is seen", "[ucx]") {
+  ConnPair c;
+  REQUIRE(connectPair(ucxTransport(), ucxSpec(4, 4096), &c) == ncclSuccess);
+  for (Connector* conn : {c.recv.get(), c.send.get()}) {
+    CHECK(conn->needsProgress());
+    CHECK(std::string(conn->transportName()) == "ucx");
+    CHECK(conn->view().doorbell == Proxy::get().doorbell());
+    CHECK(conn->view().llSlots == nullptr);
+    CHECK(conn->view().control->refKind == kRefNone);
+    CHECK(conn->peerState() == PeerState::Open);
+  }
+  // The two FIFOs are distinct memory: the proxy carries the data between them.
+  CHECK(c.recv->view().slots != c.send->view().slots);
+
+  const size_t n = 3 * 1024 * 1024 + 17;  // many laps of the 4 slots, counters and sizes vary
+  std::vector<uint8_t> in = makeStream(n, 9), out(n);
+  ncclResult_t sendRc = ncclInternalError;
+  uint32_t tail = 0, step = 0;
+  std::thread sender(
+      [&] { sendRc = sendStream(c.send->view(), &tail, in.data(), n, opts(c.send.get())); });
+  ncclResult_t recvRc = recvStream(c.recv->view(), &step, out.data(), n, opts(c.recv.get()));
+  sender.join();
+  CHECK(sendRc == ncclSuccess);
+  REQUIRE(recvRc == ncclSuccess);
+  CHECK(out == in);
+  CHECK(step == tail);
+
+  // The sender's head catches up once every credit is back.
+  CHECK(waitForCounter(&c.send->view().control->head, tail, opts(c.send.get())) == ncclSuccess);
+
+  // Closing one side: the other sees Closed soon, and a wait fails naming the peer.
+  c.send.reset();
+  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (c.recv->peerState() == PeerState::Open && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  CHECK(c.recv->peerState() == PeerState::Closed);
+  CapturedLog log;
+  CHECK(waitSlotFilled(c.recv->view(), step, opts(c.recv.get())) == ncclRemoteError);
+  CHECK(log.contains("closed"));
+  CHECK(log.contains("rank 1"));
+}
+
+TEST_CASE("ucx: an idle proxy sleeps instead of spinning", "[ucx]") {
+  ConnPair c;
+  REQUIRE(connectPair(ucxTransport(), ucxSpec(2, 1024), &c) == ncclSuccess);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const uint64_t before = Proxy::get().sleeps();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  // Asleep: at most a few wake-ups (the 100 ms cap) in 300 ms, not thousands of sweeps.
+  CHECK(Proxy::get().sleeps() - before <= 5);
+  // And a publish wakes it: one slot goes through promptly.
+  uint8_t byte = 42, got = 0;
+  uint32_t tail = 0, step = 0;
+  auto t0 = std::chrono::steady_clock::now();
+  REQUIRE(sendStream(c.send->view(), &tail, &byte, 1, opts(c.send.get())) == ncclSuccess);
+  REQUIRE(recvStream(c.recv->view(), &step, &got, 1, opts(c.recv.get())) == ncclSuccess);
+  CHECK(got == 42);
+  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(50));
+}
+
+TEST_CASE("ucx: infos are checked", "[ucx]") {
+  ConnSpec spec = ucxSpec(4, 4096);
+  ConnSpec other = spec;
+  other.slotBytes = 8192;
+  std::swap(other.self, other.peer);
+  ConnPair c;
+  CapturedLog log;
+  CHECK(connectPair(ucxTransport(), spec, other, &c) == ncclInvalidUsage);
+  // An shm info is not a ucx info.
+  std::unique_ptr<PendingConnection> p;
+  ConnInfo mine;
+  REQUIRE(ucxTransport().setup(ConnSide::Recv, spec, &mine, &p) == ncclSuccess);
+  ConnInfo wrong = mine;
+  std::snprintf(wrong.transport, sizeof(wrong.transport), "shm");
+  std::unique_ptr<Connector> conn;
+  CHECK(p->connect(wrong, &conn) == ncclInvalidUsage);
+  CHECK(conn == nullptr);
+}

@@ -1,0 +1,126 @@
+#include "transports/ucx/ucx_transport.h"
+
+#include <strings.h>
+
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "src/core/error.h"
+#include "src/core/log.h"
+#include "src/core/param.h"
+#include "src/proxy/proxy.h"
+#include "transports/ucx/ucx_link.h"
+#include "transports/ucx/ucx_worker.h"
+
+namespace ringcc {
+namespace {
+
+class UcxConnector final : public Connector {
+ public:
+  UcxConnector(std::unique_ptr<UcxLink> link, UcxWorker* worker)
+      : Connector(link->side(), link->peerRank(), link->view()),
+        link_(std::move(link)),
+        worker_(worker) {
+    Proxy::get().add(this);
+  }
+  ~UcxConnector() override {
+    // After remove() the proxy no longer runs progress() on us; the link's UCX resources are
+    // released by the proxy (it owns the worker), without waiting here.
+    Proxy::get().remove(this);
+    worker_->retire(std::move(link_));
+  }
+
+  const char* transportName() const override { return "ucx"; }
+  PeerState peerState() const override { return link_->peerState(); }
+  bool needsProgress() const override { return true; }
+  ncclResult_t progress(bool* moved) override { return link_->progress(moved); }
+
+ private:
+  std::unique_ptr<UcxLink> link_;
+  UcxWorker* worker_;
+};
+
+class UcxPending final : public PendingConnection {
+ public:
+  UcxPending(ConnSide side, const ConnSpec& spec, std::unique_ptr<UcxLink> link, UcxWorker* worker)
+      : PendingConnection(side, spec), link_(std::move(link)), worker_(worker) {}
+
+ protected:
+  ncclResult_t connectImpl(const ConnInfo& remote, std::unique_ptr<Connector>* conn) override {
+    const char* where = side() == ConnSide::Recv ? "ucx connect recv" : "ucx connect send";
+    const int peer = spec().peer.rank;
+    UcxInfo info;
+    std::vector<uint8_t> address;
+    RINGCC_CHECK(unpackConnInfo(remote, "ucx", kUcxInfoVersion,
+                                side() == ConnSide::Recv ? ConnSide::Send : ConnSide::Recv, &info,
+                                peer, where, &address));
+    RINGCC_CHECK(checkConnGeometry(spec(), info.geometry, where));
+    if (address.empty() || info.linkId == 0)
+      return failPeer(ncclInvalidUsage, peer, where, "the info carries no UCX worker address");
+    link_->setPeer(info.linkId, std::move(address));
+    *conn = std::make_unique<UcxConnector>(std::move(link_), worker_);
+    return ncclSuccess;
+  }
+
+ private:
+  std::unique_ptr<UcxLink> link_;  // never started: its destructor only frees memory
+  UcxWorker* worker_;
+};
+
+class UcxTransport final : public Transport {
+ public:
+  const char* name() const override { return "ucx"; }
+
+  bool canConnect(const PeerInfo& self, const PeerInfo& peer, std::string* why) const override {
+    if (self.memory != MemoryKind::Host || peer.memory != MemoryKind::Host) {
+      if (why) *why = "device memory over the network is not available yet";
+      return false;
+    }
+    return true;
+  }
+
+ protected:
+  ncclResult_t setupImpl(ConnSide side, const ConnSpec& spec, ConnInfo* info,
+                         std::unique_ptr<PendingConnection>* pending) override {
+    UcxWorker* worker = nullptr;
+    RINGCC_CHECK(UcxWorker::get(&worker));
+    auto link = std::make_unique<UcxLink>(worker, side, spec);
+    if (!link->valid())
+      return failPeer(ncclSystemError, spec.peer.rank, "ucx setup",
+                      "no memory for %u x %u B of slots", spec.nSlots, spec.slotBytes);
+    UcxInfo mine{};
+    mine.geometry = connGeometry(spec);
+    mine.linkId = link->id();
+    RINGCC_CHECK(packConnInfo("ucx", kUcxInfoVersion, side, mine, info,
+                              std::span<const uint8_t>(worker->address())));
+    LOG_INFO(kLogNet | kLogInit, "ucx: channel %d %s rank %d: link %u, %u x %u B slots, no LL",
+             spec.channel, side == ConnSide::Recv ? "recv from" : "send to", spec.peer.rank,
+             link->id(), spec.nSlots, spec.slotBytes);
+    *pending = std::make_unique<UcxPending>(side, spec, std::move(link), worker);
+    return ncclSuccess;
+  }
+};
+
+}  // namespace
+
+Transport& ucxTransport() {
+  static UcxTransport t;
+  return t;
+}
+
+ncclResult_t netForced(bool* forced) {
+  const std::string net = paramString("NET");
+  *forced = false;
+  if (net.empty()) return ncclSuccess;
+  if (strcasecmp(net.c_str(), "ucx") == 0) {
+    *forced = true;
+    return ncclSuccess;
+  }
+  return fail(ncclInvalidArgument, "selectTransport",
+              "NCCL_NET='%s' is not a network ringcc has; the only one is 'ucx' (or leave it "
+              "unset: ranks on different hosts use UCX anyway)",
+              net.c_str());
+}
+
+}  // namespace ringcc
