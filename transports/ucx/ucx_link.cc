@@ -82,6 +82,11 @@ PeerState UcxLink::peerState() const {
   return PeerState::Open;
 }
 
+bool UcxLink::drained() const {
+  if (side_ == ConnSide::Recv || peerState() != PeerState::Open) return true;
+  return sendsDone_.load(std::memory_order_acquire) == loadCounter(&control_->tail);
+}
+
 ncclResult_t UcxLink::fail(const char* fmt, ...) {
   char what[512];
   va_list ap;
@@ -170,9 +175,21 @@ ncclResult_t UcxLink::progress(bool* moved) {
     RINGCC_CHECK(start());
     *moved = true;
   }
-  if (int st = epStatus_.load(std::memory_order_acquire); st != 0)
-    return fail("the connection failed: %s (peer died, or the network path is down)",
-                ucs_status_string(static_cast<ucs_status_t>(st)));
+  if (int st = epStatus_.load(std::memory_order_acquire); st != 0) {
+    // Logged at INFO only: a peer that exits after its last operation ends its connections
+    // this way too. peerState() now says Dead, so a runner waiting on this link fails with a
+    // WARN that names the peer; nobody waiting, nothing went wrong.
+    failed_.store(true, std::memory_order_release);
+    LOG_INFO(kLogNet,
+             "ucx: channel %d %s rank %d: the connection ended: %s (peer exited or died, "
+             "or the network path is down)",
+             channel_, side_ == ConnSide::Recv ? "recv from" : "send to", peerRank_,
+             ucs_status_string(static_cast<ucs_status_t>(st)));
+    return ncclRemoteError;
+  }
+  RINGCC_CHECK(side_ == ConnSide::Recv ? progressRecv(moved) : progressSend(moved));
+  // After the data: what the peer sent before its close message is published first, so the
+  // runner (which checks its counter before the peer's state) never loses it.
   if (closeReq_ && done(closeReq_)) {
     ucs_status_t st = finish(closeReq_);
     if (st == UCS_OK) {
@@ -181,7 +198,7 @@ ncclResult_t UcxLink::progress(bool* moved) {
     }
     *moved = true;
   }
-  return side_ == ConnSide::Recv ? progressRecv(moved) : progressSend(moved);
+  return ncclSuccess;
 }
 
 ncclResult_t UcxLink::progressRecv(bool* moved) {
@@ -264,6 +281,7 @@ ncclResult_t UcxLink::progressSend(bool* moved) {
     ucs_status_t st = finish(req);
     if (st != UCS_OK) return fail("sending step %u failed: %s", completed_, ucs_status_string(st));
     ++completed_;
+    sendsDone_.store(completed_, std::memory_order_release);
     *moved = true;
   }
   // A slot is free once the receiver consumed it and UCX no longer reads it.

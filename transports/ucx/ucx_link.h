@@ -54,6 +54,12 @@ class UcxLink {
 
   PeerState peerState() const;
 
+  // Any thread: true once every slot the runner published has been sent and UCX has finished
+  // with it (send side; always true on the receive side), or the peer is gone. A Connector
+  // waits for it (bounded) before it closes, so that data of a finished operation is not cut
+  // off by a process that destroys its communicator and exits at once.
+  bool drained() const;
+
   // Proxy thread, after the Connector is gone: steps of an orderly close. Returns true once
   // every UCX resource is released and the link may be deleted. Never waits: call again.
   bool release(std::chrono::steady_clock::time_point now);
@@ -100,7 +106,8 @@ class UcxLink {
   void* epCloseReq_ = nullptr;
   std::chrono::steady_clock::time_point releaseDeadline_{};
 
-  std::atomic<int> epStatus_{0};  // ucs_status_t from the error handler; 0: fine
+  std::atomic<uint32_t> sendsDone_{0};  // send side: completed_, for drained()
+  std::atomic<int> epStatus_{0};        // ucs_status_t from the error handler; 0: fine
   std::atomic<bool> peerClosed_{false};
   std::atomic<bool> failed_{false};
 };

@@ -2,7 +2,9 @@
 
 #include <strings.h>
 
+#include <chrono>
 #include <memory>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -16,6 +18,9 @@
 namespace ringcc {
 namespace {
 
+// Longest a closing sender waits for its published slots to leave (see ~UcxConnector).
+constexpr auto kDrainWait = std::chrono::seconds(5);
+
 class UcxConnector final : public Connector {
  public:
   UcxConnector(std::unique_ptr<UcxLink> link, UcxWorker* worker)
@@ -25,8 +30,12 @@ class UcxConnector final : public Connector {
     Proxy::get().add(this);
   }
   ~UcxConnector() override {
-    // After remove() the proxy no longer runs progress() on us; the link's UCX resources are
-    // released by the proxy (it owns the worker), without waiting here.
+    // What the runner published is sent first (bounded: a peer that stops reading cannot hold
+    // us longer than kDrainWait); then, after remove(), the proxy no longer runs progress() on
+    // us, and it releases the link's UCX resources (it owns the worker) without waiting here.
+    const auto until = std::chrono::steady_clock::now() + kDrainWait;
+    while (!link_->drained() && std::chrono::steady_clock::now() < until)
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
     Proxy::get().remove(this);
     worker_->retire(std::move(link_));
   }

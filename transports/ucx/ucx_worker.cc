@@ -54,6 +54,11 @@ ncclResult_t UcxWorker::init() {
   if (st != UCS_OK)
     return fail(ncclSystemError, "ucx", "reading the UCX configuration failed: %s",
                 ucs_status_string(st));
+  // We register each connection's slots once and never unmap them while registered, so UCX's
+  // registration cache (which hooks mmap through libucm) buys nothing; and its hook install
+  // deadlocked in forked children here (ucm_mmap_install in ucp_init). Off unless the user
+  // asks for it.
+  if (std::getenv("UCX_RCACHE_ENABLE") == nullptr) ucp_config_modify(config, "RCACHE_ENABLE", "n");
   const bool noIb = paramInt("IB_DISABLE") != 0;
   std::string tls = envOr("UCX_TLS", "");
   if (noIb && tls.empty()) {
