@@ -59,6 +59,7 @@ class UcxLink {
   // waits for it (bounded) before it closes, so that data of a finished operation is not cut
   // off by a process that destroys its communicator and exits at once.
   bool drained() const;
+  uint32_t sendsDone() const { return sendsDone_.load(std::memory_order_acquire); }
 
   // Proxy thread, after the Connector is gone: steps of an orderly close. Returns true once
   // every UCX resource is released and the link may be deleted. Never waits: call again.

@@ -18,8 +18,11 @@
 namespace ringcc {
 namespace {
 
-// Longest a closing sender waits for its published slots to leave (see ~UcxConnector).
+// Longest a closing sender waits for its published slots to leave (see ~UcxConnector), and
+// how long without any send completing it waits: a connection that failed (its operation's
+// error closes it) must not hold the error's return for long.
 constexpr auto kDrainWait = std::chrono::seconds(5);
+constexpr auto kDrainStall = std::chrono::milliseconds(500);
 
 class UcxConnector final : public Connector {
  public:
@@ -33,9 +36,18 @@ class UcxConnector final : public Connector {
     // What the runner published is sent first (bounded: a peer that stops reading cannot hold
     // us longer than kDrainWait); then, after remove(), the proxy no longer runs progress() on
     // us, and it releases the link's UCX resources (it owns the worker) without waiting here.
-    const auto until = std::chrono::steady_clock::now() + kDrainWait;
-    while (!link_->drained() && std::chrono::steady_clock::now() < until)
+    auto now = std::chrono::steady_clock::now();
+    const auto until = now + kDrainWait;
+    auto stalledSince = now;
+    for (uint32_t last = link_->sendsDone();
+         !link_->drained() && now < until && now - stalledSince < kDrainStall;) {
       std::this_thread::sleep_for(std::chrono::microseconds(200));
+      now = std::chrono::steady_clock::now();
+      if (uint32_t d = link_->sendsDone(); d != last) {
+        last = d;
+        stalledSince = now;
+      }
+    }
     Proxy::get().remove(this);
     worker_->retire(std::move(link_));
   }
