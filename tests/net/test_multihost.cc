@@ -131,8 +131,19 @@ int runEveryCollective(ncclComm_t comm, int rank, int n, NetReport* rep) {
   return rep->badCases > 0 ? 1 : 0;
 }
 
-// `hostOf[r]`: the host of rank r.
-void everyCollectiveOn(const std::vector<int>& hostOf) {
+// The text of a file ("" if it cannot be read).
+std::string readFile(const std::string& path) {
+  std::string text;
+  if (FILE* f = std::fopen(path.c_str(), "r")) {
+    char buf[4096];
+    while (size_t n = std::fread(buf, 1, sizeof(buf), f)) text.append(buf, n);
+    std::fclose(f);
+  }
+  return text;
+}
+
+// `hostOf[r]`: the host of rank r. With `ring`, every rank's log must show that ring order.
+void everyCollectiveOn(const std::vector<int>& hostOf, const std::string& ring = "") {
   const int n = static_cast<int>(hostOf.size());
   int hosts = 0;
   for (int h : hostOf) hosts = std::max(hosts, h + 1);
@@ -147,12 +158,27 @@ void everyCollectiveOn(const std::vector<int>& hostOf) {
         NetReport* rep = &reps[static_cast<size_t>(rank)];
         rep->pid = getpid();
         if (!becomeHost(lab, hostOf[static_cast<size_t>(rank)], 60000)) return 20;
+        const std::string log = "/tmp/ringcc-net-test-" + std::to_string(getpid()) + ".log";
+        if (!ring.empty()) {
+          setenv("NCCL_DEBUG", "INFO", 1);
+          setenv("NCCL_DEBUG_SUBSYS", "GRAPH", 1);
+          setenv("NCCL_DEBUG_FILE", log.c_str(), 1);
+        }
         ncclComm_t comm = nullptr;
         rep->initResult = initRank(&sh[0], rank, n, &comm);
         if (rep->initResult != ncclSuccess) {
           note(rep->firstBad, sizeof(rep->firstBad),
                std::string("init: ") + ncclGetLastError(comm));
           return 10;
+        }
+        if (!ring.empty()) {
+          const bool grouped =
+              readFile(log).find("ranks grouped by host: " + ring) != std::string::npos;
+          unlink(log.c_str());
+          if (!grouped) {
+            note(rep->firstBad, sizeof(rep->firstBad), "no 'ranks grouped by host: " + ring + "'");
+            return 40;
+          }
         }
         int rc = runEveryCollective(comm, rank, n, rep);
         if (ncclCommDestroy(comm) != ncclSuccess) rc = 30;
@@ -270,6 +296,11 @@ void survive(Fault fault) {
 TEST_CASE("2 hosts x 2 ranks: shm inside a host, UCX between; every collective exact",
           "[net_hosts]") {
   everyCollectiveOn({0, 0, 1, 1});
+}
+
+TEST_CASE("2 hosts, ranks interleaved: rings group them by host; every collective exact",
+          "[net_hosts]") {
+  everyCollectiveOn({0, 1, 0, 1}, "0 2 1 3");  // two network hops per ring instead of four
 }
 
 TEST_CASE("4 hosts x 1 rank over UCX: every collective exact", "[net_hosts]") {
