@@ -146,7 +146,10 @@ ncclResult_t UcxLink::start() {
   st = ucp_ep_create(worker_->worker(), &ep, &ep_);
   if (st != UCS_OK) {
     ep_ = nullptr;
-    return fail("creating the endpoint failed: %s", ucs_status_string(st));
+    return fail(
+        "creating the endpoint failed: %s; no UCX transport allowed here (%s) reaches "
+        "the peer's worker",
+        ucs_status_string(st), worker_->allowed().c_str());
   }
   closeReq_ = postRecv(&closeBuf_, sizeof(closeBuf_), ucxTag(kUcxClose, id_, 0), kFullMask, false);
   if (UCS_PTR_IS_ERR(closeReq_)) {

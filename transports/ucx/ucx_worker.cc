@@ -108,6 +108,7 @@ ncclResult_t UcxWorker::init() {
   const auto* bytes = reinterpret_cast<const uint8_t*>(addr);
   address_.assign(bytes, bytes + len);
   ucp_worker_release_address(worker_, addr);
+  allowed_ = tried;
   LOG_INFO(kLogNet | kLogInit, "ucx: worker ready (%s), address %zu bytes, event fd %d",
            tried.c_str(), len, efd_);
   return ncclSuccess;

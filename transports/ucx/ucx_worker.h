@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "nccl.h"
@@ -36,6 +37,8 @@ class UcxWorker final : public WakeSource {
   ucp_context_h context() const { return context_; }
   ucp_worker_h worker() const { return worker_; }
   const std::vector<uint8_t>& address() const { return address_; }
+  // "UCX_TLS=... UCX_NET_DEVICES=... (NCCL_IB_DISABLE=1)": what UCX was allowed, for messages.
+  const std::string& allowed() const { return allowed_; }
 
   // A process-unique number for a link's tags (30 bits; wraps after a billion links).
   uint32_t newLinkId();
@@ -58,6 +61,7 @@ class UcxWorker final : public WakeSource {
   ucp_worker_h worker_ = nullptr;
   int efd_ = -1;
   std::vector<uint8_t> address_;
+  std::string allowed_;
   std::atomic<uint32_t> nextId_{1};
   std::mutex retireMu_;
   std::vector<std::unique_ptr<UcxLink>> toRetire_;  // under retireMu_
