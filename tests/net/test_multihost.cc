@@ -303,6 +303,51 @@ TEST_CASE("2 hosts, ranks interleaved: rings group them by host; every collectiv
   everyCollectiveOn({0, 1, 0, 1}, "0 2 1 3");  // two network hops per ring instead of four
 }
 
+TEST_CASE("launching from the environment: NCCL_COMM_ID names rank 0's veth address",
+          "[net_hosts]") {
+  // No id is passed around: every rank calls ncclGetUniqueId with NCCL_COMM_ID set, and rank
+  // 0's init starts the root at that address (docs/launching.md).
+  const int n = 3;
+  NetnsLab lab(n);
+  REQUIRE(lab.error() == "");
+  SharedArray<NetReport> reps(n);
+  REQUIRE(reps.ok());
+  const std::string commId = lab.address(0) + ":" + std::to_string(20000 + getpid() % 20000);
+  std::vector<int> status = runProcessesStatus(
+      n,
+      [&](int rank) {
+        NetReport* rep = &reps[static_cast<size_t>(rank)];
+        if (!becomeHost(lab, rank, 60000)) return 20;
+        setenv("NCCL_COMM_ID", commId.c_str(), 1);
+        ncclUniqueId id;
+        ncclComm_t comm = nullptr;
+        rep->initResult = ncclGetUniqueId(&id);
+        if (rep->initResult == ncclSuccess) rep->initResult = ncclCommInitRank(&comm, n, id, rank);
+        if (rep->initResult != ncclSuccess) {
+          note(rep->firstBad, sizeof(rep->firstBad), ncclGetLastError(comm));
+          return 10;
+        }
+        std::vector<float> in(100000), out(in.size());
+        for (int iter = 0; iter < 3; ++iter) {
+          fillInput(in, rank, iter);
+          if (ncclAllReduce(in.data(), out.data(), in.size(), ncclFloat32, ncclSum, comm,
+                            nullptr) != ncclSuccess ||
+              !isSumOfInputs(out, n, iter))
+            rep->badCases++;
+          rep->iterations++;
+        }
+        return ncclCommDestroy(comm) == ncclSuccess && rep->badCases == 0 ? 0 : 1;
+      },
+      60);
+  for (int r = 0; r < n; ++r) {
+    INFO("rank " << r << ": " << reps[r].firstBad);
+    CHECK(status[r] == 0);
+    CHECK(reps[r].initResult == ncclSuccess);
+    CHECK(reps[r].iterations == 3);
+    CHECK(reps[r].badCases == 0);
+  }
+}
+
 TEST_CASE("4 hosts x 1 rank over UCX: every collective exact", "[net_hosts]") {
   everyCollectiveOn({0, 1, 2, 3});
 }
