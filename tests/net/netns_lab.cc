@@ -67,6 +67,19 @@ NetnsLab::NetnsLab(int hosts) : hosts_(hosts), prefix_("rcc" + std::to_string(ge
         !run("ip -n " + ns + " link set lo up"))
       return;
   }
+  // UCX takes only running interfaces: wait (at most 5 s) for every host's carrier.
+  for (int h = 0; h < hosts; ++h) {
+    std::string out;
+    for (int i = 0; i < 100; ++i) {
+      shell("ip -n " + nsName(h) + " link show " + ifName(h), &out);
+      if (out.find("LOWER_UP") != std::string::npos) break;
+      usleep(50000);
+    }
+    if (out.find("LOWER_UP") == std::string::npos) {
+      error_ = "host " + std::to_string(h) + "'s " + ifName(h) + " has no carrier: " + out;
+      return;
+    }
+  }
 }
 
 NetnsLab::~NetnsLab() {
