@@ -176,7 +176,7 @@ void Proxy::run() {
     if (eventFd_ >= 0) {
       uint64_t drained;
       ssize_t n = read(eventFd_, &drained, sizeof(drained));  // non-blocking
-      (void)n;
+      if (sleep && n == sizeof(drained)) doorbellWakes_.fetch_add(1, std::memory_order_relaxed);
     }
     idle = 0;
   }

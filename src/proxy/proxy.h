@@ -18,6 +18,7 @@
 // gets a fresh proxy of its own (threads do not survive fork).
 #pragma once
 
+#include <atomic>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -64,8 +65,10 @@ class Proxy {
   // Stops and joins the thread (at exit; the next add starts it again).
   void stop();
 
-  // How many times the thread went to sleep (for tests: an idle proxy sleeps).
+  // How many times the thread went to sleep, and how many of those sleeps its doorbell's
+  // eventfd ended (for tests: an idle proxy sleeps, and a publish wakes it).
   uint64_t sleeps() const;
+  uint64_t doorbellWakes() const { return doorbellWakes_.load(std::memory_order_relaxed); }
 
  private:
   Proxy();
@@ -80,6 +83,7 @@ class Proxy {
   bool stop_ = false;
   int eventFd_ = -1;
   uint64_t sleeps_ = 0;
+  std::atomic<uint64_t> doorbellWakes_{0};
   FifoCounter doorbell_{};
 };
 

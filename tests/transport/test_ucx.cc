@@ -87,14 +87,20 @@ TEST_CASE("ucx: an idle proxy sleeps instead of spinning", "[ucx]") {
   std::this_thread::sleep_for(std::chrono::milliseconds(300));
   // Asleep: at most a few wake-ups (the 100 ms cap) in 300 ms, not thousands of sweeps.
   CHECK(Proxy::get().sleeps() - before <= 5);
-  // And a publish wakes it: one slot goes through promptly.
-  uint8_t byte = 42, got = 0;
-  uint32_t tail = 0, step = 0;
-  auto t0 = std::chrono::steady_clock::now();
-  REQUIRE(sendStream(c.send->view(), &tail, &byte, 1, opts(c.send.get())) == ncclSuccess);
+  // And a publish wakes it through the doorbell's eventfd (not the sleep's time limit).
+  std::this_thread::sleep_for(std::chrono::milliseconds(150));
+  const uint64_t wakesBefore = Proxy::get().doorbellWakes();
+  // As the runner publishes: tail, then the doorbell.
+  const ConnectorView& v = c.send->view();
+  *fifoSlotData(v, 0) = 42;
+  v.control->sizes[0] = 1;
+  publishCounter(&v.control->tail, 1);
+  publishCounter(v.doorbell, 1);
+  uint8_t got = 0;
+  uint32_t step = 0;
   REQUIRE(recvStream(c.recv->view(), &step, &got, 1, opts(c.recv.get())) == ncclSuccess);
   CHECK(got == 42);
-  CHECK(std::chrono::steady_clock::now() - t0 < std::chrono::milliseconds(50));
+  CHECK(Proxy::get().doorbellWakes() > wakesBefore);
 }
 
 TEST_CASE("ucx: infos are checked", "[ucx]") {
