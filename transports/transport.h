@@ -52,11 +52,13 @@
 //
 // Progress. A transport whose FIFO memory is not shared by both sides (a network, GPU memory
 // staged through the host) needs a CPU thread to move the slots: its Connectors answer true to
-// needsProgress(), and a proxy thread (src/proxy, one per process; not built yet) calls
+// needsProgress(), and the proxy thread (src/proxy, one per process) calls
 // progress() on them from the moment connect returned until it is told to stop, before the
 // Connector is destroyed. progress() never blocks, is called from that one thread only, and
-// reports a failure once as its result (logged with the peer's rank), which the proxy records
-// as the communicator's async error. p2p and shm share the FIFO memory and need no progress.
+// reports a failure once as its result (logged with the peer's rank); the proxy then stops
+// calling it, and the transport reports the failure through peerState() (Dead), so the
+// runner's waits on that connection fail naming the peer, and the operation's error becomes
+// the communicator's async error. p2p and shm share the FIFO memory and need no progress.
 //
 // Doorbell. Such a transport also sets ConnectorView::doorbell to a FifoCounter in memory its
 // proxy can read; the proxy sleeps on it (fifo_host.h) when it has nothing to move, and whoever
