@@ -4,7 +4,9 @@
 #include <chrono>
 #include <thread>
 
+#include "src/core/log.h"
 #include "src/proxy/proxy.h"
+#include "support/ranks.h"
 #include "support/test_env.h"
 #include "transport/conn_pair.h"
 #include "transport/fifo_stream.h"
@@ -120,4 +122,33 @@ TEST_CASE("ucx: infos are checked", "[ucx]") {
   std::unique_ptr<Connector> conn;
   CHECK(p->connect(wrong, &conn) == ncclInvalidUsage);
   CHECK(conn == nullptr);
+}
+
+TEST_CASE("ucx: NCCL_IB_DISABLE=1 keeps UCX off InfiniBand unless UCX_TLS is set", "[ucx]") {
+  // The worker is made once per process, so each setting runs in a child of its own.
+  for (const bool userTls : {false, true}) {
+    int failed = runProcesses(1, [&](int) {
+      setenv("NCCL_IB_DISABLE", "1", 1);
+      if (userTls)
+        setenv("UCX_TLS", "tcp", 1);
+      else
+        unsetenv("UCX_TLS");
+      CapturedLog log;
+      setenv("NCCL_DEBUG", "INFO", 1);
+      setenv("NCCL_DEBUG_SUBSYS", "NET", 1);
+      resetLogging();
+      std::unique_ptr<PendingConnection> p;
+      ConnInfo info;
+      if (ucxTransport().setup(ConnSide::Recv, ucxSpec(2, 1024), &info, &p) != ncclSuccess)
+        return 2;
+      const std::string want = userTls ? "UCX_TLS=tcp is set; UCX_TLS wins" : "UCX_TLS=^rc,ud,dc";
+      if (!log.contains(want)) {
+        std::fprintf(stderr, "log lacks '%s':\n%s\n", want.c_str(), log.text().c_str());
+        return 1;
+      }
+      return 0;
+    });
+    INFO("UCX_TLS set by the user: " << userTls);
+    CHECK(failed == 0);
+  }
 }
