@@ -20,7 +20,7 @@ constexpr ParamDef kParams[] = {
     {"BUFFSIZE", "1048576",
      "Bytes of slot memory per ring connection and channel, cut into 8 slots (p2p connections "
      "get a quarter). 1 MiB (128 KiB slots) measured fastest on the host from 1 MiB messages "
-     "up; NCCL's GPU default is 4 MiB."},
+     "up; communicators that use the network default to NCCL's 4 MiB (512 KiB messages)."},
     {"CHUNKSIZE", "0",
      "Bytes a ring step moves per loop, in whole slots below the slot count; 0: one slot."},
     {"COMM_ID", "", "host:port of the bootstrap root, instead of the address in the unique id."},

@@ -6,6 +6,7 @@
 #include "src/core/comm.h"
 #include "src/core/error.h"
 #include "src/core/log.h"
+#include "src/core/param.h"
 #include "transports/ucx/ucx_transport.h"
 
 namespace ringcc {
@@ -35,8 +36,16 @@ bool usesNetwork(const ncclComm* comm) {
   return false;
 }
 
+// Network communicators default to NCCL's 4 MiB (8 x 512 KiB): each slot is one network
+// message, and over TCP 128 KiB messages carry a third of what 16 MiB ones do (ucx_perftest
+// tag_bw on a veth pair: 223 against 651 MiB/s). Across the pair, alternating runs on a loaded
+// machine gave 0.19-0.77 GB/s busbw at 16-64 MiB with 4 MiB against 0.25-0.62 with 1 MiB,
+// 4 MiB ahead in 2 of 3 (docs/benchmarks.md). An explicit NCCL_BUFFSIZE wins.
+constexpr int64_t kNetBuffSize = int64_t{4} << 20;
+
 ConnSpec ringConnSpec(bool network) {
-  ConnSpec spec = defaultConnSpec();
+  ConnSpec spec =
+      network && !paramEnv("BUFFSIZE") ? connSpecForBuffer(kNetBuffSize) : defaultConnSpec();
   spec.llSlotBytes = network ? 0 : kDefaultLlSlotBytes;
   return spec;
 }

@@ -54,6 +54,8 @@ bool becomeHost(const NetnsLab& lab, int host, int timeoutMs) {
   setenv("UCX_NET_DEVICES", lab.ifName(host).c_str(), 1);
   setenv("UCX_TLS", "tcp", 1);
   setenv("NCCL_TIMEOUT", std::to_string(timeoutMs).c_str(), 1);
+  unsetenv("NCCL_BUFFSIZE");
+  unsetenv("RINGCC_BUFFSIZE");
   unsetenv("RINGCC_NET");
   unsetenv("NCCL_NET");
   return true;
@@ -161,7 +163,7 @@ void everyCollectiveOn(const std::vector<int>& hostOf, const std::string& ring =
         const std::string log = "/tmp/ringcc-net-test-" + std::to_string(getpid()) + ".log";
         if (!ring.empty()) {
           setenv("NCCL_DEBUG", "INFO", 1);
-          setenv("NCCL_DEBUG_SUBSYS", "GRAPH", 1);
+          setenv("NCCL_DEBUG_SUBSYS", "GRAPH,INIT", 1);
           setenv("NCCL_DEBUG_FILE", log.c_str(), 1);
         }
         ncclComm_t comm = nullptr;
@@ -172,13 +174,17 @@ void everyCollectiveOn(const std::vector<int>& hostOf, const std::string& ring =
           return 10;
         }
         if (!ring.empty()) {
-          const bool grouped =
-              readFile(log).find("ranks grouped by host: " + ring) != std::string::npos;
+          // The ring order, and the network's connection geometry: NCCL's 4 MiB in 8 slots
+          // when NCCL_BUFFSIZE is not set, and no LL memory (on every connection).
+          const std::string text = readFile(log);
           unlink(log.c_str());
-          if (!grouped) {
-            note(rep->firstBad, sizeof(rep->firstBad), "no 'ranks grouped by host: " + ring + "'");
-            return 40;
-          }
+          for (const std::string& want :
+               {"ranks grouped by host: " + ring, std::string("via ucx (8 x 524288 B, LL 0 B)"),
+                std::string("via shm (8 x 524288 B, LL 0 B)")})
+            if (text.find(want) == std::string::npos) {
+              note(rep->firstBad, sizeof(rep->firstBad), "the log lacks '" + want + "'");
+              return 40;
+            }
         }
         int rc = runEveryCollective(comm, rank, n, rep);
         if (ncclCommDestroy(comm) != ncclSuccess) rc = 30;
