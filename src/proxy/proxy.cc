@@ -22,6 +22,8 @@ namespace {
 constexpr int kIdleSweepsBeforeSleep = 200;
 // Longest sleep: the proxy also sleeps when a source has no fd, and stop() must be quick.
 constexpr int kMaxSleepMs = 100;
+// Longest sleep with no connector registered (a process whose communicators are gone).
+constexpr int kIdleSleepMs = 1000;
 
 std::atomic_ref<uint32_t> waitersOf(FifoCounter* c) {
   return std::atomic_ref<uint32_t>(c->waiters);
@@ -170,8 +172,10 @@ void Proxy::run() {
         blind = true;
     }
     if (sleep) ++sleeps_;
+    // With no connector to serve, nothing waits on a missed wake-up: sleep longer.
+    const int timeoutMs = blind ? 1 : conns_.empty() ? kIdleSleepMs : kMaxSleepMs;
     lock.unlock();
-    if (sleep) poll(fds.data(), fds.size(), blind ? 1 : kMaxSleepMs);
+    if (sleep) poll(fds.data(), fds.size(), timeoutMs);
     waitersOf(&doorbell_).fetch_sub(1, std::memory_order_seq_cst);
     if (eventFd_ >= 0) {
       uint64_t drained;
