@@ -2,6 +2,7 @@
 
 #include <strings.h>
 
+#include <atomic>
 #include <chrono>
 #include <memory>
 #include <thread>
@@ -19,10 +20,18 @@ namespace ringcc {
 namespace {
 
 // Longest a closing sender waits for its published slots to leave (see ~UcxConnector), and
-// how long without any send completing it waits: a connection that failed (its operation's
-// error closes it) must not hold the error's return for long.
+// how long without any send completing it waits: a connection whose operation failed (the
+// error closes every connection) must not hold the error's return for long. After one drain
+// stalled, the closes of the next kStallMemory skip the wait: they are most likely the same
+// failed operation's other connections, and n stalls in a row would add up.
 constexpr auto kDrainWait = std::chrono::seconds(5);
-constexpr auto kDrainStall = std::chrono::milliseconds(500);
+constexpr auto kDrainStall = std::chrono::milliseconds(200);
+constexpr auto kStallMemory = std::chrono::seconds(2);
+std::atomic<int64_t> gLastStallNs{0};
+
+int64_t steadyNs(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+}
 
 class UcxConnector final : public Connector {
  public:
@@ -38,9 +47,16 @@ class UcxConnector final : public Connector {
     // us, and it releases the link's UCX resources (it owns the worker) without waiting here.
     auto now = std::chrono::steady_clock::now();
     const auto until = now + kDrainWait;
+    const bool recentStall = steadyNs(now) - gLastStallNs.load(std::memory_order_relaxed) <
+                             std::chrono::nanoseconds(kStallMemory).count();
+    const auto stallLimit = recentStall ? std::chrono::steady_clock::duration::zero()
+                                        : std::chrono::steady_clock::duration(kDrainStall);
     auto stalledSince = now;
-    for (uint32_t last = link_->sendsDone();
-         !link_->drained() && now < until && now - stalledSince < kDrainStall;) {
+    for (uint32_t last = link_->sendsDone(); !link_->drained();) {
+      if (now >= until || now - stalledSince >= stallLimit) {
+        if (!recentStall) gLastStallNs.store(steadyNs(now), std::memory_order_relaxed);
+        break;
+      }
       std::this_thread::sleep_for(std::chrono::microseconds(200));
       now = std::chrono::steady_clock::now();
       if (uint32_t d = link_->sendsDone(); d != last) {
