@@ -6,7 +6,7 @@ cd "$(dirname "$0")/.."
 BUILD=${1:-build}
 
 PACKAGES=(meson ninja-build pkg-config gcc g++ binutils python3 catch2 libucx-dev libhwloc-dev libnuma-dev
-          openmpi-bin libopenmpi-dev python3-matplotlib python3-torch
+          iproute2 openmpi-bin libopenmpi-dev python3-matplotlib python3-torch
           clang libclang-rt-14-dev)
 missing=()
 for p in "${PACKAGES[@]}"; do

@@ -27,7 +27,10 @@ namespace ringcc {
 struct alignas(64) FifoCounter {
   uint32_t value;    // tail (filled by the sender) or head (freed by the receiver)
   uint32_t waiters;  // threads asleep on `value`
-  char pad[56];
+  // Doorbells only (a proxy's; 0 elsewhere): an eventfd + 1 that a host wake also signals, so
+  // a proxy can sleep in poll() on its network's event fd and on this counter at once.
+  int32_t wakeFd;
+  char pad[52];
 };
 
 // References (the Direct protocol): instead of copying a slice into a slot, a sender may

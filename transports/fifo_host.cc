@@ -60,8 +60,14 @@ uint32_t loadCounter(const FifoCounter* counter) {
 
 void wakeCounter(FifoCounter* counter) {
   std::atomic_thread_fence(std::memory_order_seq_cst);
-  if (waitersRef(counter).load(std::memory_order_relaxed) != 0)
-    syscall(SYS_futex, &counter->value, FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+  if (waitersRef(counter).load(std::memory_order_relaxed) == 0) return;
+  syscall(SYS_futex, &counter->value, FUTEX_WAKE, INT_MAX, nullptr, nullptr, 0);
+  if (counter->wakeFd > 0) {
+    // A proxy sleeping in poll(): an eventfd write cannot be lost (it stays readable).
+    uint64_t one = 1;
+    ssize_t n = write(counter->wakeFd - 1, &one, sizeof(one));
+    (void)n;  // EAGAIN only when the count is saturated: it is readable then anyway
+  }
 }
 
 void publishCounter(FifoCounter* counter, uint32_t value) {

@@ -4,7 +4,9 @@
 
 #include <cstdio>
 #include <cstring>
+#include <string>
 
+#include "src/core/param.h"
 #include "transports/transport.h"
 
 namespace ringcc {
@@ -23,6 +25,10 @@ uint64_t fnv1a(uint64_t h, const char* data, size_t n) {
 
 uint64_t localHostHash() {
   uint64_t h = 0xcbf29ce484222325ull;
+  // NCCL_HOSTID names the host instead (as in NCCL): network namespaces on one machine become
+  // hosts of their own, and a user can declare two machines one host (at their own risk).
+  const std::string id = paramString("HOSTID");
+  if (!id.empty()) return fnv1a(h, id.data(), id.size());
   char host[256] = "";
   gethostname(host, sizeof(host) - 1);
   h = fnv1a(h, host, std::strlen(host));

@@ -52,11 +52,13 @@
 //
 // Progress. A transport whose FIFO memory is not shared by both sides (a network, GPU memory
 // staged through the host) needs a CPU thread to move the slots: its Connectors answer true to
-// needsProgress(), and a proxy thread (src/proxy, one per process; not built yet) calls
+// needsProgress(), and the proxy thread (src/proxy, one per process) calls
 // progress() on them from the moment connect returned until it is told to stop, before the
 // Connector is destroyed. progress() never blocks, is called from that one thread only, and
-// reports a failure once as its result (logged with the peer's rank), which the proxy records
-// as the communicator's async error. p2p and shm share the FIFO memory and need no progress.
+// reports a failure once as its result (logged with the peer's rank); the proxy then stops
+// calling it, and the transport reports the failure through peerState() (Dead), so the
+// runner's waits on that connection fail naming the peer, and the operation's error becomes
+// the communicator's async error. p2p and shm share the FIFO memory and need no progress.
 //
 // Doorbell. Such a transport also sets ConnectorView::doorbell to a FifoCounter in memory its
 // proxy can read; the proxy sleeps on it (fifo_host.h) when it has nothing to move, and whoever
@@ -362,6 +364,7 @@ class Transport {
 struct TransportEntry {
   Transport* transport;
   const char* disableParam;  // parameter that turns it off when 1 ("P2P_DISABLE"), or nullptr
+  bool network;              // a network transport: the one NCCL_NET=ucx forces
 };
 
 std::span<const TransportEntry> transportRegistry();
@@ -373,8 +376,9 @@ Transport* findTransport(const char* name);
 void cleanUpAfterPeers(const PeerInfo& self, std::span<const PeerInfo> peers);
 
 // The first registered transport that is enabled and can connect self with peer (p2p within
-// one process, then shm within one host). Otherwise ncclSystemError, logged with the reason
-// each transport declined, and a note that the network transport (UCX) is not available yet.
+// one process, then shm within one host, then ucx; NCCL_NET=ucx skips the first two).
+// Otherwise ncclSystemError, logged with the reason each transport declined. A bad NCCL_NET
+// is ncclInvalidArgument.
 ncclResult_t selectTransport(const PeerInfo& self, const PeerInfo& peer, Transport** out);
 
 }  // namespace ringcc

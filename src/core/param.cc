@@ -20,7 +20,7 @@ constexpr ParamDef kParams[] = {
     {"BUFFSIZE", "1048576",
      "Bytes of slot memory per ring connection and channel, cut into 8 slots (p2p connections "
      "get a quarter). 1 MiB (128 KiB slots) measured fastest on the host from 1 MiB messages "
-     "up; NCCL's GPU default is 4 MiB."},
+     "up; communicators that use the network default to NCCL's 4 MiB (512 KiB messages)."},
     {"CHUNKSIZE", "0",
      "Bytes a ring step moves per loop, in whole slots below the slot count; 0: one slot."},
     {"COMM_ID", "", "host:port of the bootstrap root, instead of the address in the unique id."},
@@ -28,8 +28,16 @@ constexpr ParamDef kParams[] = {
     {"DEBUG_FILE", "", "Log file instead of stderr; %h is the host name, %p the pid."},
     {"DEBUG_SUBSYS", "INIT,ENV", "Subsystems logged at INFO (comma list, ^ to exclude, ALL)."},
     {"DEVICE", "", "Memory kind of new communicators: host or cuda (default: cuda if usable)."},
+    {"HOSTID", "",
+     "Host identity: ranks whose HOSTID is equal share a host (shm between them), others use "
+     "the network. Default: the host name and the kernel's boot id."},
+    {"IB_DISABLE", "0",
+     "1: keep UCX off InfiniBand (removes its rc, ud and dc transports unless UCX_TLS is set)."},
     {"MAX_NCHANNELS", "4", "Most channels a collective may use."},
     {"MIN_NCHANNELS", "1", "Fewest channels a collective may use."},
+    {"NET", "",
+     "ucx: every pair of ranks uses the network transport, even within one host or process "
+     "(for tests); unset: only ranks on different hosts do."},
     {"NTHREADS", "0",
      "Reserved for the CUDA executor (threads per block); host communicators do not read it."},
     {"P2P_DISABLE", "0", "1: never use the p2p transport (ranks in one process use shm)."},

@@ -6,6 +6,8 @@
 #include "src/core/comm.h"
 #include "src/core/error.h"
 #include "src/core/log.h"
+#include "src/core/param.h"
+#include "transports/ucx/ucx_transport.h"
 
 namespace ringcc {
 namespace {
@@ -21,15 +23,36 @@ const char* kindName(uint8_t kind) { return kind == kPortRing ? "ring" : "p2p"; 
 // with a WARN), and of point-to-point connections: those exist per peer, so they get a quarter
 // of it to keep all-to-all's footprint (2 (n-1) connections per rank) in check. LL carries
 // small messages only, so every connection gets the same small LL slots (nSlots x 8 KiB).
-ConnSpec ringConnSpec() {
-  ConnSpec spec = defaultConnSpec();
-  spec.llSlotBytes = kDefaultLlSlotBytes;
+// LL needs every line of a slot in the receiver's memory as the sender writes it, which a
+// network transport cannot give (its proxy sees tail move, not which protocol filled the slot).
+// So a communicator that uses the network anywhere has no LL memory on any connection, and
+// the planner, which sees one geometry per communicator (the same on every rank), plans Simple
+// instead of LL. Every rank computes the same answer from the same PeerInfos and NCCL_NET.
+bool usesNetwork(const ncclComm* comm) {
+  bool forced = false;
+  if (netForced(&forced) != ncclSuccess || forced) return comm->nranks > 1;
+  for (const PeerInfo& p : comm->peers)
+    if (!sameHost(p, comm->peers[0])) return true;
+  return false;
+}
+
+// Network communicators default to NCCL's 4 MiB (8 x 512 KiB): each slot is one network
+// message, and over TCP 128 KiB messages carry a third of what 16 MiB ones do (ucx_perftest
+// tag_bw on a veth pair: 223 against 651 MiB/s). Across the pair, alternating runs on a loaded
+// machine gave 0.19-0.77 GB/s busbw at 16-64 MiB with 4 MiB against 0.25-0.62 with 1 MiB,
+// 4 MiB ahead in 2 of 3 (docs/benchmarks.md). An explicit NCCL_BUFFSIZE wins.
+constexpr int64_t kNetBuffSize = int64_t{4} << 20;
+
+ConnSpec ringConnSpec(bool network) {
+  ConnSpec spec =
+      network && !paramEnv("BUFFSIZE") ? connSpecForBuffer(kNetBuffSize) : defaultConnSpec();
+  spec.llSlotBytes = network ? 0 : kDefaultLlSlotBytes;
   return spec;
 }
 
 ConnSpec p2pConnSpec(const ConnSpec& ring) {
   ConnSpec spec = connSpecForBuffer(static_cast<int64_t>(connSlotBytes(ring) / 4));
-  spec.llSlotBytes = kDefaultLlSlotBytes;
+  spec.llSlotBytes = ring.llSlotBytes;
   return spec;
 }
 
@@ -57,7 +80,10 @@ ncclResult_t recvConnInfo(Bootstrap& bootstrap, int peer, int tag, ConnInfo* inf
 }
 
 ConnectionTable::ConnectionTable(ncclComm* comm)
-    : comm_(comm), ringSpec_(ringConnSpec()), p2pSpec_(p2pConnSpec(ringSpec_)) {}
+    : comm_(comm), ringSpec_(ringConnSpec(usesNetwork(comm))), p2pSpec_(p2pConnSpec(ringSpec_)) {
+  if (ringSpec_.llSlotBytes == 0)
+    LOG_INFO(kLogInit | kLogNet, "connections: the network is used, so no LL (Simple instead)");
+}
 
 ncclResult_t ConnectionTable::connectionSpec(const PortKey& key, ConnSpec* spec) const {
   *spec = this->spec(key.kind);

@@ -15,6 +15,7 @@
 #include "src/core/param.h"
 #include "src/exec/host_sync.h"
 #include "src/exec/op_sig.h"
+#include "src/plan/ring_order.h"
 #include "transports/fifo_host.h"
 
 namespace ringcc {
@@ -48,6 +49,16 @@ PlanContext planContext(const ncclComm* comm, const ConnectionTable& conns) {
   c.ring = connGeometry(conns.spec(kPortRing));
   c.p2p = connGeometry(conns.spec(kPortP2p));
   c.tune = tuneConfigFromEnv();
+  // Every channel rings through the hosts in the same order (ranks of a host adjacent).
+  std::vector<int> ring = hostGroupedRing(comm->peers);
+  bool identity = true;
+  for (size_t i = 0; i < ring.size(); ++i) identity = identity && ring[i] == static_cast<int>(i);
+  if (!identity) {
+    c.rings.assign(static_cast<size_t>(std::max(1, c.tune.maxChannels)), ring);
+    std::string order;
+    for (int r : ring) order += (order.empty() ? "" : " ") + std::to_string(r);
+    LOG_INFO(kLogInit | kLogGraph, "rings: ranks grouped by host: %s", order.c_str());
+  }
   return c;
 }
 
@@ -162,8 +173,10 @@ ncclResult_t HostEngine::checkSettingsAgree() {
 
 ncclResult_t HostEngine::connectRing() {
   if (comm_->nranks == 1) return ncclSuccess;
-  int next = (comm_->rank + 1) % comm_->nranks;
-  int prev = (comm_->rank + comm_->nranks - 1) % comm_->nranks;
+  // Channel 0's ring neighbours, in the planner's ring order.
+  const std::vector<int> ring = hostGroupedRing(comm_->peers);
+  int next = ringNext(ring, comm_->rank);
+  int prev = ringPrev(ring, comm_->rank);
   return conns_.ensure(
       {PortKey{0, kPortRing, prev, kPortRecv}, PortKey{0, kPortRing, next, kPortSend}});
 }

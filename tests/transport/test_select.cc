@@ -39,7 +39,8 @@ TEST_CASE("localPeerInfo describes this process", "[select]") {
   CHECK_FALSE(sameProcess(a, b));
 }
 
-TEST_CASE("selection: p2p in one process, shm on one host, else a clear error", "[select]") {
+TEST_CASE("selection: p2p in one process, shm on one host, ucx between hosts", "[select]") {
+  ScopedEnv n1("NCCL_NET", std::nullopt), n2("RINGCC_NET", std::nullopt);
   ScopedEnv p1("NCCL_P2P_DISABLE", std::nullopt), p2("RINGCC_P2P_DISABLE", std::nullopt);
   ScopedEnv s1("NCCL_SHM_DISABLE", std::nullopt), s2("RINGCC_SHM_DISABLE", std::nullopt);
   PeerInfo self = localPeerInfo(0);
@@ -51,15 +52,7 @@ TEST_CASE("selection: p2p in one process, shm on one host, else a clear error", 
 
   CHECK(selected(self, sameProc) == "p2p");
   CHECK(selected(self, otherProc) == "shm");
-  {
-    CapturedLog log;
-    Transport* t = reinterpret_cast<Transport*>(1);
-    CHECK(selectTransport(self, otherHost, &t) == ncclSystemError);
-    CHECK(t == nullptr);
-    CHECK(log.contains("UCX"));
-    CHECK(log.contains("not the same host"));
-    CHECK(log.contains("rank 1"));
-  }
+  CHECK(selected(self, otherHost) == "ucx");
   {
     ScopedEnv off("NCCL_P2P_DISABLE", "1");
     CHECK(selected(self, sameProc) == "shm");
@@ -68,34 +61,81 @@ TEST_CASE("selection: p2p in one process, shm on one host, else a clear error", 
   {
     ScopedEnv off("RINGCC_SHM_DISABLE", "1");
     CHECK(selected(self, sameProc) == "p2p");
-    CapturedLog log;
-    CHECK(selected(self, otherProc) == "error");
-    CHECK(log.contains("disabled by NCCL_SHM_DISABLE"));
-    CHECK(log.contains("UCX"));
+    CHECK(selected(self, otherProc) == "ucx");
   }
   {
     ScopedEnv a("NCCL_P2P_DISABLE", "1"), b("NCCL_SHM_DISABLE", "1");
-    CHECK(selected(self, sameProc) == "error");
+    CHECK(selected(self, sameProc) == "ucx");
   }
   {
-    PeerInfo gpu = sameProc;
+    // Nothing fits: the WARN says what each transport answered.
+    PeerInfo gpu = otherHost;
     gpu.memory = MemoryKind::Cuda;
     gpu.cudaDev = 0;
     CapturedLog log;
-    CHECK(selected(self, gpu) == "error");
-    CHECK(log.contains("device memory"));
+    Transport* t = reinterpret_cast<Transport*>(1);
+    CHECK(selectTransport(self, gpu, &t) == ncclSystemError);
+    CHECK(t == nullptr);
+    CHECK(log.contains("rank 1"));
+    CHECK(log.contains("p2p: not the same process"));
+    CHECK(log.contains("shm: not the same host"));
+    CHECK(log.contains("ucx: device memory"));
   }
   CHECK(selectTransport(self, sameProc, nullptr) == ncclInvalidArgument);
 }
 
-TEST_CASE("registry lists p2p before shm and finds them by name", "[select]") {
+TEST_CASE("NCCL_NET=ucx forces the network for every pair; other values are refused", "[select]") {
+  ScopedEnv n1("NCCL_NET", std::nullopt);
+  PeerInfo self = localPeerInfo(0);
+  PeerInfo sameProc = localPeerInfo(1);
+  PeerInfo otherProc = localPeerInfo(1);
+  otherProc.pid = self.pid + 1;
+  {
+    ScopedEnv n2("RINGCC_NET", "UCX");
+    CHECK(selected(self, sameProc) == "ucx");
+    CHECK(selected(self, otherProc) == "ucx");
+  }
+  {
+    ScopedEnv n2("RINGCC_NET", "IB");
+    CapturedLog log;
+    Transport* t = nullptr;
+    CHECK(selectTransport(self, otherProc, &t) == ncclInvalidArgument);
+    CHECK(log.contains("NCCL_NET='IB'"));
+  }
+  ScopedEnv n2("RINGCC_NET", "");
+  CHECK(selected(self, otherProc) == "shm");
+}
+
+TEST_CASE("NCCL_HOSTID names the host", "[select]") {
+  ScopedEnv a("NCCL_HOSTID", std::nullopt), b("RINGCC_HOSTID", std::nullopt);
+  const uint64_t real = localHostHash();
+  uint64_t h1, h1again, h2;
+  {
+    ScopedEnv id("NCCL_HOSTID", "node-a");
+    h1 = localHostHash();
+    h1again = localPeerInfo(0).hostHash;
+  }
+  {
+    ScopedEnv id("NCCL_HOSTID", "node-b");
+    h2 = localHostHash();
+  }
+  CHECK(h1 == h1again);
+  CHECK(h1 != h2);
+  CHECK(h1 != real);
+  CHECK(localHostHash() == real);
+}
+
+TEST_CASE("registry lists p2p, shm, then the network, and finds them by name", "[select]") {
   auto reg = transportRegistry();
-  REQUIRE(reg.size() >= 2);
+  REQUIRE(reg.size() == 3);
   CHECK(std::string(reg[0].transport->name()) == "p2p");
   CHECK(std::string(reg[0].disableParam) == "P2P_DISABLE");
   CHECK(std::string(reg[1].transport->name()) == "shm");
+  CHECK(std::string(reg[2].transport->name()) == "ucx");
+  CHECK_FALSE(reg[1].network);
+  CHECK(reg[2].network);
   CHECK(findTransport("shm") == reg[1].transport);
-  CHECK(findTransport("ucx") == nullptr);
+  CHECK(findTransport("ucx") == reg[2].transport);
 }
 
 TEST_CASE("NCCL_BUFFSIZE becomes nSlots x slotBytes", "[select]") {

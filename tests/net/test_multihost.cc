@@ -1,0 +1,382 @@
+// Ranks on several "hosts": network namespaces joined by veth pairs (net/netns_lab.h), each
+// with its own NCCL_HOSTID, so ranks of one namespace use shm and ranks of different ones UCX
+// (UCX_TLS=tcp over the veths: no shared-memory shortcut). The bootstrap runs over the veth
+// addresses (NCCL_SOCKET_IFNAME=rcc). Ranks are forked children of this test; each enters its
+// host's namespace before it touches the library, and reports into shared memory.
+#include <signal.h>
+#include <unistd.h>
+
+#include <atomic>
+#include <catch2/catch.hpp>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <regex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "coll/coll_check.h"
+#include "fault/fault_util.h"
+#include "net/netns_lab.h"
+#include "support/ranks.h"
+
+using namespace ringcc::test;
+
+namespace {
+
+constexpr int kTimeoutMs = 4000;  // NCCL_TIMEOUT of the fault scenarios
+
+struct NetReport {
+  int pid;
+  int initResult;
+  int cases;     // collectives that ran
+  int badCases;  // ... with a wrong result or an error
+  int iterations;
+  int failResult;
+  int64_t failEndNs;
+  int64_t eventNs;  // the victim's death
+  char firstBad[256];
+  char lastError[512];
+};
+
+// What every rank shares: the unique id from rank 0, and the reports.
+struct Shared {
+  ncclUniqueId id;
+  int idReady;
+};
+
+// The child's environment for `host` of `lab`. Called after fork, before the library.
+bool becomeHost(const NetnsLab& lab, int host, int timeoutMs) {
+  if (!lab.enter(host)) return false;
+  setenv("NCCL_HOSTID", ("netns-host-" + std::to_string(host)).c_str(), 1);
+  setenv("NCCL_SOCKET_IFNAME", "rcc", 1);  // a prefix: each host has its rcc<i>
+  setenv("UCX_NET_DEVICES", lab.ifName(host).c_str(), 1);
+  setenv("UCX_TLS", "tcp", 1);
+  setenv("NCCL_TIMEOUT", std::to_string(timeoutMs).c_str(), 1);
+  unsetenv("NCCL_BUFFSIZE");
+  unsetenv("RINGCC_BUFFSIZE");
+  unsetenv("RINGCC_NET");
+  unsetenv("NCCL_NET");
+  return true;
+}
+
+// Rank 0 makes the id (its root listens on its veth address); the others wait for it.
+ncclResult_t initRank(Shared* sh, int rank, int n, ncclComm_t* comm) {
+  if (rank == 0) {
+    ncclResult_t r = ncclGetUniqueId(&sh->id);
+    if (r != ncclSuccess) return r;
+    __atomic_store_n(&sh->idReady, 1, __ATOMIC_RELEASE);
+  } else {
+    for (int i = 0; i < 20000 && !__atomic_load_n(&sh->idReady, __ATOMIC_ACQUIRE); ++i)
+      usleep(1000);
+    if (!__atomic_load_n(&sh->idReady, __ATOMIC_ACQUIRE)) return ncclSystemError;
+  }
+  return ncclCommInitRank(comm, n, sh->id, rank);
+}
+
+void note(char* dst, size_t cap, const std::string& text) {
+  if (dst[0] == '\0') std::snprintf(dst, cap, "%s", text.c_str());
+}
+
+// Every collective, several datatypes, ops and counts (within a slot, several slots, with a
+// remainder), on one and two channels; then a ring of sends and receives.
+int runEveryCollective(ncclComm_t comm, int rank, int n, NetReport* rep) {
+  int k = 0;
+  for (int nch : {1, 2}) {
+    setenv("NCCL_MIN_NCHANNELS", std::to_string(nch).c_str(), 1);
+    setenv("NCCL_MAX_NCHANNELS", std::to_string(nch).c_str(), 1);
+    for (Coll coll : kAllColls)
+      for (size_t count : {size_t{1}, size_t{4099}, size_t{300001}}) {
+        CollCase c;
+        c.coll = coll;
+        c.type = kAllTypes[(k * 5) % 12];
+        c.op = collReduces(coll) ? kReduceOps[k % 7] : Op::Copy;
+        c.count = coll == Coll::AlltoAll || coll == Coll::Gather || coll == Coll::Scatter
+                      ? count / 4 + 1
+                      : count;
+        c.root = k % n;
+        c.inPlace = k % 2 == 0;
+        c.seed = 100 + k;
+        ++k;
+        CaseData data(c, n);
+        CollRank me(data, rank, comm);
+        ncclResult_t r = me.issue();
+        std::string why = r != ncclSuccess ? std::string("returned ") + ncclGetErrorString(r) +
+                                                 ": " + ncclGetLastError(comm)
+                                           : me.check();
+        rep->cases++;
+        if (!why.empty()) {
+          rep->badCases++;
+          note(rep->firstBad, sizeof(rep->firstBad), c.describe(n) + ": " + why);
+          if (r != ncclSuccess) return 1;
+        }
+      }
+  }
+  // Send/recv: each rank sends to the next and receives from the previous, in one group.
+  const size_t count = 200003;
+  std::vector<int32_t> out(count), in(count, -1);
+  for (size_t i = 0; i < count; ++i) out[i] = static_cast<int32_t>(rank * 1000003 + i);
+  const int next = (rank + 1) % n, prev = (rank + n - 1) % n;
+  ncclGroupStart();
+  ncclSend(out.data(), count, ncclInt32, next, comm, nullptr);
+  ncclRecv(in.data(), count, ncclInt32, prev, comm, nullptr);
+  ncclResult_t r = ncclGroupEnd();
+  rep->cases++;
+  bool ok = r == ncclSuccess;
+  for (size_t i = 0; ok && i < count; ++i) ok = in[i] == static_cast<int32_t>(prev * 1000003 + i);
+  if (!ok) {
+    rep->badCases++;
+    note(rep->firstBad, sizeof(rep->firstBad),
+         std::string("send/recv ring: ") + (r != ncclSuccess ? ncclGetLastError(comm) : "data"));
+  }
+  return rep->badCases > 0 ? 1 : 0;
+}
+
+// The text of a file ("" if it cannot be read).
+std::string readFile(const std::string& path) {
+  std::string text;
+  if (FILE* f = std::fopen(path.c_str(), "r")) {
+    char buf[4096];
+    while (size_t n = std::fread(buf, 1, sizeof(buf), f)) text.append(buf, n);
+    std::fclose(f);
+  }
+  return text;
+}
+
+// `hostOf[r]`: the host of rank r. With `ring`, every rank's log must show that ring order.
+void everyCollectiveOn(const std::vector<int>& hostOf, const std::string& ring = "") {
+  const int n = static_cast<int>(hostOf.size());
+  int hosts = 0;
+  for (int h : hostOf) hosts = std::max(hosts, h + 1);
+  NetnsLab lab(hosts);
+  REQUIRE(lab.error() == "");
+  SharedArray<Shared> sh(1);
+  SharedArray<NetReport> reps(static_cast<size_t>(n));
+  REQUIRE((sh.ok() && reps.ok()));
+  std::vector<int> status = runProcessesStatus(
+      n,
+      [&](int rank) {
+        NetReport* rep = &reps[static_cast<size_t>(rank)];
+        rep->pid = getpid();
+        if (!becomeHost(lab, hostOf[static_cast<size_t>(rank)], 60000)) return 20;
+        const std::string log = "/tmp/ringcc-net-test-" + std::to_string(getpid()) + ".log";
+        if (!ring.empty()) {
+          setenv("NCCL_DEBUG", "INFO", 1);
+          setenv("NCCL_DEBUG_SUBSYS", "GRAPH,INIT", 1);
+          setenv("NCCL_DEBUG_FILE", log.c_str(), 1);
+        }
+        ncclComm_t comm = nullptr;
+        rep->initResult = initRank(&sh[0], rank, n, &comm);
+        if (rep->initResult != ncclSuccess) {
+          note(rep->firstBad, sizeof(rep->firstBad),
+               std::string("init: ") + ncclGetLastError(comm));
+          return 10;
+        }
+        if (!ring.empty()) {
+          // The ring order, and the network's connection geometry: NCCL's 4 MiB in 8 slots
+          // when NCCL_BUFFSIZE is not set, and no LL memory (on every connection).
+          const std::string text = readFile(log);
+          unlink(log.c_str());
+          for (const std::string& want :
+               {"ranks grouped by host: " + ring, std::string("via ucx (8 x 524288 B, LL 0 B)"),
+                std::string("via shm (8 x 524288 B, LL 0 B)")})
+            if (text.find(want) == std::string::npos) {
+              note(rep->firstBad, sizeof(rep->firstBad), "the log lacks '" + want + "'");
+              return 40;
+            }
+        }
+        int rc = runEveryCollective(comm, rank, n, rep);
+        if (ncclCommDestroy(comm) != ncclSuccess) rc = 30;
+        return rc;
+      },
+      120);
+  std::vector<int> pids;
+  for (int r = 0; r < n; ++r) {
+    const NetReport& rep = reps[static_cast<size_t>(r)];
+    INFO("rank " << r << " on host " << hostOf[static_cast<size_t>(r)] << ": " << rep.firstBad);
+    CHECK(status[static_cast<size_t>(r)] == 0);  // exited 0 (-1: hung and killed)
+    CHECK(rep.initResult == ncclSuccess);
+    CHECK(rep.cases == 2 * 9 * 3 + 1);
+    CHECK(rep.badCases == 0);
+    pids.push_back(rep.pid);
+  }
+  CHECK(describeSegments(shmSegmentsOf(pids)) == "nothing");
+}
+
+enum class Fault { KillRemoteRank, LinkDown };
+
+// 2 hosts x 2 ranks run exact all-reduces until the fault; every survivor must fail with an
+// error naming a peer, within NCCL_TIMEOUT of the fault, and nothing may be left behind.
+void survive(Fault fault) {
+  const std::vector<int> hostOf = {0, 0, 1, 1};
+  const int n = 4, victim = 3;
+  NetnsLab lab(2);
+  REQUIRE(lab.error() == "");
+  SharedArray<Shared> sh(1);
+  SharedArray<NetReport> reps(n);
+  REQUIRE((sh.ok() && reps.ok()));
+  std::atomic<int64_t> linkDownNs{0};
+  std::string linkDownError = "not tried";
+  std::vector<int> status;
+  {
+    // The cable is pulled from this thread once every rank has done a few iterations.
+    std::thread puller;
+    if (fault == Fault::LinkDown)
+      puller = std::thread([&] {
+        for (int i = 0; i < 30000; ++i) {
+          int least = 1 << 30;
+          for (int r = 0; r < n; ++r)
+            least = std::min(least, __atomic_load_n(&reps[r].iterations, __ATOMIC_ACQUIRE));
+          if (least >= 5) {
+            linkDownNs = nowNs();
+            linkDownError = lab.linkDown(1);
+            return;
+          }
+          usleep(1000);
+        }
+      });
+    status = runProcessesStatus(
+        n,
+        [&](int rank) {
+          NetReport* rep = &reps[static_cast<size_t>(rank)];
+          rep->pid = getpid();
+          if (!becomeHost(lab, hostOf[static_cast<size_t>(rank)], kTimeoutMs)) return 20;
+          ncclComm_t comm = nullptr;
+          rep->initResult = initRank(&sh[0], rank, n, &comm);
+          if (rep->initResult != ncclSuccess) return 10;
+          std::vector<float> in(1 << 18), out(in.size());
+          for (int iter = 0; iter < 100000; ++iter) {
+            if (fault == Fault::KillRemoteRank && rank == victim && iter == 10) {
+              rep->eventNs = nowNs();
+              raise(SIGKILL);
+            }
+            fillInput(in, rank, iter);
+            ncclResult_t r = ncclAllReduce(in.data(), out.data(), in.size(), ncclFloat32, ncclSum,
+                                           comm, nullptr);
+            if (r != ncclSuccess) {
+              rep->failEndNs = nowNs();
+              rep->failResult = r;
+              std::snprintf(rep->lastError, sizeof(rep->lastError), "%s", ncclGetLastError(comm));
+              break;
+            }
+            if (!isSumOfInputs(out, n, iter)) rep->badCases++;
+            __atomic_store_n(&rep->iterations, iter + 1, __ATOMIC_RELEASE);
+          }
+          ncclCommAbort(comm);
+          return rep->failResult != 0 ? 0 : 1;
+        },
+        60);
+    if (puller.joinable()) puller.join();
+  }
+  const int64_t eventNs = fault == Fault::LinkDown ? linkDownNs.load() : reps[victim].eventNs;
+  if (fault == Fault::LinkDown) REQUIRE(linkDownError == "");
+  REQUIRE(eventNs != 0);
+  std::vector<int> pids;
+  for (int r = 0; r < n; ++r) {
+    const NetReport& rep = reps[static_cast<size_t>(r)];
+    pids.push_back(rep.pid);
+    if (fault == Fault::KillRemoteRank && r == victim) {
+      CHECK(WIFSIGNALED(status[r]));
+      continue;
+    }
+    const double ms = msBetween(eventNs, rep.failEndNs);
+    INFO("rank " << r << ": " << rep.iterations << " iterations, then "
+                 << ncclGetErrorString(static_cast<ncclResult_t>(rep.failResult)) << " after " << ms
+                 << " ms: " << rep.lastError);
+    CHECK(status[r] == 0);  // failed and returned (-1: hung, killed by the runner)
+    CHECK(rep.initResult == ncclSuccess);
+    CHECK(rep.iterations >= 5);
+    CHECK(rep.badCases == 0);
+    CHECK(rep.failResult == ncclRemoteError);
+    std::fprintf(stderr, "rank %d: %d iterations, failed after %.0f ms: %s\n", r, rep.iterations,
+                 ms, rep.lastError);
+    CHECK(std::regex_search(std::string(rep.lastError), std::regex("peer (rank )?[0-9]")));
+    CHECK(ms < kTimeoutMs + 2000);  // NCCL_TIMEOUT, plus scheduling slack on 2 cores
+  }
+  CHECK(describeSegments(shmSegmentsOf(pids)) == "nothing");
+}
+
+}  // namespace
+
+TEST_CASE("2 hosts x 2 ranks: shm inside a host, UCX between; every collective exact",
+          "[net_hosts]") {
+  everyCollectiveOn({0, 0, 1, 1});
+}
+
+TEST_CASE("2 hosts, ranks interleaved: rings group them by host; every collective exact",
+          "[net_hosts]") {
+  everyCollectiveOn({0, 1, 0, 1}, "0 2 1 3");  // two network hops per ring instead of four
+}
+
+TEST_CASE("launching from the environment: NCCL_COMM_ID names rank 0's veth address",
+          "[net_hosts]") {
+  // No id is passed around: every rank calls ncclGetUniqueId with NCCL_COMM_ID set, and rank
+  // 0's init starts the root at that address (docs/launching.md).
+  const int n = 3;
+  NetnsLab lab(n);
+  REQUIRE(lab.error() == "");
+  SharedArray<NetReport> reps(n);
+  REQUIRE(reps.ok());
+  const std::string commId = lab.address(0) + ":" + std::to_string(20000 + getpid() % 20000);
+  std::vector<int> status = runProcessesStatus(
+      n,
+      [&](int rank) {
+        NetReport* rep = &reps[static_cast<size_t>(rank)];
+        if (!becomeHost(lab, rank, 60000)) return 20;
+        setenv("NCCL_COMM_ID", commId.c_str(), 1);
+        ncclUniqueId id;
+        ncclComm_t comm = nullptr;
+        rep->initResult = ncclGetUniqueId(&id);
+        if (rep->initResult == ncclSuccess) rep->initResult = ncclCommInitRank(&comm, n, id, rank);
+        if (rep->initResult != ncclSuccess) {
+          note(rep->firstBad, sizeof(rep->firstBad), ncclGetLastError(comm));
+          return 10;
+        }
+        std::vector<float> in(100000), out(in.size());
+        for (int iter = 0; iter < 3; ++iter) {
+          fillInput(in, rank, iter);
+          if (ncclAllReduce(in.data(), out.data(), in.size(), ncclFloat32, ncclSum, comm,
+                            nullptr) != ncclSuccess ||
+              !isSumOfInputs(out, n, iter))
+            rep->badCases++;
+          rep->iterations++;
+        }
+        return ncclCommDestroy(comm) == ncclSuccess && rep->badCases == 0 ? 0 : 1;
+      },
+      60);
+  for (int r = 0; r < n; ++r) {
+    INFO("rank " << r << ": " << reps[r].firstBad);
+    CHECK(status[r] == 0);
+    CHECK(reps[r].initResult == ncclSuccess);
+    CHECK(reps[r].iterations == 3);
+    CHECK(reps[r].badCases == 0);
+  }
+}
+
+TEST_CASE("4 hosts x 1 rank over UCX: every collective exact", "[net_hosts]") {
+  everyCollectiveOn({0, 1, 2, 3});
+}
+
+TEST_CASE("a rank on another host is killed: every survivor fails naming a peer, in time",
+          "[net_faults]") {
+  survive(Fault::KillRemoteRank);
+}
+
+TEST_CASE("a veth goes down mid-collective: every rank fails naming a peer, in time",
+          "[net_faults]") {
+  survive(Fault::LinkDown);
+}
+
+TEST_CASE("the namespaces are gone after a lab", "[net_faults]") {
+  std::string name;
+  {
+    NetnsLab lab(1);
+    REQUIRE(lab.error() == "");
+    CHECK(lab.remaining() != "");
+    name = lab.nsName(0);
+  }
+  std::string list;
+  shell("ip netns list", &list);
+  CHECK(list.find(name) == std::string::npos);
+}

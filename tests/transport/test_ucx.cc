@@ -1,0 +1,154 @@
+// The ucx transport in one process: both sides of a connection over UCX's loopback, moved by
+// the proxy thread. Multi-process and multi-host runs are in tests/net.
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <thread>
+
+#include "src/core/log.h"
+#include "src/proxy/proxy.h"
+#include "support/ranks.h"
+#include "support/test_env.h"
+#include "transport/conn_pair.h"
+#include "transport/fifo_stream.h"
+#include "transports/ucx/ucx_transport.h"
+
+using namespace ringcc;
+using namespace ringcc::test;
+
+namespace {
+
+ConnSpec ucxSpec(uint32_t nSlots, uint32_t slotBytes) {
+  ConnSpec s;
+  s.nSlots = nSlots;
+  s.slotBytes = slotBytes;
+  s.llSlotBytes = 0;
+  s.self = localPeerInfo(0);
+  s.peer = localPeerInfo(1);
+  s.peer.hostHash ^= 1;  // another host
+  return s;
+}
+
+WaitOptions opts(const Connector* c, int ms = 20000) {
+  WaitOptions o;
+  o.spinCount = 100;
+  o.conn = c;
+  o.deadline = WaitClock::now() + std::chrono::milliseconds(ms);
+  o.what = "ucx test";
+  return o;
+}
+
+}  // namespace
+
+TEST_CASE("ucx: a stream arrives exact through the proxy, then close is seen", "[ucx]") {
+  ConnPair c;
+  REQUIRE(connectPair(ucxTransport(), ucxSpec(4, 4096), &c) == ncclSuccess);
+  for (Connector* conn : {c.recv.get(), c.send.get()}) {
+    CHECK(conn->needsProgress());
+    CHECK(std::string(conn->transportName()) == "ucx");
+    CHECK(conn->view().doorbell == Proxy::get().doorbell());
+    CHECK(conn->view().llSlots == nullptr);
+    CHECK(conn->view().control->refKind == kRefNone);
+    CHECK(conn->peerState() == PeerState::Open);
+  }
+  // The two FIFOs are distinct memory: the proxy carries the data between them.
+  CHECK(c.recv->view().slots != c.send->view().slots);
+
+  const size_t n = 3 * 1024 * 1024 + 17;  // many laps of the 4 slots, counters and sizes vary
+  std::vector<uint8_t> in = makeStream(n, 9), out(n);
+  ncclResult_t sendRc = ncclInternalError;
+  uint32_t tail = 0, step = 0;
+  std::thread sender(
+      [&] { sendRc = sendStream(c.send->view(), &tail, in.data(), n, opts(c.send.get())); });
+  ncclResult_t recvRc = recvStream(c.recv->view(), &step, out.data(), n, opts(c.recv.get()));
+  sender.join();
+  CHECK(sendRc == ncclSuccess);
+  REQUIRE(recvRc == ncclSuccess);
+  CHECK(out == in);
+  CHECK(step == tail);
+
+  // The sender's head catches up once every credit is back.
+  CHECK(waitForCounter(&c.send->view().control->head, tail, opts(c.send.get())) == ncclSuccess);
+
+  // Closing one side: the other sees Closed soon, and a wait fails naming the peer.
+  c.send.reset();
+  auto until = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (c.recv->peerState() == PeerState::Open && std::chrono::steady_clock::now() < until)
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  CHECK(c.recv->peerState() == PeerState::Closed);
+  CapturedLog log;
+  CHECK(waitSlotFilled(c.recv->view(), step, opts(c.recv.get())) == ncclRemoteError);
+  CHECK(log.contains("closed"));
+  CHECK(log.contains("rank 1"));
+}
+
+TEST_CASE("ucx: an idle proxy sleeps instead of spinning", "[ucx]") {
+  ConnPair c;
+  REQUIRE(connectPair(ucxTransport(), ucxSpec(2, 1024), &c) == ncclSuccess);
+  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const uint64_t before = Proxy::get().sleeps();
+  std::this_thread::sleep_for(std::chrono::milliseconds(300));
+  // Asleep: at most a few wake-ups (the 100 ms cap) in 300 ms, not thousands of sweeps.
+  CHECK(Proxy::get().sleeps() - before <= 5);
+  // And a publish wakes it through the doorbell's eventfd (not the sleep's time limit).
+  std::this_thread::sleep_for(std::chrono::milliseconds(150));
+  const uint64_t wakesBefore = Proxy::get().doorbellWakes();
+  // As the runner publishes: tail, then the doorbell.
+  const ConnectorView& v = c.send->view();
+  *fifoSlotData(v, 0) = 42;
+  v.control->meta[0].size = 1;
+  publishCounter(&v.control->tail, 1);
+  publishCounter(v.doorbell, 1);
+  uint8_t got = 0;
+  uint32_t step = 0;
+  REQUIRE(recvStream(c.recv->view(), &step, &got, 1, opts(c.recv.get())) == ncclSuccess);
+  CHECK(got == 42);
+  CHECK(Proxy::get().doorbellWakes() > wakesBefore);
+}
+
+TEST_CASE("ucx: infos are checked", "[ucx]") {
+  ConnSpec spec = ucxSpec(4, 4096);
+  ConnSpec other = spec;
+  other.slotBytes = 8192;
+  std::swap(other.self, other.peer);
+  ConnPair c;
+  CapturedLog log;
+  CHECK(connectPair(ucxTransport(), spec, other, &c) == ncclInvalidUsage);
+  // An shm info is not a ucx info.
+  std::unique_ptr<PendingConnection> p;
+  ConnInfo mine;
+  REQUIRE(ucxTransport().setup(ConnSide::Recv, spec, &mine, &p) == ncclSuccess);
+  ConnInfo wrong = mine;
+  std::snprintf(wrong.transport, sizeof(wrong.transport), "shm");
+  std::unique_ptr<Connector> conn;
+  CHECK(p->connect(wrong, &conn) == ncclInvalidUsage);
+  CHECK(conn == nullptr);
+}
+
+TEST_CASE("ucx: NCCL_IB_DISABLE=1 keeps UCX off InfiniBand unless UCX_TLS is set", "[ucx]") {
+  // The worker is made once per process, so each setting runs in a child of its own.
+  for (const bool userTls : {false, true}) {
+    int failed = runProcesses(1, [&](int) {
+      setenv("NCCL_IB_DISABLE", "1", 1);
+      if (userTls)
+        setenv("UCX_TLS", "tcp", 1);
+      else
+        unsetenv("UCX_TLS");
+      CapturedLog log;
+      setenv("NCCL_DEBUG", "INFO", 1);
+      setenv("NCCL_DEBUG_SUBSYS", "NET", 1);
+      resetLogging();
+      std::unique_ptr<PendingConnection> p;
+      ConnInfo info;
+      if (ucxTransport().setup(ConnSide::Recv, ucxSpec(2, 1024), &info, &p) != ncclSuccess)
+        return 2;
+      const std::string want = userTls ? "UCX_TLS=tcp is set; UCX_TLS wins" : "UCX_TLS=^rc,ud,dc";
+      if (!log.contains(want)) {
+        std::fprintf(stderr, "log lacks '%s':\n%s\n", want.c_str(), log.text().c_str());
+        return 1;
+      }
+      return 0;
+    });
+    INFO("UCX_TLS set by the user: " << userTls);
+    CHECK(failed == 0);
+  }
+}

@@ -1,0 +1,404 @@
+#include "transports/ucx/ucx_link.h"
+
+#include <cstdarg>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "src/core/error.h"
+#include "src/core/log.h"
+#include "src/proxy/proxy.h"
+#include "transports/fifo_host.h"
+#include "transports/fifo_layout.h"
+#include "transports/ucx/ucx_worker.h"
+
+namespace ringcc {
+namespace {
+
+constexpr uint64_t kPage = 4096;
+constexpr uint64_t kFullMask = ~uint64_t{0};
+constexpr uint64_t kNoStepMask = ~uint64_t{0xffffffffu};
+// How long an orderly close waits for its close message to leave, and then for UCX to give
+// back what was posted, before it gives up (leaks the memory rather than free what UCX may
+// still write).
+constexpr auto kCloseSendWait = std::chrono::milliseconds(500);
+constexpr auto kReleaseWait = std::chrono::seconds(2);
+
+// The UCX transports and devices an endpoint's lanes use ("tcp/eth0"), from
+// ucp_ep_print_info, whose lane lines name them as "<transport>/<device>".
+std::string laneTransports(ucp_ep_h ep) {
+  char* text = nullptr;
+  size_t len = 0;
+  FILE* f = open_memstream(&text, &len);
+  if (f == nullptr) return "?";
+  ucp_ep_print_info(ep, f);
+  std::fclose(f);
+  std::string all(text ? text : "", len), found;
+  std::free(text);
+  for (size_t pos = all.find("lane["); pos != std::string::npos; pos = all.find("lane[", pos + 1)) {
+    const size_t eol = all.find('\n', pos);
+    const std::string line =
+        all.substr(pos, eol == std::string::npos ? std::string::npos : eol - pos);
+    const size_t slash = line.find('/');
+    if (slash == std::string::npos) continue;
+    size_t b = line.rfind(' ', slash), e = line.find_first_of(" \t", slash);
+    b = b == std::string::npos ? 0 : b + 1;
+    std::string tl = line.substr(b, e == std::string::npos ? std::string::npos : e - b);
+    if (const size_t colon = tl.find(':'); colon != std::string::npos) tl = tl.substr(colon + 1);
+    if (found.find(tl) == std::string::npos) found += (found.empty() ? "" : " ") + tl;
+  }
+  return found.empty() ? "?" : found;
+}
+
+bool done(void* req) { return req == nullptr || ucp_request_check_status(req) != UCS_INPROGRESS; }
+
+// Frees a completed request and returns its status (UCS_OK for a null request).
+ucs_status_t finish(void*& req) {
+  if (req == nullptr) return UCS_OK;
+  ucs_status_t st = ucp_request_check_status(req);
+  ucp_request_free(req);
+  req = nullptr;
+  return st;
+}
+
+}  // namespace
+
+UcxLink::UcxLink(UcxWorker* worker, ConnSide side, const ConnSpec& spec)
+    : worker_(worker),
+      side_(side),
+      peerRank_(spec.peer.rank),
+      channel_(spec.channel),
+      nSlots_(spec.nSlots),
+      slotBytes_(spec.slotBytes),
+      id_(worker->newLinkId()),
+      slotReqs_(spec.nSlots, nullptr),
+      metaReqs_(spec.nSlots, nullptr) {
+  const ConnGeometry g{spec.nSlots, spec.slotBytes, 0, 0};
+  const FifoLayout l = fifoLayout(g, 0, kPage);
+  void* p = std::aligned_alloc(kPage, alignUp(l.total, kPage));
+  if (p == nullptr) return;
+  std::memset(p, 0, l.total);  // counters, waiters and sizes start at 0
+  block_ = static_cast<char*>(p);
+  control_ = reinterpret_cast<FifoControl*>(block_ + l.controlOffset);
+  slots_ = block_ + l.slotsOffset;
+}
+
+UcxLink::~UcxLink() { std::free(block_); }
+
+ConnectorView UcxLink::view() const {
+  ConnectorView v{};
+  v.control = control_;
+  v.slots = slots_;
+  v.nSlots = nSlots_;
+  v.slotBytes = slotBytes_;
+  v.llSlots = nullptr;  // no LL over the network: the runner would need every line sent
+  v.llSlotBytes = 0;
+  v.doorbell = Proxy::get().doorbell();
+  return v;
+}
+
+void UcxLink::setPeer(uint32_t peerId, std::vector<uint8_t> address) {
+  peerId_ = peerId;
+  peerAddress_ = std::move(address);
+}
+
+PeerState UcxLink::peerState() const {
+  if (failed_.load(std::memory_order_acquire) || epStatus_.load(std::memory_order_acquire) != 0)
+    return PeerState::Dead;
+  if (peerClosed_.load(std::memory_order_acquire)) return PeerState::Closed;
+  return PeerState::Open;
+}
+
+bool UcxLink::drained() const {
+  if (side_ == ConnSide::Recv || peerState() != PeerState::Open) return true;
+  return sendsDone_.load(std::memory_order_acquire) == loadCounter(&control_->tail);
+}
+
+ncclResult_t UcxLink::fail(const char* fmt, ...) {
+  char what[512];
+  va_list ap;
+  va_start(ap, fmt);
+  std::vsnprintf(what, sizeof(what), fmt, ap);
+  va_end(ap);
+  failed_.store(true, std::memory_order_release);
+  return failPeer(ncclRemoteError, peerRank_, "ucx", "channel %d %s rank %d: %s", channel_,
+                  side_ == ConnSide::Recv ? "recv from" : "send to", peerRank_, what);
+}
+
+void UcxLink::onEpError(void* arg, ucp_ep_h, ucs_status_t status) {
+  auto* link = static_cast<UcxLink*>(arg);
+  link->epStatus_.store(static_cast<int>(status), std::memory_order_release);
+}
+
+void* UcxLink::postRecv(void* buf, size_t bytes, uint64_t tag, uint64_t mask, bool registered) {
+  ucp_request_param_t p{};
+  p.op_attr_mask = UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+  if (registered && memh_) {
+    p.op_attr_mask |= UCP_OP_ATTR_FIELD_MEMH;
+    p.memh = memh_;
+  }
+  return ucp_tag_recv_nbx(worker_->worker(), buf, bytes, tag, mask, &p);
+}
+
+void* UcxLink::postSend(const void* buf, size_t bytes, uint64_t tag, bool registered) {
+  ucp_request_param_t p{};
+  p.op_attr_mask = UCP_OP_ATTR_FLAG_NO_IMM_CMPL;
+  if (registered && memh_) {
+    p.op_attr_mask |= UCP_OP_ATTR_FIELD_MEMH;
+    p.memh = memh_;
+  }
+  return ucp_tag_send_nbx(ep_, buf, bytes, tag, &p);
+}
+
+ncclResult_t UcxLink::start() {
+  started_ = true;
+  // The slots are registered once, here, for the life of the link.
+  ucp_mem_map_params_t mp{};
+  mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
+  mp.address = slots_;
+  mp.length = uint64_t{nSlots_} * slotBytes_;
+  ucs_status_t st = ucp_mem_map(worker_->context(), &mp, &memh_);
+  if (st != UCS_OK) {
+    memh_ = nullptr;
+    return fail("registering %llu bytes of slots failed: %s",
+                static_cast<unsigned long long>(mp.length), ucs_status_string(st));
+  }
+  ucp_ep_params_t ep{};
+  ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                  UCP_EP_PARAM_FIELD_ERR_HANDLER;
+  ep.address = reinterpret_cast<const ucp_address_t*>(peerAddress_.data());
+  ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+  ep.err_handler.cb = &UcxLink::onEpError;
+  ep.err_handler.arg = this;
+  st = ucp_ep_create(worker_->worker(), &ep, &ep_);
+  if (st != UCS_OK) {
+    ep_ = nullptr;
+    return fail(
+        "creating the endpoint failed: %s; no UCX transport allowed here (%s) reaches "
+        "the peer's worker",
+        ucs_status_string(st), worker_->allowed().c_str());
+  }
+  closeReq_ = postRecv(&closeBuf_, sizeof(closeBuf_), ucxTag(kUcxClose, id_, 0), kFullMask, false);
+  if (UCS_PTR_IS_ERR(closeReq_)) {
+    st = UCS_PTR_STATUS(closeReq_);
+    closeReq_ = nullptr;
+    return fail("posting the close receive failed: %s", ucs_status_string(st));
+  }
+  if (side_ == ConnSide::Send) {
+    creditReq_ =
+        postRecv(&credit_, sizeof(credit_), ucxTag(kUcxCredit, id_, 0), kNoStepMask, false);
+    if (UCS_PTR_IS_ERR(creditReq_)) {
+      st = UCS_PTR_STATUS(creditReq_);
+      creditReq_ = nullptr;
+      return fail("posting the credit receive failed: %s", ucs_status_string(st));
+    }
+  }
+  if (logEnabled(LogLevel::Info, kLogNet | kLogInit))
+    LOG_INFO(kLogNet | kLogInit,
+             "ucx: channel %d %s rank %d: endpoint created (lanes: %s), %u x %u B slots", channel_,
+             side_ == ConnSide::Recv ? "recv from" : "send to", peerRank_,
+             laneTransports(ep_).c_str(), nSlots_, slotBytes_);
+  return ncclSuccess;
+}
+
+ncclResult_t UcxLink::progress(bool* moved) {
+  *moved = false;
+  if (failed_.load(std::memory_order_relaxed)) return ncclRemoteError;
+  if (!started_) {
+    RINGCC_CHECK(start());
+    *moved = true;
+  }
+  if (int st = epStatus_.load(std::memory_order_acquire); st != 0) {
+    // Logged at INFO only: a peer that exits after its last operation ends its connections
+    // this way too. peerState() now says Dead, so a runner waiting on this link fails with a
+    // WARN that names the peer; nobody waiting, nothing went wrong.
+    failed_.store(true, std::memory_order_release);
+    LOG_INFO(kLogNet,
+             "ucx: channel %d %s rank %d: the connection ended: %s (peer exited or died, "
+             "or the network path is down)",
+             channel_, side_ == ConnSide::Recv ? "recv from" : "send to", peerRank_,
+             ucs_status_string(static_cast<ucs_status_t>(st)));
+    return ncclRemoteError;
+  }
+  RINGCC_CHECK(side_ == ConnSide::Recv ? progressRecv(moved) : progressSend(moved));
+  // After the data: what the peer sent before its close message is published first, so the
+  // runner (which checks its counter before the peer's state) never loses it.
+  if (closeReq_ && done(closeReq_)) {
+    ucs_status_t st = finish(closeReq_);
+    if (st == UCS_OK) {
+      peerClosed_.store(true, std::memory_order_release);
+      LOG_INFO(kLogNet, "ucx: channel %d rank %d closed its side", channel_, peerRank_);
+    }
+    *moved = true;
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t UcxLink::progressRecv(bool* moved) {
+  // Completed receives, in step order: size, then tail (the runner's acquire load of tail
+  // sees the slot bytes UCX wrote and the size).
+  while (completed_ != posted_) {
+    const uint32_t slot = completed_ & (nSlots_ - 1);
+    void*& req = slotReqs_[slot];
+    if (!done(metaReqs_[slot])) break;  // the slot's size and signature come first
+    ucp_tag_recv_info_t info{};
+    ucs_status_t st = ucp_tag_recv_request_test(req, &info);
+    if (st == UCS_INPROGRESS) break;
+    finish(req);
+    if (st != UCS_OK)
+      return fail("receiving step %u failed: %s", completed_, ucs_status_string(st));
+    st = finish(metaReqs_[slot]);
+    if (st != UCS_OK)
+      return fail("receiving the size of step %u failed: %s", completed_, ucs_status_string(st));
+    if (control_->meta[slot].size != info.length)
+      return fail("step %u: %zu bytes arrived, the sender announced %u", completed_,
+                  static_cast<size_t>(info.length), control_->meta[slot].size);
+    ++completed_;
+    publishCounter(&control_->tail, completed_);
+    *moved = true;
+  }
+  // Credits: the runner's head, one message in flight at a time.
+  const uint32_t head = loadCounter(&control_->head);
+  if (creditReq_ && done(creditReq_)) {
+    ucs_status_t st = finish(creditReq_);
+    if (st != UCS_OK) return fail("sending head %u failed: %s", credit_, ucs_status_string(st));
+  }
+  if (creditReq_ == nullptr && head != credit_) {
+    credit_ = head;
+    void* r = postSend(&credit_, sizeof(credit_), ucxTag(kUcxCredit, peerId_, 0), false);
+    if (UCS_PTR_IS_ERR(r))
+      return fail("sending head %u failed: %s", head, ucs_status_string(UCS_PTR_STATUS(r)));
+    creditReq_ = r;
+    *moved = true;
+  }
+  // A receive into every free slot: steps up to head + nSlots - 1.
+  while (posted_ != head + nSlots_) {
+    const uint32_t slot = posted_ & (nSlots_ - 1);
+    void* m = postRecv(&control_->meta[slot], sizeof(SlotMeta), ucxTag(kUcxMeta, id_, posted_),
+                       kFullMask, false);
+    if (UCS_PTR_IS_ERR(m))
+      return fail("posting the receive of step %u's size failed: %s", posted_,
+                  ucs_status_string(UCS_PTR_STATUS(m)));
+    metaReqs_[slot] = m;
+    void* r = postRecv(slots_ + uint64_t{slot} * slotBytes_, slotBytes_,
+                       ucxTag(kUcxData, id_, posted_), kFullMask, true);
+    if (UCS_PTR_IS_ERR(r))
+      return fail("posting the receive of step %u failed: %s", posted_,
+                  ucs_status_string(UCS_PTR_STATUS(r)));
+    slotReqs_[slot] = r;
+    ++posted_;
+    *moved = true;
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t UcxLink::progressSend(bool* moved) {
+  // Credits from the receiver: its head (the latest wins; they arrive in order).
+  while (creditReq_ && done(creditReq_)) {
+    ucs_status_t st = finish(creditReq_);
+    if (st != UCS_OK) return fail("receiving a credit failed: %s", ucs_status_string(st));
+    if (counterReached(credit_, remoteHead_)) remoteHead_ = credit_;
+    void* r = postRecv(&credit_, sizeof(credit_), ucxTag(kUcxCredit, id_, 0), kNoStepMask, false);
+    if (UCS_PTR_IS_ERR(r))
+      return fail("posting the credit receive failed: %s", ucs_status_string(UCS_PTR_STATUS(r)));
+    creditReq_ = r;
+    *moved = true;
+  }
+  // Every slot the runner published goes out from the slot itself.
+  const uint32_t tail = loadCounter(&control_->tail);
+  while (posted_ != tail) {
+    const uint32_t slot = posted_ & (nSlots_ - 1);
+    const uint32_t size = control_->meta[slot].size;
+    if ((size & kSlotRefBit) || size > slotBytes_)
+      return fail("step %u: slot size %#x is not a plain size (references cannot cross hosts)",
+                  posted_, size);
+    void* m = postSend(&control_->meta[slot], sizeof(SlotMeta), ucxTag(kUcxMeta, peerId_, posted_),
+                       false);
+    if (UCS_PTR_IS_ERR(m))
+      return fail("sending step %u's size failed: %s", posted_, ucs_status_string(UCS_PTR_STATUS(m)));
+    metaReqs_[slot] = m;
+    void* r = postSend(slots_ + uint64_t{slot} * slotBytes_, size,
+                       ucxTag(kUcxData, peerId_, posted_), true);
+    if (UCS_PTR_IS_ERR(r))
+      return fail("sending step %u failed: %s", posted_, ucs_status_string(UCS_PTR_STATUS(r)));
+    slotReqs_[slot] = r;
+    ++posted_;
+    *moved = true;
+  }
+  while (completed_ != posted_) {
+    void*& req = slotReqs_[completed_ & (nSlots_ - 1)];
+    void*& meta = metaReqs_[completed_ & (nSlots_ - 1)];
+    if (!done(req) || !done(meta)) break;
+    ucs_status_t st = finish(meta);
+    if (st == UCS_OK) st = finish(req);
+    if (st != UCS_OK) return fail("sending step %u failed: %s", completed_, ucs_status_string(st));
+    ++completed_;
+    sendsDone_.store(completed_, std::memory_order_release);
+    *moved = true;
+  }
+  // A slot is free once the receiver consumed it and UCX no longer reads it.
+  const uint32_t head = counterReached(completed_, remoteHead_) ? remoteHead_ : completed_;
+  if (head != head_) {
+    head_ = head;
+    publishCounter(&control_->head, head_);
+    *moved = true;
+  }
+  return ncclSuccess;
+}
+
+bool UcxLink::release(std::chrono::steady_clock::time_point now) {
+  if (releasePhase_ == 0) {
+    // Tell the peer (best effort: it may be gone), so its waits end at once with Closed.
+    if (!started_ && !peerAddress_.empty()) (void)start();
+    if (ep_ && epStatus_.load() == 0) {
+      void* r = postSend(&closeBuf_, 0, ucxTag(kUcxClose, peerId_, 0), false);
+      closeSendReq_ = UCS_PTR_IS_ERR(r) ? nullptr : r;
+    }
+    releasePhase_ = 1;
+    releaseDeadline_ = now + kCloseSendWait;
+  }
+  if (releasePhase_ == 1) {
+    if (!done(closeSendReq_) && now < releaseDeadline_) return false;
+    // Cancel what is posted, then close the endpoint without waiting for the peer: its
+    // outstanding operations end with an error status.
+    for (const auto* reqs : {&slotReqs_, &metaReqs_})
+      for (void* r : *reqs)
+        if (r && !done(r)) ucp_request_cancel(worker_->worker(), r);
+    for (void* r : {creditReq_, closeReq_, closeSendReq_})
+      if (r && !done(r)) ucp_request_cancel(worker_->worker(), r);
+    if (ep_) {
+      ucp_request_param_t p{};
+      p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
+      p.flags = UCP_EP_CLOSE_FLAG_FORCE;
+      void* r = ucp_ep_close_nbx(ep_, &p);
+      epCloseReq_ = UCS_PTR_IS_ERR(r) ? nullptr : r;
+      ep_ = nullptr;
+    }
+    releasePhase_ = 2;
+    releaseDeadline_ = now + kReleaseWait;
+  }
+  bool all = done(epCloseReq_) && done(creditReq_) && done(closeReq_) && done(closeSendReq_);
+  for (void* r : slotReqs_) all = all && done(r);
+  for (void* r : metaReqs_) all = all && done(r);
+  if (!all) {
+    if (now < releaseDeadline_) return false;
+    LOG_WARN(
+        "ucx: channel %d rank %d: UCX still holds requests 2 s after close; leaving %u x %u "
+        "B of slots allocated",
+        channel_, peerRank_, nSlots_, slotBytes_);
+    block_ = nullptr;  // never free memory UCX may still write
+    return true;
+  }
+  for (void*& r : slotReqs_) finish(r);
+  for (void*& r : metaReqs_) finish(r);
+  finish(creditReq_);
+  finish(closeReq_);
+  finish(closeSendReq_);
+  finish(epCloseReq_);
+  if (memh_) ucp_mem_unmap(worker_->context(), memh_);
+  memh_ = nullptr;
+  return true;
+}
+
+}  // namespace ringcc

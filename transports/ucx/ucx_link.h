@@ -1,0 +1,125 @@
+// One side of one UCX connection: its FIFO memory and the state machine that the proxy
+// drives (transports/ucx/ucx_transport.h explains the protocol).
+//
+// Receive side: the FIFO the runner polls (counters, sizes, Simple slots) is ours. For each
+// free slot a tagged receive is posted straight into it (tag: data, our link id, step), and
+// one for its SlotMeta (size and the sender's call signature) into FifoControl::meta (tag:
+// meta); when both completed, in step order, tail moves. When the runner moves head, the new
+// head goes back to the sender as a credit message.
+// Send side: a local FIFO of the same geometry that the runner fills as if it were the
+// receiver's. Each slot the runner publishes (tail) is sent from the slot itself (tag: data,
+// the receiver's link id, step), its SlotMeta beside it (tag: meta); head moves to the lower of the receiver's credited head and
+// our first send UCX has not finished with, so the runner never overwrites a slot in flight.
+// Both: a posted receive for the peer's close message, and an endpoint whose failure (peer
+// died, link down) UCX reports through the error handler. peerState() reads atomics only.
+//
+// Threads: construction and the setters on the caller's thread before the proxy sees the
+// link; everything else on the proxy thread; peerState() anywhere.
+#pragma once
+
+#include <ucp/api/ucp.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <vector>
+
+#include "nccl.h"
+#include "transports/connector_device.h"
+#include "transports/transport.h"
+
+namespace ringcc {
+
+class UcxWorker;
+
+class UcxLink {
+ public:
+  // Allocates the FIFO (zeroed) for spec's geometry; LL memory never (see ucx_transport.h).
+  UcxLink(UcxWorker* worker, ConnSide side, const ConnSpec& spec);
+  ~UcxLink();  // frees the memory; UCX resources must be released first (release())
+  UcxLink(const UcxLink&) = delete;
+  UcxLink& operator=(const UcxLink&) = delete;
+
+  bool valid() const { return block_ != nullptr; }
+  ConnectorView view() const;
+  uint32_t id() const { return id_; }
+  int peerRank() const { return peerRank_; }
+  ConnSide side() const { return side_; }
+
+  // From the peer's info, before the proxy sees the link.
+  void setPeer(uint32_t peerId, std::vector<uint8_t> address);
+
+  // Proxy thread: moves what can move now. An error is logged (with the peer's rank) and
+  // returned once; peerState() reports Dead from then on.
+  ncclResult_t progress(bool* moved);
+
+  PeerState peerState() const;
+
+  // Any thread: true once every slot the runner published has been sent and UCX has finished
+  // with it (send side; always true on the receive side), or the peer is gone. A Connector
+  // waits for it (bounded) before it closes, so that data of a finished operation is not cut
+  // off by a process that destroys its communicator and exits at once.
+  bool drained() const;
+  uint32_t sendsDone() const { return sendsDone_.load(std::memory_order_acquire); }
+
+  // Proxy thread, after the Connector is gone: steps of an orderly close. Returns true once
+  // every UCX resource is released and the link may be deleted. Never waits: call again.
+  bool release(std::chrono::steady_clock::time_point now);
+
+ private:
+  ncclResult_t start();
+  ncclResult_t progressRecv(bool* moved);
+  ncclResult_t progressSend(bool* moved);
+  ncclResult_t fail(const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+  void* postRecv(void* buf, size_t bytes, uint64_t tag, uint64_t mask, bool registered);
+  void* postSend(const void* buf, size_t bytes, uint64_t tag, bool registered);
+  static void onEpError(void* arg, ucp_ep_h ep, ucs_status_t status);
+
+  UcxWorker* worker_;
+  ConnSide side_;
+  int peerRank_;
+  int channel_;
+  uint32_t nSlots_;
+  uint32_t slotBytes_;
+  uint32_t id_;
+  uint32_t peerId_ = 0;
+  std::vector<uint8_t> peerAddress_;
+
+  char* block_ = nullptr;  // FifoControl, then the Simple slots
+  FifoControl* control_ = nullptr;
+  char* slots_ = nullptr;
+
+  bool started_ = false;
+  ucp_mem_h memh_ = nullptr;
+  ucp_ep_h ep_ = nullptr;
+  std::vector<void*> slotReqs_;  // per slot: the posted receive (recv) or the send (send)
+  std::vector<void*> metaReqs_;  // per slot: the same for its SlotMeta message
+  uint32_t posted_ = 0;          // recv: next step to post; send: next step to send
+  uint32_t completed_ = 0;       // recv: tail (steps received); send: steps UCX finished
+  uint32_t head_ = 0;            // send: head published to the runner
+  uint32_t remoteHead_ = 0;      // send: the receiver's head, from its credits
+  uint32_t credit_ = 0;          // recv: last head sent; send: receive buffer of credits
+  void* creditReq_ = nullptr;    // recv: the credit send in flight; send: the posted receive
+  uint64_t closeBuf_ = 0;
+  void* closeReq_ = nullptr;  // the posted receive of the peer's close message
+
+  // release()
+  int releasePhase_ = 0;
+  void* closeSendReq_ = nullptr;
+  void* epCloseReq_ = nullptr;
+  std::chrono::steady_clock::time_point releaseDeadline_{};
+
+  std::atomic<uint32_t> sendsDone_{0};  // send side: completed_, for drained()
+  std::atomic<int> epStatus_{0};        // ucs_status_t from the error handler; 0: fine
+  std::atomic<bool> peerClosed_{false};
+  std::atomic<bool> failed_{false};
+};
+
+// Tags: 2 bits of kind, 30 bits of the receiving link's id, 32 bits of step.
+// kUcxMeta: a slot's SlotMeta (size and the sender's call signature), sent beside its data.
+enum UcxTagKind : uint64_t { kUcxData = 0, kUcxCredit = 1, kUcxClose = 2, kUcxMeta = 3 };
+inline uint64_t ucxTag(UcxTagKind kind, uint32_t linkId, uint32_t step) {
+  return (uint64_t{kind} << 62) | (uint64_t{linkId & 0x3fffffffu} << 32) | step;
+}
+
+}  // namespace ringcc

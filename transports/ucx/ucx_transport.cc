@@ -1,0 +1,163 @@
+#include "transports/ucx/ucx_transport.h"
+
+#include <strings.h>
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <thread>
+#include <utility>
+#include <vector>
+
+#include "src/core/error.h"
+#include "src/core/log.h"
+#include "src/core/param.h"
+#include "src/proxy/proxy.h"
+#include "transports/ucx/ucx_link.h"
+#include "transports/ucx/ucx_worker.h"
+
+namespace ringcc {
+namespace {
+
+// Longest a closing sender waits for its published slots to leave (see ~UcxConnector), and
+// how long without any send completing it waits: a connection whose operation failed (the
+// error closes every connection) must not hold the error's return for long. After one drain
+// stalled, the closes of the next kStallMemory skip the wait: they are most likely the same
+// failed operation's other connections, and n stalls in a row would add up.
+constexpr auto kDrainWait = std::chrono::seconds(5);
+constexpr auto kDrainStall = std::chrono::milliseconds(200);
+constexpr auto kStallMemory = std::chrono::seconds(2);
+std::atomic<int64_t> gLastStallNs{0};
+
+int64_t steadyNs(std::chrono::steady_clock::time_point t) {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
+}
+
+class UcxConnector final : public Connector {
+ public:
+  UcxConnector(std::unique_ptr<UcxLink> link, UcxWorker* worker)
+      : Connector(link->side(), link->peerRank(), link->view()),
+        link_(std::move(link)),
+        worker_(worker) {
+    Proxy::get().add(this);
+  }
+  ~UcxConnector() override {
+    // What the runner published is sent first (bounded: a peer that stops reading cannot hold
+    // us longer than kDrainWait); then, after remove(), the proxy no longer runs progress() on
+    // us, and it releases the link's UCX resources (it owns the worker) without waiting here.
+    auto now = std::chrono::steady_clock::now();
+    const auto until = now + kDrainWait;
+    const bool recentStall = steadyNs(now) - gLastStallNs.load(std::memory_order_relaxed) <
+                             std::chrono::nanoseconds(kStallMemory).count();
+    const auto stallLimit = recentStall ? std::chrono::steady_clock::duration::zero()
+                                        : std::chrono::steady_clock::duration(kDrainStall);
+    auto stalledSince = now;
+    for (uint32_t last = link_->sendsDone(); !link_->drained();) {
+      if (now >= until || now - stalledSince >= stallLimit) {
+        if (!recentStall) gLastStallNs.store(steadyNs(now), std::memory_order_relaxed);
+        break;
+      }
+      std::this_thread::sleep_for(std::chrono::microseconds(200));
+      now = std::chrono::steady_clock::now();
+      if (uint32_t d = link_->sendsDone(); d != last) {
+        last = d;
+        stalledSince = now;
+      }
+    }
+    Proxy::get().remove(this);
+    worker_->retire(std::move(link_));
+  }
+
+  const char* transportName() const override { return "ucx"; }
+  PeerState peerState() const override { return link_->peerState(); }
+  bool needsProgress() const override { return true; }
+  ncclResult_t progress(bool* moved) override { return link_->progress(moved); }
+
+ private:
+  std::unique_ptr<UcxLink> link_;
+  UcxWorker* worker_;
+};
+
+class UcxPending final : public PendingConnection {
+ public:
+  UcxPending(ConnSide side, const ConnSpec& spec, std::unique_ptr<UcxLink> link, UcxWorker* worker)
+      : PendingConnection(side, spec), link_(std::move(link)), worker_(worker) {}
+
+ protected:
+  ncclResult_t connectImpl(const ConnInfo& remote, std::unique_ptr<Connector>* conn) override {
+    const char* where = side() == ConnSide::Recv ? "ucx connect recv" : "ucx connect send";
+    const int peer = spec().peer.rank;
+    UcxInfo info;
+    std::vector<uint8_t> address;
+    RINGCC_CHECK(unpackConnInfo(remote, "ucx", kUcxInfoVersion,
+                                side() == ConnSide::Recv ? ConnSide::Send : ConnSide::Recv, &info,
+                                peer, where, &address));
+    RINGCC_CHECK(checkConnGeometry(spec(), info.geometry, where));
+    if (address.empty() || info.linkId == 0)
+      return failPeer(ncclInvalidUsage, peer, where, "the info carries no UCX worker address");
+    link_->setPeer(info.linkId, std::move(address));
+    *conn = std::make_unique<UcxConnector>(std::move(link_), worker_);
+    return ncclSuccess;
+  }
+
+ private:
+  std::unique_ptr<UcxLink> link_;  // never started: its destructor only frees memory
+  UcxWorker* worker_;
+};
+
+class UcxTransport final : public Transport {
+ public:
+  const char* name() const override { return "ucx"; }
+
+  bool canConnect(const PeerInfo& self, const PeerInfo& peer, std::string* why) const override {
+    if (self.memory != MemoryKind::Host || peer.memory != MemoryKind::Host) {
+      if (why) *why = "device memory over the network is not available yet";
+      return false;
+    }
+    return true;
+  }
+
+ protected:
+  ncclResult_t setupImpl(ConnSide side, const ConnSpec& spec, ConnInfo* info,
+                         std::unique_ptr<PendingConnection>* pending) override {
+    UcxWorker* worker = nullptr;
+    RINGCC_CHECK(UcxWorker::get(&worker));
+    auto link = std::make_unique<UcxLink>(worker, side, spec);
+    if (!link->valid())
+      return failPeer(ncclSystemError, spec.peer.rank, "ucx setup",
+                      "no memory for %u x %u B of slots", spec.nSlots, spec.slotBytes);
+    UcxInfo mine{};
+    mine.geometry = connGeometry(spec);
+    mine.linkId = link->id();
+    RINGCC_CHECK(packConnInfo("ucx", kUcxInfoVersion, side, mine, info,
+                              std::span<const uint8_t>(worker->address())));
+    LOG_INFO(kLogNet | kLogInit, "ucx: channel %d %s rank %d: link %u, %u x %u B slots, no LL",
+             spec.channel, side == ConnSide::Recv ? "recv from" : "send to", spec.peer.rank,
+             link->id(), spec.nSlots, spec.slotBytes);
+    *pending = std::make_unique<UcxPending>(side, spec, std::move(link), worker);
+    return ncclSuccess;
+  }
+};
+
+}  // namespace
+
+Transport& ucxTransport() {
+  static UcxTransport t;
+  return t;
+}
+
+ncclResult_t netForced(bool* forced) {
+  const std::string net = paramString("NET");
+  *forced = false;
+  if (net.empty()) return ncclSuccess;
+  if (strcasecmp(net.c_str(), "ucx") == 0) {
+    *forced = true;
+    return ncclSuccess;
+  }
+  return fail(ncclInvalidArgument, "selectTransport",
+              "NCCL_NET='%s' is not a network ringcc has; the only one is 'ucx' (or leave it "
+              "unset: ranks on different hosts use UCX anyway)",
+              net.c_str());
+}
+
+}  // namespace ringcc

@@ -1,0 +1,49 @@
+// ucx: ranks on different hosts (or any ranks, with NCCL_NET=ucx), over UCP tag matching.
+//
+// Why tags: the receiver posts a tagged receive straight into each free slot of the FIFO it
+// owns, so data lands where the runner reads it with no extra copy, and the proxy publishes
+// tail itself once UCX says the receive is complete, which is exactly the FIFO contract's
+// release of tail after the bytes. RMA (put into the receiver's slots) would also need a
+// remote tail write ordered after the data, and over TCP UCX emulates it with messages that
+// the target's worker must progress anyway; active messages hand eager data over in UCX's
+// buffers, which costs a copy or a rendezvous dance per slot.
+//
+// Each side owns a FIFO in its own memory (transports/ucx/ucx_link.h): the receiver's is the
+// one the runner reads; the sender's is a local staging FIFO the runner fills. The proxy
+// thread (src/proxy) moves filled slots to the peer and the receiver's head back as credits,
+// and sleeps on the UCX worker's event fd and the doorbell when idle. Slots are registered
+// with UCX once per connection.
+//
+// Connection infos: both sides send their geometry, their link id (for tags) and the
+// process's UCX worker address (a variable tail of the info). No LL memory (llSlotBytes 0 in
+// the views): a communicator that uses the network gets connections without LL, and the
+// planner falls back to Simple (src/exec/connections.cc). refKind stays kRefNone.
+//
+// Peer state: Closed when the peer's close message arrived (its Connector was destroyed);
+// Dead when UCX reported the endpoint failed (process killed, link down) or progress failed.
+// A link that is silent (cable pulled, no UCX error yet) ends the runner's wait at
+// NCCL_TIMEOUT.
+#pragma once
+
+#include <cstdint>
+
+#include "transports/transport.h"
+
+namespace ringcc {
+
+inline constexpr uint32_t kUcxInfoVersion = 1;
+
+// Both sides' info, followed by the worker address bytes.
+struct UcxInfo {
+  ConnGeometry geometry;
+  uint32_t linkId;  // tags addressed to this side carry it
+  uint32_t pad;
+};
+
+Transport& ucxTransport();
+
+// NCCL_NET: *forced is true when it names "ucx" (any case), false when unset or empty.
+// ncclInvalidArgument (WARN naming NCCL_NET and the valid value) for anything else.
+ncclResult_t netForced(bool* forced);
+
+}  // namespace ringcc

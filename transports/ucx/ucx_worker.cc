@@ -1,0 +1,163 @@
+#include "transports/ucx/ucx_worker.h"
+
+#include <unistd.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "src/core/error.h"
+#include "src/core/log.h"
+#include "src/core/param.h"
+#include "transports/ucx/ucx_link.h"
+
+namespace ringcc {
+namespace {
+
+// UCX's InfiniBand transports, for NCCL_IB_DISABLE=1 (UCX_TLS's "^" excludes a list).
+constexpr const char* kNoIbTls = "^rc,ud,dc,rc_v,rc_x,ud_v,ud_x,dc_x";
+// Progress calls per poll() at most, so one busy link cannot starve the others' sweep.
+constexpr int kMaxProgressPerPoll = 64;
+
+std::mutex gWorkerMu;
+UcxWorker* gWorker = nullptr;
+pid_t gWorkerPid = 0;
+
+std::string envOr(const char* name, const char* fallback) {
+  const char* v = std::getenv(name);
+  return v ? v : fallback;
+}
+
+}  // namespace
+
+ncclResult_t UcxWorker::get(UcxWorker** out) {
+  std::lock_guard<std::mutex> lock(gWorkerMu);
+  if (gWorker == nullptr || gWorkerPid != getpid()) {
+    // A forked child cannot use its parent's worker (its proxy thread and sockets are the
+    // parent's): it makes its own and leaves the inherited one alone.
+    auto* w = new UcxWorker();
+    ncclResult_t rc = w->init();
+    if (rc != ncclSuccess) {
+      delete w;
+      return rc;
+    }
+    gWorker = w;  // lives for the process
+    gWorkerPid = getpid();
+    Proxy::get().addSource(gWorker);
+  }
+  *out = gWorker;
+  return ncclSuccess;
+}
+
+ncclResult_t UcxWorker::init() {
+  ucp_config_t* config = nullptr;
+  ucs_status_t st = ucp_config_read(nullptr, nullptr, &config);
+  if (st != UCS_OK)
+    return fail(ncclSystemError, "ucx", "reading the UCX configuration failed: %s",
+                ucs_status_string(st));
+  // We register each connection's slots once and never unmap them while registered, so UCX's
+  // registration cache (which hooks mmap through libucm) buys nothing; and its hook install
+  // deadlocked in forked children here (ucm_mmap_install in ucp_init). Off unless the user
+  // asks for it.
+  if (std::getenv("UCX_RCACHE_ENABLE") == nullptr) ucp_config_modify(config, "RCACHE_ENABLE", "n");
+  const bool noIb = paramInt("IB_DISABLE") != 0;
+  std::string tls = envOr("UCX_TLS", "");
+  if (noIb && tls.empty()) {
+    ucp_config_modify(config, "TLS", kNoIbTls);
+    tls = kNoIbTls;
+  } else if (noIb) {
+    LOG_INFO(kLogNet | kLogInit, "ucx: NCCL_IB_DISABLE=1 but UCX_TLS=%s is set; UCX_TLS wins",
+             tls.c_str());
+  }
+  const std::string devices = envOr("UCX_NET_DEVICES", "all");
+  const std::string tried = "UCX_TLS=" + (tls.empty() ? std::string("all") : tls) +
+                            " UCX_NET_DEVICES=" + devices + (noIb ? " (NCCL_IB_DISABLE=1)" : "");
+
+  ucp_params_t params{};
+  params.field_mask = UCP_PARAM_FIELD_FEATURES;
+  params.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP;
+  st = ucp_init(&params, config, &context_);
+  ucp_config_release(config);
+  if (st != UCS_OK) {
+    context_ = nullptr;
+    return fail(ncclSystemError, "ucx", "ucp_init failed: %s (%s)", ucs_status_string(st),
+                tried.c_str());
+  }
+  ucp_worker_params_t wp{};
+  wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
+  wp.thread_mode = UCS_THREAD_MODE_SINGLE;  // only the proxy thread uses it (see header)
+  st = ucp_worker_create(context_, &wp, &worker_);
+  if (st != UCS_OK) {
+    worker_ = nullptr;
+    ucp_cleanup(context_);
+    context_ = nullptr;
+    return fail(ncclSystemError, "ucx", "creating a UCX worker failed: %s (%s)",
+                ucs_status_string(st), tried.c_str());
+  }
+  if (ucp_worker_get_efd(worker_, &efd_) != UCS_OK) efd_ = -1;  // the proxy naps instead
+  ucp_address_t* addr = nullptr;
+  size_t len = 0;
+  st = ucp_worker_get_address(worker_, &addr, &len);
+  if (st != UCS_OK) {
+    ucp_worker_destroy(worker_);
+    ucp_cleanup(context_);
+    worker_ = nullptr;
+    context_ = nullptr;
+    return fail(ncclSystemError, "ucx", "getting the UCX worker address failed: %s (%s)",
+                ucs_status_string(st), tried.c_str());
+  }
+  const auto* bytes = reinterpret_cast<const uint8_t*>(addr);
+  address_.assign(bytes, bytes + len);
+  ucp_worker_release_address(worker_, addr);
+  allowed_ = tried;
+  LOG_INFO(kLogNet | kLogInit, "ucx: worker ready (%s), address %zu bytes, event fd %d",
+           tried.c_str(), len, efd_);
+  return ncclSuccess;
+}
+
+uint32_t UcxWorker::newLinkId() {
+  uint32_t id = nextId_.fetch_add(1, std::memory_order_relaxed) & 0x3fffffffu;
+  return id != 0 ? id : nextId_.fetch_add(1, std::memory_order_relaxed) & 0x3fffffffu;
+}
+
+void UcxWorker::retire(std::unique_ptr<UcxLink> link) {
+  {
+    std::lock_guard<std::mutex> lock(retireMu_);
+    toRetire_.push_back(std::move(link));
+  }
+  Proxy::get().wake();
+}
+
+bool UcxWorker::finishRetired() {
+  {
+    std::lock_guard<std::mutex> lock(retireMu_);
+    for (auto& l : toRetire_) retiring_.push_back(std::move(l));
+    toRetire_.clear();
+  }
+  if (retiring_.empty()) return false;
+  const auto now = std::chrono::steady_clock::now();
+  bool moved = false;
+  for (size_t i = 0; i < retiring_.size();) {
+    if (retiring_[i]->release(now)) {
+      retiring_.erase(retiring_.begin() + static_cast<std::ptrdiff_t>(i));
+      moved = true;
+    } else {
+      ++i;
+    }
+  }
+  // Links still closing keep the proxy awake (they wait on time, not on events).
+  return moved || !retiring_.empty();
+}
+
+bool UcxWorker::poll() {
+  bool moved = false;
+  for (int i = 0; i < kMaxProgressPerPoll && ucp_worker_progress(worker_) != 0; ++i) moved = true;
+  moved |= finishRetired();
+  return moved;
+}
+
+bool UcxWorker::arm() {
+  if (efd_ < 0) return true;  // no fd: the proxy naps briefly and polls again
+  return ucp_worker_arm(worker_) == UCS_OK;
+}
+
+}  // namespace ringcc

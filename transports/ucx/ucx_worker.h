@@ -1,0 +1,71 @@
+// The process's UCX context and worker (transports/ucx), shared by all its UCX connections.
+//
+// Created on the first UCX connection's setup (a forked child makes its own) and kept for the
+// life of the process. After creation only the proxy thread (src/proxy) touches the worker:
+// it calls poll() (ucp_worker_progress, and finishing the close of retired links) and sleeps
+// on eventFd() once arm() succeeded. So the worker runs in UCS_THREAD_MODE_SINGLE, without
+// UCX's locks, and every request of every link is posted and completed on that one thread.
+//
+// Configuration: UCX reads its own UCX_* variables (UCX_TLS, UCX_NET_DEVICES, ...).
+// NCCL_IB_DISABLE=1 removes UCX's InfiniBand transports (rc, ud, dc and their variants) unless
+// UCX_TLS is set, in which case UCX_TLS wins (logged).
+#pragma once
+
+#include <ucp/api/ucp.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "nccl.h"
+#include "src/proxy/proxy.h"
+
+namespace ringcc {
+
+class UcxLink;
+
+class UcxWorker final : public WakeSource {
+ public:
+  // This process's worker, made on first use. ncclSystemError (logged: what UCX said, and the
+  // UCX_TLS / UCX_NET_DEVICES / NCCL_IB_DISABLE in force) if UCX cannot start.
+  static ncclResult_t get(UcxWorker** out);
+
+  ucp_context_h context() const { return context_; }
+  ucp_worker_h worker() const { return worker_; }
+  const std::vector<uint8_t>& address() const { return address_; }
+  // "UCX_TLS=... UCX_NET_DEVICES=... (NCCL_IB_DISABLE=1)": what UCX was allowed, for messages.
+  const std::string& allowed() const { return allowed_; }
+
+  // A process-unique number for a link's tags (30 bits; wraps after a billion links).
+  uint32_t newLinkId();
+
+  // Hands over a connected link whose Connector is gone: the proxy tells the peer, cancels
+  // what is posted, closes the endpoint and frees the memory once UCX is done with it.
+  void retire(std::unique_ptr<UcxLink> link);
+
+  // WakeSource (proxy thread only).
+  bool poll() override;
+  int eventFd() override { return efd_; }
+  bool arm() override;
+
+ private:
+  UcxWorker() = default;
+  ncclResult_t init();
+  bool finishRetired();  // proxy thread
+
+  ucp_context_h context_ = nullptr;
+  ucp_worker_h worker_ = nullptr;
+  int efd_ = -1;
+  std::vector<uint8_t> address_;
+  std::string allowed_;
+  std::atomic<uint32_t> nextId_{1};
+  std::mutex retireMu_;
+  std::vector<std::unique_ptr<UcxLink>> toRetire_;  // under retireMu_
+  std::vector<std::unique_ptr<UcxLink>> retiring_;  // proxy thread only
+};
+
+}  // namespace ringcc
