@@ -267,6 +267,12 @@ class ProgramRunner {
     for (int i = 0; i < args_.program->nPorts; i++) refOut_[i] = 0;
     for (int i = 0; i < args_.program->nLanes; i++) {
       LaneState& st = lanes_[i];
+      st.sig.count = st.geo.total;
+      st.sig.root = args_.sigRoot;
+      st.sig.coll = args_.sigColl;
+      st.sig.type = (uint8_t)args_.type;
+      st.sig.op = sigOp;
+      st.sig.pad = 0;
       st.loop = 0;
       st.step = 0;
       st.done = 0;
@@ -378,7 +384,7 @@ class ProgramRunner {
         draining_ = true;
       }
       const uint32_t slot = c & (v.nSlots - 1);
-      const OpSig sig = laneSig(s.lane);
+      const OpSig& sig = laneSig(s.lane);
       if (args_.protocol == kProtoLL) {
         llPack((LlLine*)(v.llSlots + (size_t)slot * v.llSlotBytes), 0, sizeof(OpSig),
                (const char*)&sig, c + 1);
@@ -470,6 +476,7 @@ class ProgramRunner {
  private:
   struct LaneState {
     LaneGeometry geo;
+    OpSig sig;  // what the lane's slots are signed with
     uint64_t loop;
     uint64_t stepDone;
     FifoCounter* waitOn;
@@ -630,17 +637,8 @@ class ProgramRunner {
     return kRunReady;
   }
 
-  // This rank's call, as lane `lane` signs its slots.
-  RINGCC_HOST_DEVICE OpSig laneSig(int lane) const {
-    OpSig sig;
-    sig.count = lanes_[lane].geo.total;
-    sig.root = args_.sigRoot;
-    sig.coll = args_.sigColl;
-    sig.type = (uint8_t)args_.type;
-    sig.op = args_.sigOp;
-    sig.pad = 0;
-    return sig;
-  }
+  // This rank's call, as lane `lane` signs its slots (set once per run by restart()).
+  RINGCC_HOST_DEVICE const OpSig& laneSig(int lane) const { return lanes_[lane].sig; }
 
   // False (and kRunErrMismatch, remembered for mismatch()) unless `got` is this lane's call.
   RINGCC_HOST_DEVICE bool checkSig(int lane, const OpSig& got, uint8_t port, RunError* error) {

@@ -422,26 +422,17 @@ ncclResult_t HostEngine::runJobs() {
 
 ncclResult_t HostEngine::findMismatchedPeer() {
   if (batchSig_.coll == kSigGroup) return ncclSuccess;  // (set when the batch got stuck)
-  for (size_t c = 0; c < queues_.size(); ++c) {
-    if (head_[c] == queues_[c].size()) continue;
-    const Bound* b = queues_[c][head_[c]];
-    for (int l = 0; l < b->job->program->nLanes; ++l) {
-      LaneStatus s = b->runner.laneStatus(l);
-      if ((s.wait != kLaneWaitRecv && s.wait != kLaneWaitSend) || s.port >= b->connectors.size())
-        continue;
-      const Connector* conn = b->connectors[s.port];
-      PostedCall peer;
-      if (!peerPostedCall(*conn, &peer) || peer.seq != batchSeq_ || peer.sig.coll == kSigGroup ||
-          sameSig(peer.sig, batchSig_))
-        continue;
-      failReason_ = kFailMismatch;
-      return failPeer(ncclInvalidUsage, conn->peerRank(), b->job->name,
-                      "the ranks made different calls: rank %d called %s, rank %d called %s",
-                      comm_->rank, describeCall(batchSig_).c_str(), conn->peerRank(),
-                      describeCall(peer.sig).c_str());
-    }
-  }
-  return ncclSuccess;
+  PostedCall peer;
+  const WaitedOn w = findWaitedOn([&](const Connector& conn) {
+    return peerPostedCall(conn, &peer) && peer.seq == batchSeq_ && peer.sig.coll != kSigGroup &&
+           !sameSig(peer.sig, batchSig_);
+  });
+  if (!w.conn) return ncclSuccess;
+  failReason_ = kFailMismatch;
+  return failPeer(ncclInvalidUsage, w.conn->peerRank(), w.bound->job->name,
+                  "the ranks made different calls: rank %d called %s, rank %d called %s",
+                  comm_->rank, describeCall(batchSig_).c_str(), w.conn->peerRank(),
+                  describeCall(peer.sig).c_str());
 }
 
 ncclResult_t HostEngine::runFailed(const Bound& b, RunError e) {
@@ -467,27 +458,33 @@ ncclResult_t HostEngine::runFailed(const Bound& b, RunError e) {
   }
 }
 
-HostEngine::GonePeer HostEngine::findGonePeer() const {
-  // Only the ports some lane is blocked on: a peer that finished its part with us and left
-  // (say, a ring neighbour that already has all its data) is no reason to fail.
+template <typename Pred>
+HostEngine::WaitedOn HostEngine::findWaitedOn(Pred&& pred) const {
   for (size_t c = 0; c < queues_.size(); ++c) {
     if (head_[c] == queues_[c].size()) continue;
     const Bound* b = queues_[c][head_[c]];
     // A runner whose lanes are done may still wait for the release of its references.
-    if (uint8_t port = b->runner.drainPort(); port < b->connectors.size()) {
-      PeerState state = b->connectors[port]->peerState();
-      if (state != PeerState::Open) return GonePeer{b, b->connectors[port], state};
-    }
+    if (uint8_t port = b->runner.drainPort(); port < b->connectors.size())
+      if (pred(*b->connectors[port])) return WaitedOn{b, b->connectors[port]};
     for (int l = 0; l < b->job->program->nLanes; ++l) {
       LaneStatus s = b->runner.laneStatus(l);
       if ((s.wait != kLaneWaitRecv && s.wait != kLaneWaitSend) || s.port >= b->connectors.size())
         continue;
-      const Connector* conn = b->connectors[s.port];
-      PeerState state = conn->peerState();
-      if (state != PeerState::Open) return GonePeer{b, conn, state};
+      if (pred(*b->connectors[s.port])) return WaitedOn{b, b->connectors[s.port]};
     }
   }
-  return GonePeer{};
+  return WaitedOn{};
+}
+
+HostEngine::GonePeer HostEngine::findGonePeer() const {
+  // Only the ports some lane is blocked on: a peer that finished its part with us and left
+  // (say, a ring neighbour that already has all its data) is no reason to fail.
+  PeerState state = PeerState::Open;
+  const WaitedOn w = findWaitedOn([&](const Connector& conn) {
+    state = conn.peerState();
+    return state != PeerState::Open;
+  });
+  return w.conn ? GonePeer{w.bound, w.conn, state} : GonePeer{};
 }
 
 std::string HostEngine::reportStuck() const {

@@ -84,6 +84,14 @@ class HostEngine final : public CommEngine {
   // The error of a runner that cannot go on: a mismatch between the ranks' calls is the
   // user's (ncclInvalidUsage), an unreadable peer buffer the peer's (ncclRemoteError).
   ncclResult_t runFailed(const Bound& b, RunError e);
+  // The first connector a blocked lane (or a draining runner) waits on for which pred(conn)
+  // holds, with its job; {} if none.
+  struct WaitedOn {
+    const Bound* bound = nullptr;
+    const Connector* conn = nullptr;
+  };
+  template <typename Pred>
+  WaitedOn findWaitedOn(Pred&& pred) const;
   GonePeer findGonePeer() const;
   // ncclInvalidUsage (named, failReason_ set) if a peer some lane waits on posted this batch
   // number with another call: ranks whose mismatched calls leave them all waiting.

@@ -50,9 +50,7 @@ OpSig callSig(const CollArgs& a) {
   sig.count = a.count;
   sig.coll = static_cast<uint8_t>(a.kind);
   sig.type = static_cast<uint8_t>(a.datatype);
-  const bool rooted = a.kind == Coll::Broadcast || a.kind == Coll::Reduce ||
-                      a.kind == Coll::Gather || a.kind == Coll::Scatter;
-  sig.root = rooted ? a.root : -1;
+  sig.root = collRooted(a.kind) ? a.root : -1;
   sig.op =
       collReduces(a.kind) ? static_cast<uint8_t>(a.op < ncclNumOps ? a.op : ncclNumOps) : kSigNoOp;
   return sig;

@@ -344,6 +344,11 @@ const char* collName(Coll coll) {
 
 const char* algoName(Algo algo) { return algo == Algo::Doubling ? "Doubling" : "Ring"; }
 
+bool collRooted(Coll coll) {
+  return coll == Coll::Broadcast || coll == Coll::Reduce || coll == Coll::Gather ||
+         coll == Coll::Scatter;
+}
+
 bool collReduces(Coll coll) {
   return coll == Coll::AllReduce || coll == Coll::ReduceScatter || coll == Coll::Reduce;
 }
@@ -364,9 +369,7 @@ PortKind collPortKind(Coll coll, Algo algo) {
 
 ncclResult_t buildProgram(const CollDesc& d, Program* out) {
   RINGCC_CHECK(checkRanks(d.nranks, d.rank));
-  const bool rooted = d.coll == Coll::Broadcast || d.coll == Coll::Reduce ||
-                      d.coll == Coll::Gather || d.coll == Coll::Scatter || d.coll == Coll::Send ||
-                      d.coll == Coll::Recv;
+  const bool rooted = collRooted(d.coll) || d.coll == Coll::Send || d.coll == Coll::Recv;
   if (rooted && (d.root < 0 || d.root >= d.nranks))
     return fail(ncclInvalidArgument, kWhere, "%s %s %d not in 0..%d", collName(d.coll),
                 d.coll == Coll::Send || d.coll == Coll::Recv ? "peer" : "root", d.root,

@@ -50,6 +50,9 @@ const char* collName(Coll coll);
 // True for the collectives whose steps reduce (the runner then needs the real RedOp).
 bool collReduces(Coll coll);
 
+// True for the collectives with a root (broadcast, reduce, gather, scatter).
+bool collRooted(Coll coll);
+
 // How a collective moves. Ring: NCCL's ring and chain schedules, for every collective (the
 // ports are ring connections). Doubling: recursive-doubling all-reduce for a power of two
 // ranks (p2p connections to the partners), log2(n) hops for small messages; see builders.cc.

@@ -423,6 +423,18 @@ struct LoggingSync {
   }
 };
 
+// Rank 0's Program sending one block to rank 1, and rank 1's receiving it.
+void sendRecvPrograms(Program* send, Program* recv) {
+  P2pDesc pd;
+  pd.nranks = 2;
+  pd.rank = 0;
+  pd.ops = {P2pOp{true, 1, 0, 0}};
+  REQUIRE(buildP2p(pd, send) == ncclSuccess);
+  pd.rank = 1;
+  pd.ops = {P2pOp{false, 0, 0, 0}};
+  REQUIRE(buildP2p(pd, recv) == ncclSuccess);
+}
+
 RunArgs runArgs(const Program* p, const ConnectorView* views, const void* const* in,
                 void* const* out, const uint64_t* counts, uint64_t slice, uint64_t chunk) {
   RunArgs a{};
@@ -446,15 +458,8 @@ RunArgs runArgs(const Program* p, const ConnectorView* views, const void* const*
 
 TEST_CASE("runner reports the counter it is blocked on and wakes sleepers", "[sched]") {
   // Rank 0 sends 40 elements to rank 1 through a FIFO of 2 slots of 16 elements.
-  P2pDesc pd;
-  pd.nranks = 2;
   Program send, recv;
-  pd.rank = 0;
-  pd.ops = {P2pOp{true, 1, 0, 0}};
-  REQUIRE(buildP2p(pd, &send) == ncclSuccess);
-  pd.rank = 1;
-  pd.ops = {P2pOp{false, 0, 0, 0}};
-  REQUIRE(buildP2p(pd, &recv) == ncclSuccess);
+  sendRecvPrograms(&send, &recv);
 
   Fifo f(2, 16 * 8);
   std::vector<uint64_t> src(40), dst(40, 0);
@@ -510,7 +515,6 @@ TEST_CASE("runner reports the counter it is blocked on and wakes sleepers", "[sc
 // A send of `count` elements from rank 0 to rank 1 under Direct, over a FIFO whose receiver
 // declared `kind`, run one side at a time; returns the sizes words the sender published.
 struct DirectSend {
-  P2pDesc pd;
   Program send, recv;
   std::vector<uint64_t> src, dst;
   const void* srcPtr;
@@ -520,13 +524,7 @@ struct DirectSend {
   Fifo f;
   DirectSend(uint64_t n, uint32_t slotElems, RefKind kind)
       : src(n), dst(n, 0), count(n), f(2, slotElems * 8) {
-    pd.nranks = 2;
-    pd.rank = 0;
-    pd.ops = {P2pOp{true, 1, 0, 0}};
-    REQUIRE(buildP2p(pd, &send) == ncclSuccess);
-    pd.rank = 1;
-    pd.ops = {P2pOp{false, 0, 0, 0}};
-    REQUIRE(buildP2p(pd, &recv) == ncclSuccess);
+    sendRecvPrograms(&send, &recv);
     for (size_t i = 0; i < n; i++) src[i] = value(0, i);
     srcPtr = src.data();
     dstPtr = dst.data();
