@@ -9,10 +9,10 @@
 //   0---------------8
 //            ______/ \______
 //           4               12
-//         /   \            /  \
-//       2       6       10     \
-//      / \     / \     /  \     \
-//     1   3   5   7   9   11    13
+//         /   \            /  |
+//       2       6       10    |
+//      / \     / \     /  \   |
+//     1   3   5   7   9   11  13
 //
 // Host h's position p has lowest set bit b: its parent is p with b cleared and the next bit
 // set (or just cleared when that is out of range), its children p - b/2 and the highest p + b/2^k
