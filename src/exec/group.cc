@@ -125,10 +125,13 @@ ncclResult_t groupSimulateEnd(float* estimatedMicros) {
   ops.swap(tGroup.ops);
   tGroup.deferred.clear();
   double total = 0;
-  CostModel model;
-  for (const CollArgs& op : ops)
-    total += estimateCollMicros(
-        model, op.kind, static_cast<double>(op.count) * dataTypeSize(op.datatype), op.comm->nranks);
+  // What the tuner would choose for each operation, and the cost model's time for it.
+  const TuneConfig config = tuneConfigFromEnv();
+  for (const CollArgs& op : ops) {
+    const uint64_t bytes = static_cast<uint64_t>(op.count) * dataTypeSize(op.datatype);
+    total +=
+        chooseTune(config, linkFiguresFor(op.comm->peers), op.kind, bytes, op.comm->nranks).micros;
+  }
   *estimatedMicros = static_cast<float>(total);
   return ncclSuccess;
 }

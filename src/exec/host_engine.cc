@@ -49,6 +49,13 @@ PlanContext planContext(const ncclComm* comm, const ConnectionTable& conns) {
   c.ring = connGeometry(conns.spec(kPortRing));
   c.p2p = connGeometry(conns.spec(kPortP2p));
   c.tune = tuneConfigFromEnv();
+  c.links = linkFiguresFor(comm->peers);
+  // The double binary tree over the hosts (chains inside them); the same on every rank.
+  if (buildDoubleTree(hostGroups(comm->peers), &c.trees) == ncclSuccess) {
+    LOG_INFO(kLogInit | kLogGraph, "trees: %s", describeTree(c.trees, comm->rank).c_str());
+  } else {
+    c.trees = DoubleTree{};  // the planner falls back to one chain
+  }
   // Every channel rings through the hosts in the same order (ranks of a host adjacent).
   std::vector<int> ring = hostGroupedRing(comm->peers);
   bool identity = true;
@@ -91,7 +98,7 @@ struct SharedSettings {
   ConnGeometry ring, p2p;  // NCCL_BUFFSIZE
   int32_t minChannels, maxChannels;
   uint32_t protocols;
-  uint32_t ringOnly;
+  uint32_t algos;
   uint64_t chunkBytes;
 };
 static_assert(std::is_trivially_copyable_v<SharedSettings>);
@@ -103,7 +110,7 @@ SharedSettings sharedSettings(const ConnectionTable& conns, const TuneConfig& tu
   s.minChannels = tune.minChannels;
   s.maxChannels = tune.maxChannels;
   s.protocols = tune.protocols;
-  s.ringOnly = tune.ringOnly ? 1 : 0;
+  s.algos = tune.algos;
   s.chunkBytes = tune.chunkBytes;
   return s;
 }
@@ -137,10 +144,16 @@ bool firstDifference(const SharedSettings& a, const SharedSettings& b, const cha
     *name = "NCCL_PROTO";
     *va = list(a.protocols);
     *vb = list(b.protocols);
-  } else if (a.ringOnly != b.ringOnly) {
+  } else if (a.algos != b.algos) {
+    auto list = [](uint32_t mask) {
+      std::string t;
+      for (int x = 0; x < kNumAlgos; ++x)
+        if (mask & algoBit(Algo(x))) t += std::string(t.empty() ? "" : ",") + algoName(Algo(x));
+      return t;
+    };
     *name = "NCCL_ALGO";
-    *va = a.ringOnly ? "Ring" : "Ring,Doubling";
-    *vb = b.ringOnly ? "Ring" : "Ring,Doubling";
+    *va = list(a.algos);
+    *vb = list(b.algos);
   } else if (a.chunkBytes != b.chunkBytes) {
     *name = "NCCL_CHUNKSIZE";
     *va = std::to_string(a.chunkBytes);

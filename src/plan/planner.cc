@@ -115,10 +115,15 @@ ncclResult_t Planner::plan(std::span<const CollArgs> ops, Plan* plan, bool* reus
 ncclResult_t Planner::planCollective(const CollArgs& a, Plan* plan) {
   const uint32_t elemSize = static_cast<uint32_t>(dataTypeSize(a.datatype));
   const uint64_t bytes = static_cast<uint64_t>(a.count) * elemSize;
-  const TuneChoice t = chooseTune(ctx_.tune, a.kind, bytes, ctx_.nranks);
-  LOG_INFO(kLogTuning, "%s: %zu x %u bytes, %d ranks: algorithm %s, protocol %s, %d channels",
+  const TuneChoice t = chooseTune(ctx_.tune, ctx_.links, a.kind, bytes, ctx_.nranks);
+  if (t.fallback && !fallbackWarned_) {
+    LOG_WARN("NCCL_ALGO: %s: %s (warned once per communicator)", collName(a.kind), t.fallback);
+    fallbackWarned_ = true;
+  }
+  LOG_INFO(kLogTuning,
+           "%s: %zu x %u bytes, %d ranks: algorithm %s, protocol %s, %d channels (model: %.1f us)",
            collName(a.kind), a.count, elemSize, ctx_.nranks, algoName(t.algo),
-           protocolName(t.protocol), t.nChannels);
+           protocolName(t.protocol), t.nChannels, t.micros);
   CollDesc d;
   d.coll = a.kind;
   d.algo = t.algo;
@@ -130,6 +135,7 @@ ncclResult_t Planner::planCollective(const CollArgs& a, Plan* plan) {
       d.ring = ctx_.rings[c];
     else
       d.ring.clear();
+    if (t.algo == Algo::Tree) d.tree = treeNode(c);
     const Program* program = nullptr;
     RINGCC_CHECK(cache_.get(d, c, &program));
     PlanJob& job = plan->newJob();
@@ -147,6 +153,19 @@ ncclResult_t Planner::planCollective(const CollArgs& a, Plan* plan) {
     job.counts.assign(program->nCounts, a.count);
   }
   return ncclSuccess;
+}
+
+const TreeNode& Planner::treeNode(int channel) {
+  if (ctx_.trees.tree[0].empty()) {
+    // No host layout given: one host, a chain in rank order (always a valid tree).
+    std::vector<std::vector<int>> hosts(1);
+    for (int r = 0; r < ctx_.nranks; ++r) hosts[0].push_back(r);
+    if (buildDoubleTree(hosts, &ctx_.trees) != ncclSuccess) ctx_.trees = DoubleTree{};
+  }
+  static const TreeNode kNone;
+  const std::vector<TreeNode>& tree = ctx_.trees.tree[channel % 2];
+  return static_cast<int>(tree.size()) == ctx_.nranks ? tree[static_cast<size_t>(ctx_.rank)]
+                                                      : kNone;
 }
 
 ncclResult_t Planner::planP2p(const std::vector<const CollArgs*>& ops, Plan* plan) {

@@ -30,6 +30,7 @@
 #include "nccl.h"
 #include "src/exec/coll_args.h"
 #include "src/plan/plan_cache.h"
+#include "src/sched/dbtree.h"
 #include "src/tune/tune.h"
 #include "transports/transport.h"
 
@@ -42,7 +43,12 @@ struct PlanContext {
   ConnGeometry ring{};  // connections of kPortRing ports
   ConnGeometry p2p{};   // connections of kPortP2p ports
   TuneConfig tune;
+  LinkFigures links;                    // the cost model's figures (src/tune/cost_model.h)
   std::vector<std::vector<int>> rings;  // per channel ring order; missing or empty: 0..n-1
+  // The double binary tree (src/sched/dbtree.h): channel c all-reduces by Tree over
+  // trees.tree[c % 2], as NCCL alternates its two trees. Empty: every rank on one host, in rank
+  // order (a chain).
+  DoubleTree trees;
 
   const ConnGeometry& geometry(uint8_t kind) const { return kind == kPortP2p ? p2p : ring; }
 };
@@ -106,8 +112,12 @@ class Planner {
 
   bool reuse(std::span<const CollArgs> ops, Plan* plan) const;
 
+  // This channel's tree node of this rank.
+  const TreeNode& treeNode(int channel);
+
   PlanContext ctx_;
   PlanCache cache_;
+  bool fallbackWarned_ = false;  // TuneChoice::fallback is WARNed once per communicator
   // The last batch planned, when it was a lone collective: what reuse() compares against.
   const Plan* lastPlan_ = nullptr;
   CollArgs last_{};

@@ -205,6 +205,98 @@ void doublingAllReduce(const CollDesc& d, ProgramWriter& w) {
   }
 }
 
+// Tree all-reduce: per chunk, a reduce up this channel's tree (every rank adds its children's
+// partial results to its input and sends the sum to its parent) and a broadcast down it (the
+// root's result, copied from parent to children), pipelined chunk by chunk. A step receives
+// from one port, so a rank with k children reduces in k steps, the first k-1 keeping the
+// partial result in its output (kStepLocalOut reads it back without pre):
+//
+//         p            non-root with children c0, c1 and parent p, two lanes:
+//         |              up:   recv c0 + input -> out         down: recv p -> out, send c0
+//         r                    recv c1 + out   -> send p            out    -> send c1
+//        / \           leaf (no children):
+//      c0   c1           up:   input -> send p                down: recv p -> out
+//                      root (no parent), one lane: the up steps, the last one writing the
+//                      result with post and sending it to c0, then out -> send c1, c2
+//
+// Up and down are separate lanes so that a rank passes chunk c+1 up while chunk c is still on
+// its way down: the runner moves whichever lane can move. They share no port (up receives from
+// the children and sends to the parent, down the other way), so they need no ordering. The
+// down lane writes a chunk's output only after the parent sent it, which is after this rank's
+// up lane passed that chunk, so the partial results never overwrite the result, and in place
+// the input of a chunk is read before its output is written. The root's down sends read the
+// result its own up steps wrote, so they follow them in the same lane.
+//
+// By reference (Direct): a leaf's send is its input as it is, which stays unchanged until its
+// parent has read it (this rank's output, in place the same memory, is written only once the
+// result comes back down, after every rank read its inputs); a down send is the output this
+// rank has just written with the result, never written again. Partial sums are copies.
+void treeAllReduce(const CollDesc& d, ProgramWriter& w) {
+  const TreeNode& t = d.tree;
+  int kids = 0;
+  while (kids < 3 && t.down[kids] >= 0) kids++;
+  const bool root = t.up < 0;
+  LaneSpec up;
+  if (w.beginLane(up) < 0) return;
+  if (root && kids == 0) {
+    w.step(kStepLocal | kStepOut | kStepPost, -1, -1, 0, 0, 0);
+    return;
+  }
+  const int parentRecv = root ? -1 : w.port(t.up, kPortRecv, kPortRing);
+  const int parentSend = root ? -1 : w.port(t.up, kPortSend, kPortRing);
+  int childRecv[3], childSend[3];
+  for (int i = 0; i < kids; i++) {
+    childRecv[i] = w.port(t.down[i], kPortRecv, kPortRing);
+    childSend[i] = w.port(t.down[i], kPortSend, kPortRing);
+  }
+  // Up: each child's partial result in turn; the input joins at the first step.
+  if (kids == 0) w.step(withByRef(kStepLocal | kStepSend), -1, parentSend, 0, 0, 0);
+  for (int i = 0; i < kids; i++) {
+    const uint8_t local = i == 0 ? kStepLocal : kStepLocalOut;
+    const bool last = i == kids - 1;
+    if (!last)
+      w.step(kStepRecv | local | kStepOut, childRecv[i], -1, 0, 0, 0);
+    else if (!root)
+      w.step(kStepRecv | local | kStepSend, childRecv[i], parentSend, 0, 0, 0);
+    else
+      w.step(withByRef(kStepRecv | local | kStepOut | kStepPost | kStepSend), childRecv[i],
+             childSend[0], 0, 0, 0);
+  }
+  // Down: the result to every child (the root's first child got it with the last up step).
+  if (!root) {
+    if (w.beginLane(LaneSpec{}) < 0) return;
+    const uint8_t toChild = kids > 0 ? kStepSend : 0;
+    w.step(withByRef(kStepRecv | kStepOut | toChild), parentRecv, kids > 0 ? childSend[0] : -1, 0,
+           0, 0);
+  }
+  for (int i = 1; i < kids; i++) w.step(kStepLocalOut | kStepSend, -1, childSend[i], 0, 0, 0);
+}
+
+// Checks that `d.tree` could be this rank's node: ranks in range, no self, no repeats, children
+// filled from down[0].
+ncclResult_t checkTreeNode(const CollDesc& d) {
+  const TreeNode& t = d.tree;
+  auto bad = [&](const char* why) {
+    return fail(ncclInvalidArgument, kWhere, "rank %d's tree node (up %d, down %d/%d/%d): %s",
+                d.rank, t.up, t.down[0], t.down[1], t.down[2], why);
+  };
+  if (t.up < -1 || t.up >= d.nranks || t.up == d.rank) return bad("parent out of range or self");
+  bool gap = false;
+  for (int i = 0; i < 3; i++) {
+    const int c = t.down[i];
+    if (c < 0) {
+      gap = true;
+      continue;
+    }
+    if (gap) return bad("children must fill down[] from down[0]");
+    if (c >= d.nranks || c == d.rank || c == t.up) return bad("child out of range, self or parent");
+    for (int j = 0; j < i; j++)
+      if (t.down[j] == c) return bad("a child is listed twice");
+  }
+  if (d.nranks > 1 && t.up < 0 && t.down[0] < 0) return bad("a root without children");
+  return ncclSuccess;
+}
+
 // Reduce-scatter: block b (input block b) is reduced along the ring, starting at the rank
 // after b's owner and ending at the owner, which applies post and writes its output.
 void ringReduceScatter(const RingInfo& r, ProgramWriter& w) {
@@ -342,7 +434,16 @@ const char* collName(Coll coll) {
   return "?";
 }
 
-const char* algoName(Algo algo) { return algo == Algo::Doubling ? "Doubling" : "Ring"; }
+const char* algoName(Algo algo) {
+  switch (algo) {
+    case Algo::Doubling:
+      return "Doubling";
+    case Algo::Tree:
+      return "Tree";
+    default:
+      return "Ring";
+  }
+}
 
 bool collRooted(Coll coll) {
   return coll == Coll::Broadcast || coll == Coll::Reduce || coll == Coll::Gather ||
@@ -392,6 +493,9 @@ ncclResult_t buildProgram(const CollDesc& d, Program* out) {
   std::vector<int> storage;
   RingInfo r;
   RINGCC_CHECK(ringInfo(d, &storage, &r));
+  if (d.algo != Algo::Ring && d.coll != Coll::AllReduce)
+    return fail(ncclInvalidArgument, kWhere, "%s builds all-reduce only, not %s", algoName(d.algo),
+                collName(d.coll));
   switch (d.coll) {
     case Coll::AllReduce:
       if (d.algo == Algo::Doubling) {
@@ -399,6 +503,9 @@ ncclResult_t buildProgram(const CollDesc& d, Program* out) {
           return fail(ncclInvalidArgument, kWhere,
                       "recursive doubling needs a power of two ranks, not %d", d.nranks);
         doublingAllReduce(d, w);
+      } else if (d.algo == Algo::Tree) {
+        RINGCC_CHECK(checkTreeNode(d));
+        treeAllReduce(d, w);
       } else {
         ringAllReduce(r, w);
       }

@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "nccl.h"
+#include "src/sched/dbtree.h"
 #include "src/sched/program.h"
 
 namespace ringcc {
@@ -55,8 +56,12 @@ bool collRooted(Coll coll);
 
 // How a collective moves. Ring: NCCL's ring and chain schedules, for every collective (the
 // ports are ring connections). Doubling: recursive-doubling all-reduce for a power of two
-// ranks (p2p connections to the partners), log2(n) hops for small messages; see builders.cc.
-enum class Algo : uint8_t { Ring, Doubling };
+// ranks (p2p connections to the partners), log2(n) hops for small messages. Tree: all-reduce
+// as a pipelined reduce up one tree of a double binary tree and a broadcast down it (ring
+// connections to the tree neighbours), O(log hosts) hops; see builders.cc.
+enum class Algo : uint8_t { Ring, Doubling, Tree };
+
+constexpr int kNumAlgos = 3;
 
 const char* algoName(Algo algo);
 
@@ -74,6 +79,7 @@ struct CollDesc {
   int rank = 0;
   int root = 0;           // broadcast, reduce, gather, scatter: root; send, recv: peer
   std::vector<int> ring;  // this channel's ring: ring[i] = rank at position i; empty = 0..n-1
+  TreeNode tree;          // Tree: this rank's parent and children in this channel's tree
 };
 
 // One rank's part of `d` on one channel.

@@ -2,16 +2,13 @@
 
 #include <algorithm>
 #include <cctype>
+#include <limits>
 
 #include "src/core/log.h"
 #include "src/core/param.h"
 
 namespace ringcc {
 namespace {
-
-double hopsCost(const CostModel& model, int hops, double hopBytes) {
-  return hops * (model.alphaMicros + hopBytes / model.bytesPerMicro);
-}
 
 std::string lower(std::string s) {
   for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -54,10 +51,19 @@ const char* protocolName(Protocol p) {
   }
 }
 
-uint32_t parseProtocols(const std::string& value, std::string* unknown) {
+namespace {
+
+struct NamedBit {
+  const char* name;  // lower case
+  uint32_t bit;
+};
+
+// NCCL's list syntax: names separated by commas, case-insensitive, '^' first to exclude.
+uint32_t parseList(const std::string& value, const NamedBit* names, size_t nNames, uint32_t all,
+                   std::string* unknown) {
   unknown->clear();
   std::string v = trim(value);
-  if (v.empty()) return kAllProtocols;
+  if (v.empty()) return all;
   const bool exclude = v[0] == '^';
   if (exclude) v = v.substr(1);
   uint32_t named = 0;
@@ -68,22 +74,48 @@ uint32_t parseProtocols(const std::string& value, std::string* unknown) {
     std::string item = trim(v.substr(at, comma - at));
     at = comma + 1;
     if (item.empty()) continue;
-    std::string l = lower(item);
-    if (l == "simple") {
-      named |= 1u << kProtoSimple;
-    } else if (l == "ll") {
-      named |= 1u << kProtoLL;
-    } else if (l == "direct") {
-      named |= 1u << kProtoDirect;
-    } else {
+    const std::string l = lower(item);
+    const NamedBit* hit = nullptr;
+    for (size_t i = 0; i < nNames && !hit; i++)
+      if (l == names[i].name) hit = &names[i];
+    if (hit)
+      named |= hit->bit;
+    else
       appendItem(unknown, item);
-    }
   }
-  uint32_t mask = exclude ? kAllProtocols & ~named : named;
+  uint32_t mask = exclude ? all & ~named : named;
   if (mask == 0) {
-    appendItem(unknown, "(no protocol left)");
-    return kAllProtocols;
+    appendItem(unknown, "(none left)");
+    return all;
   }
+  return mask;
+}
+
+std::string algoList(uint32_t mask) {
+  std::string t;
+  for (int a = 0; a < kNumAlgos; a++)
+    if (mask & algoBit(static_cast<Algo>(a))) appendItem(&t, algoName(static_cast<Algo>(a)));
+  return t;
+}
+
+}  // namespace
+
+uint32_t parseProtocols(const std::string& value, std::string* unknown) {
+  static const NamedBit kNames[] = {
+      {"simple", 1u << kProtoSimple}, {"ll", 1u << kProtoLL}, {"direct", 1u << kProtoDirect}};
+  uint32_t mask = parseList(value, kNames, 3, kAllProtocols, unknown);
+  if (unknown->find("(none left)") != std::string::npos)
+    unknown->replace(unknown->find("(none left)"), 11, "(no protocol left)");
+  return mask;
+}
+
+uint32_t parseAlgos(const std::string& value, std::string* unknown) {
+  static const NamedBit kNames[] = {{"ring", algoBit(Algo::Ring)},
+                                    {"tree", algoBit(Algo::Tree)},
+                                    {"doubling", algoBit(Algo::Doubling)}};
+  uint32_t mask = parseList(value, kNames, 3, kAllAlgos, unknown);
+  if (unknown->find("(none left)") != std::string::npos)
+    unknown->replace(unknown->find("(none left)"), 11, "(no algorithm left)");
   return mask;
 }
 
@@ -106,18 +138,14 @@ TuneConfig tuneConfigFromEnv() {
         proto.c_str(), unknown.c_str(), c.protocols & (1u << kProtoSimple) ? "Simple " : "",
         c.protocols & (1u << kProtoLL) ? "LL " : "",
         c.protocols & (1u << kProtoDirect) ? "Direct" : "");
-  // NCCL_ALGO names NCCL's algorithms; ringcc builds Ring (and its own Doubling for small
-  // all-reduces, which "Ring" alone turns off). Tree and the others are not built yet.
-  std::string algo = lower(trim(paramString("ALGO")));
-  if (algo == "ring") {
-    c.ringOnly = true;
-  } else if (!algo.empty() && algo != "^tree" && algo != "doubling" && algo != "ring,doubling" &&
-             algo != "doubling,ring") {
+  // NCCL_ALGO: Ring and Tree as NCCL's, Doubling is ringcc's own (small all-reduces).
+  std::string algo = paramString("ALGO");
+  c.algos = parseAlgos(algo, &unknown);
+  if (!unknown.empty())
     LOG_WARN(
-        "environment: NCCL_ALGO=%s: ringcc builds Ring and Doubling (valid: Ring, "
-        "Doubling); Tree and the others are not built yet; using the default choice",
-        paramString("ALGO").c_str());
-  }
+        "environment: NCCL_ALGO=%s: %s not usable (valid: Ring, Tree, Doubling; CollNetDirect, "
+        "CollNetChain, NVLS, NVLSTree and PAT are not provided by ringcc); allowed now: %s",
+        algo.c_str(), unknown.c_str(), algoList(c.algos).c_str());
   int64_t chunk = paramInt("CHUNKSIZE");
   if (chunk < 0) {
     LOG_WARN("environment: NCCL_CHUNKSIZE=%lld is negative; using 0 (one slot per chunk)",
@@ -128,44 +156,41 @@ TuneConfig tuneConfigFromEnv() {
   return c;
 }
 
-TuneChoice chooseTune(const TuneConfig& config, Coll coll, uint64_t bytes, int nranks) {
-  TuneChoice t;
-  t.nChannels =
-      nranks == 1 ? 1 : std::clamp(config.minChannels, 1, std::max(1, config.maxChannels));
-  const bool llOk = (config.protocols & (1u << kProtoLL)) != 0;
-  const bool simpleOk = (config.protocols & (1u << kProtoSimple)) != 0;
-  const bool directOk = (config.protocols & (1u << kProtoDirect)) != 0;
-  if (llOk && (bytes <= config.llMaxBytes || (!simpleOk && !directOk)))
-    t.protocol = kProtoLL;
-  else
-    t.protocol = directOk ? kProtoDirect : kProtoSimple;
-  const bool powerOfTwo = nranks >= 2 && (nranks & (nranks - 1)) == 0;
-  t.algo =
-      coll == Coll::AllReduce && powerOfTwo && !config.ringOnly && bytes <= config.doublingMaxBytes
-          ? Algo::Doubling
-          : Algo::Ring;
-  return t;
-}
-
-double estimateCollMicros(const CostModel& model, Coll coll, double bytes, int nranks) {
-  const int n = nranks;
-  if (n == 1) return hopsCost(model, 1, bytes);
-  switch (coll) {
-    case Coll::AllReduce:
-      return hopsCost(model, 2 * (n - 1), bytes / n);
-    case Coll::AllGather:
-    case Coll::ReduceScatter:
-    case Coll::AllToAll:
-      return hopsCost(model, n - 1, bytes);
-    case Coll::Gather:
-    case Coll::Scatter:
-      return hopsCost(model, 1, bytes * (n - 1));
-    case Coll::Send:
-    case Coll::Recv:
-      return hopsCost(model, 1, bytes);
-    default:
-      return hopsCost(model, n - 1, bytes);  // chains: broadcast, reduce
+TuneChoice chooseTune(const TuneConfig& config, const LinkFigures& links, Coll coll, uint64_t bytes,
+                      int nranks) {
+  TuneChoice best;
+  best.micros = std::numeric_limits<double>::infinity();
+  const int maxCh = nranks == 1 ? 1 : std::max(1, config.maxChannels);
+  const int minCh = std::clamp(config.minChannels, 1, maxCh);
+  uint32_t algos = config.algos;
+  bool runnable = false;
+  for (int a = 0; a < kNumAlgos; a++)
+    runnable |=
+        (algos & algoBit(static_cast<Algo>(a))) && algoSupports(static_cast<Algo>(a), coll, nranks);
+  if (!runnable) {
+    // As NCCL: an operation no allowed algorithm runs takes the ring.
+    best.fallback = "no algorithm NCCL_ALGO allows runs it; using Ring";
+    algos = algoBit(Algo::Ring);
   }
+  static constexpr Protocol kProtos[] = {kProtoSimple, kProtoLL, kProtoDirect};
+  for (int a = 0; a < kNumAlgos; a++) {
+    const Algo algo = static_cast<Algo>(a);
+    if (!(algos & algoBit(algo)) || !algoSupports(algo, coll, nranks)) continue;
+    for (Protocol p : kProtos) {
+      if (!(config.protocols & (1u << p))) continue;
+      for (int ch = minCh; ch <= maxCh; ch++) {
+        const double t =
+            estimateMicros(links, coll, static_cast<double>(bytes), nranks, {algo, p, ch});
+        if (t < best.micros) {
+          best.micros = t;
+          best.algo = algo;
+          best.protocol = p;
+          best.nChannels = ch;
+        }
+      }
+    }
+  }
+  return best;
 }
 
 }  // namespace ringcc

@@ -295,6 +295,32 @@ PlanContext simContext(int nranks, int rank, Protocol protocol, uint32_t slotByt
   return ctx;
 }
 
+// The algorithm `spec` runs: forced, or Doubling for small all-reduces of a power of two ranks
+// (up to doublingMaxBytes), else Ring.
+uint32_t simAlgos(const SimSpec& spec) {
+  if (spec.algo >= 0) return algoBit(static_cast<Algo>(spec.algo));
+  const bool pow2 = spec.nranks >= 2 && (spec.nranks & (spec.nranks - 1)) == 0;
+  const uint64_t bytes = spec.count * dataTypeSize(spec.type);
+  return spec.coll == Coll::AllReduce && pow2 && bytes <= spec.doublingMaxBytes
+             ? algoBit(Algo::Doubling)
+             : algoBit(Algo::Ring);
+}
+
+// The trees of `spec` (hand-made, or built over its hosts); false with res set if invalid.
+bool simTrees(const SimSpec& spec, DoubleTree* trees, SimResult* res) {
+  if (!spec.trees.tree[0].empty()) {
+    *trees = spec.trees;
+    return true;
+  }
+  if (spec.hosts.empty()) return true;  // the planner's default: one host
+  if (ncclResult_t rc = buildDoubleTree(spec.hosts, trees); rc != ncclSuccess) {
+    res->result = rc;
+    res->error = "buildDoubleTree: " + lastErrorMessage();
+    return false;
+  }
+  return true;
+}
+
 // LL slot bytes whose data holds `bytes`: two line bytes per data byte, whole lines, after
 // the lines of the sender's signature.
 uint32_t llSlotBytesFor(uint64_t bytes) {
@@ -467,8 +493,8 @@ SimResult simulateBatch(std::vector<SimCase>* cases) {
           simContext(first.nranks, r, spec.protocol, slotBytes, llSlotBytes, first.nSlots,
                      spec.nChannels, spec.chunkElems * dataTypeSize(spec.type));
       ctx.rings = spec.rings;
-      ctx.tune.doublingMaxBytes = spec.doublingMaxBytes;
-      ctx.tune.ringOnly = spec.doublingMaxBytes == 0;
+      ctx.tune.algos = simAlgos(spec);
+      if (!simTrees(spec, &ctx.trees, &res)) return res;
       CollArgs a = caseArgs(spec, mem[i], r);
       if (!planRank(ctx, {&a, 1}, (int)i, spec.mutate, spec.mutateJob, &keep, &jobs, &res))
         return res;

@@ -23,6 +23,7 @@
 #include "nccl.h"
 #include "src/plan/planner.h"
 #include "src/sched/builders.h"
+#include "src/sched/dbtree.h"
 #include "src/sched/program.h"
 #include "transports/connector_device.h"
 
@@ -40,9 +41,14 @@ struct SimSpec {
   int nChannels = 1;
   bool inPlace = false;              // NCCL's in-place layout (not for all-to-all)
   Protocol protocol = kProtoSimple;  // forced, as NCCL_PROTO would
-  // All-reduces of a power of two ranks up to this many bytes use recursive doubling (the
-  // tuner's default; 0: always the ring, ~0: always doubling).
-  uint64_t doublingMaxBytes = TuneConfig{}.doublingMaxBytes;
+  // All-reduces of a power of two ranks up to this many bytes use recursive doubling (0: never,
+  // ~0: always), the others the ring; unless `algo` forces one (Tree: all-reduce only).
+  uint64_t doublingMaxBytes = 2048;
+  int algo = -1;  // an Algo, or -1
+  // Tree: the hosts the double binary tree is built over (buildDoubleTree), or the trees
+  // themselves (`trees`, when its tree 0 is not empty: hand-made trees). Neither: one host.
+  std::vector<std::vector<int>> hosts;
+  DoubleTree trees;
   size_t sliceElems = 16;  // slot size in elements (LL: data elements per slot)
   size_t chunkElems = 0;   // 0: sliceElems (as NCCL_CHUNKSIZE = 0)
   uint32_t nSlots = 4;

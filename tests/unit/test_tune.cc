@@ -2,6 +2,7 @@
 // the variable and the valid values, the choice of channels, protocol and algorithm by size,
 // and the per-operation TUNING log line.
 #include <catch2/catch.hpp>
+#include <cmath>
 #include <string>
 #include <vector>
 
@@ -62,16 +63,26 @@ TEST_CASE("settings that cannot be used get a WARN naming variable, value and va
     CHECK_FALSE(log.contains("NCCL_PROTO"));
   }
   {
-    ScopedEnv algo("NCCL_ALGO", "Tree");
+    ScopedEnv algo("NCCL_ALGO", "NVLS,Tree");
     CapturedLog log;
     TuneConfig c = tuneConfigFromEnv();
-    CHECK_FALSE(c.ringOnly);
-    CHECK(log.contains("NCCL_ALGO=Tree"));
-    CHECK(log.contains("valid: Ring, Doubling"));
+    CHECK(c.algos == algoBit(Algo::Tree));
+    CHECK(log.contains("NCCL_ALGO=NVLS,Tree: NVLS not usable"));
+    CHECK(log.contains("valid: Ring, Tree, Doubling"));
+    CHECK(log.contains("allowed now: Tree"));
+  }
+  {
+    ScopedEnv algo("NCCL_ALGO", "CollNetDirect");
+    CapturedLog log;
+    CHECK(tuneConfigFromEnv().algos == kAllAlgos);
+    CHECK(log.contains("NCCL_ALGO=CollNetDirect"));
+    CHECK(log.contains("no algorithm left"));
   }
   {
     ScopedEnv algo("NCCL_ALGO", "ring");
-    CHECK(tuneConfigFromEnv().ringOnly);
+    CapturedLog log;
+    CHECK(tuneConfigFromEnv().algos == algoBit(Algo::Ring));
+    CHECK_FALSE(log.contains("NCCL_ALGO"));
   }
   {
     ScopedEnv minCh("NCCL_MIN_NCHANNELS", "100");
@@ -91,34 +102,138 @@ TEST_CASE("settings that cannot be used get a WARN naming variable, value and va
   }
 }
 
-TEST_CASE("protocol and algorithm by size; channels within the bounds", "[tune]") {
+TEST_CASE("NCCL_ALGO lists: Ring, Tree, Doubling, ^ to exclude, NCCL's others reported", "[tune]") {
+  std::string unknown;
+  CHECK(parseAlgos("", &unknown) == kAllAlgos);
+  CHECK(parseAlgos("Tree", &unknown) == algoBit(Algo::Tree));
+  CHECK(parseAlgos("ring,TREE", &unknown) == (algoBit(Algo::Ring) | algoBit(Algo::Tree)));
+  CHECK(parseAlgos("^tree", &unknown) == (algoBit(Algo::Ring) | algoBit(Algo::Doubling)));
+  CHECK(unknown.empty());
+  CHECK(parseAlgos("Ring,PAT", &unknown) == algoBit(Algo::Ring));
+  CHECK(unknown == "PAT");
+  CHECK(parseAlgos("^Ring,Tree,Doubling", &unknown) == kAllAlgos);
+  CHECK(unknown.find("no algorithm left") != std::string::npos);
+}
+
+namespace {
+
+// The figures of `hosts` hosts of `perHost` ranks, as linkFiguresFor makes them.
+LinkFigures hostFigures(int hosts, int perHost) {
+  std::vector<PeerInfo> peers;
+  for (int h = 0; h < hosts; h++)
+    for (int i = 0; i < perHost; i++) {
+      PeerInfo p;
+      p.rank = static_cast<int>(peers.size());
+      p.hostHash = 1000 + static_cast<uint64_t>(h);
+      peers.push_back(p);
+    }
+  return linkFiguresFor(peers);
+}
+
+}  // namespace
+
+TEST_CASE("the model picks protocol and algorithm by size, within NCCL_PROTO and NCCL_ALGO",
+          "[tune]") {
   TuneConfig c;
-  TuneChoice t = chooseTune(c, Coll::AllReduce, 8, 4);
+  const LinkFigures one = hostFigures(1, 4);
+  CHECK(one.nHosts == 1);
+  CHECK(one.ranksPerHost == 4);
+  // Small on a power of two ranks: recursive doubling under LL, as measured fastest here.
+  TuneChoice t = chooseTune(c, one, Coll::AllReduce, 8, 4);
   CHECK(t.protocol == kProtoLL);
   CHECK(t.algo == Algo::Doubling);
   CHECK(t.nChannels == 1);
-  t = chooseTune(c, Coll::AllReduce, c.llMaxBytes + 1, 4);
-  CHECK(t.protocol == kProtoDirect);
-  CHECK(t.algo == Algo::Doubling);
-  t = chooseTune(c, Coll::AllReduce, c.doublingMaxBytes + 1, 4);
+  CHECK(t.micros > 0);
+  // Large: the ring under Direct.
+  t = chooseTune(c, one, Coll::AllReduce, 64 << 20, 4);
   CHECK(t.algo == Algo::Ring);
-  CHECK(chooseTune(c, Coll::AllReduce, 8, 3).algo == Algo::Ring);  // not a power of two
-  CHECK(chooseTune(c, Coll::AllGather, 8, 4).algo == Algo::Ring);
-  CHECK(chooseTune(c, Coll::AllReduce, 8, 1).algo == Algo::Ring);
-  c.ringOnly = true;
-  CHECK(chooseTune(c, Coll::AllReduce, 8, 4).algo == Algo::Ring);
+  CHECK(t.protocol == kProtoDirect);
+  CHECK(chooseTune(c, one, Coll::AllReduce, 8, 3).algo == Algo::Ring);  // not a power of two
+  CHECK(chooseTune(c, one, Coll::AllGather, 8, 4).algo == Algo::Ring);
+  CHECK(chooseTune(c, one, Coll::AllReduce, 8, 1).algo == Algo::Ring);
+  // One host: a tree is a chain, never cheaper than the ring.
+  for (uint64_t bytes = 8; bytes <= (1u << 30); bytes *= 4)
+    CHECK(chooseTune(c, one, Coll::AllReduce, bytes, 3).algo == Algo::Ring);
+
+  // NCCL_ALGO=Ring: no recursive doubling.
+  c.algos = algoBit(Algo::Ring);
+  CHECK(chooseTune(c, one, Coll::AllReduce, 8, 4).algo == Algo::Ring);
+  // NCCL_ALGO=Tree: all-reduce by tree; anything else falls back to the ring, saying why.
+  c.algos = algoBit(Algo::Tree);
+  t = chooseTune(c, one, Coll::AllReduce, 8, 4);
+  CHECK(t.algo == Algo::Tree);
+  CHECK(t.fallback == nullptr);
+  t = chooseTune(c, one, Coll::AllGather, 8, 4);
+  CHECK(t.algo == Algo::Ring);
+  REQUIRE(t.fallback != nullptr);
+  CHECK(std::string(t.fallback).find("NCCL_ALGO") != std::string::npos);
+  c.algos = kAllAlgos;
+
   c.protocols = kSimple | kLL;  // NCCL_PROTO=^Direct
-  CHECK(chooseTune(c, Coll::AllReduce, 1 << 20, 4).protocol == kProtoSimple);
+  CHECK(chooseTune(c, one, Coll::AllReduce, 1 << 20, 4).protocol == kProtoSimple);
   c.protocols = kSimple;
-  CHECK(chooseTune(c, Coll::AllReduce, 8, 4).protocol == kProtoSimple);
+  CHECK(chooseTune(c, one, Coll::AllReduce, 8, 4).protocol == kProtoSimple);
   c.protocols = kDirect;
-  CHECK(chooseTune(c, Coll::AllReduce, 8, 4).protocol == kProtoDirect);
+  CHECK(chooseTune(c, one, Coll::AllReduce, 8, 4).protocol == kProtoDirect);
   c.protocols = kLL;
-  CHECK(chooseTune(c, Coll::AllReduce, 1 << 30, 4).protocol == kProtoLL);
+  CHECK(chooseTune(c, one, Coll::AllReduce, 1 << 30, 4).protocol == kProtoLL);
+  c.protocols = kAllProtocols;
+  // Channels within NCCL_MIN/MAX_NCHANNELS; on one host they add no bandwidth, so the fewest.
   c.minChannels = 3;
   c.maxChannels = 2;
-  CHECK(chooseTune(c, Coll::AllReduce, 8, 4).nChannels == 2);
-  CHECK(chooseTune(c, Coll::AllReduce, 8, 1).nChannels == 1);
+  CHECK(chooseTune(c, one, Coll::AllReduce, 8, 4).nChannels == 2);
+  CHECK(chooseTune(c, one, Coll::AllReduce, 8, 1).nChannels == 1);
+  c.minChannels = 1;
+  c.maxChannels = 4;
+  CHECK(chooseTune(c, one, Coll::AllReduce, 1 << 30, 4).nChannels == 1);
+}
+
+TEST_CASE("across many hosts the tree wins small and mid sizes, the ring large ones", "[tune]") {
+  TuneConfig c;
+  const LinkFigures many = hostFigures(64, 2);
+  CHECK(many.nHosts == 64);
+  CHECK(chooseTune(c, many, Coll::AllReduce, 1 << 16, 128).algo == Algo::Tree);
+  CHECK(chooseTune(c, many, Coll::AllReduce, 1ull << 34, 128).algo == Algo::Ring);
+  // Two hosts: the tree's depth is no shorter than the ring's lap; the ring wins.
+  const LinkFigures two = hostFigures(2, 2);
+  CHECK(chooseTune(c, two, Coll::AllReduce, 1 << 20, 4).algo != Algo::Tree);
+}
+
+TEST_CASE("the model is monotonic: more bytes never cost less, a choice's time is positive",
+          "[tune]") {
+  for (const LinkFigures& links : {hostFigures(1, 2), hostFigures(1, 8), hostFigures(16, 8)}) {
+    const int n = links.nHosts * links.ranksPerHost;
+    for (Coll coll : {Coll::AllReduce, Coll::AllGather, Coll::ReduceScatter, Coll::Broadcast,
+                      Coll::Reduce, Coll::AllToAll, Coll::Send}) {
+      for (int a = 0; a < kNumAlgos; a++) {
+        for (Protocol p : {kProtoSimple, kProtoLL, kProtoDirect}) {
+          for (int ch : {1, 2, 4}) {
+            const ModelChoice m{static_cast<Algo>(a), p, ch};
+            double last = 0;
+            for (double bytes = 0; bytes <= 1e10; bytes = bytes * 2 + 8) {
+              const double t = estimateMicros(links, coll, bytes, n, m);
+              if (!algoSupports(m.algo, coll, n)) {
+                CHECK(std::isinf(t));
+                break;
+              }
+              CHECK(t > 0);
+              CHECK(t >= last);
+              last = t;
+            }
+          }
+        }
+      }
+    }
+    // The tuner's pick is never more expensive than any allowed choice.
+    TuneConfig c;
+    for (double bytes = 8; bytes <= 1e10; bytes *= 8) {
+      const TuneChoice t = chooseTune(c, links, Coll::AllReduce, (uint64_t)bytes, n);
+      for (int a = 0; a < kNumAlgos; a++)
+        for (Protocol p : {kProtoSimple, kProtoLL, kProtoDirect})
+          CHECK(t.micros <=
+                estimateMicros(links, Coll::AllReduce, bytes, n, {static_cast<Algo>(a), p, 1}));
+    }
+  }
 }
 
 TEST_CASE("NCCL_DEBUG_SUBSYS=TUNING logs algorithm, protocol and channels per operation",
@@ -137,10 +252,10 @@ TEST_CASE("NCCL_DEBUG_SUBSYS=TUNING logs algorithm, protocol and channels per op
           ncclSuccess);
   REQUIRE(ncclCommDestroy(comm) == ncclSuccess);
   INFO(log.text());
-  CHECK(log.contains("AllReduce: 2 x 4 bytes, 1 ranks: algorithm Ring, protocol LL, 1 channels"));
+  CHECK(log.contains("AllReduce: 2 x 4 bytes, 1 ranks: algorithm Ring, protocol "));
   CHECK(
       log.contains("AllReduce: 65536 x 4 bytes, 1 ranks: algorithm Ring, protocol Direct, 1 "
-                   "channels"));
+                   "channels (model: "));
 }
 
 TEST_CASE("an NCCL_BUFFSIZE out of range is clamped with a WARN when a communicator is made",

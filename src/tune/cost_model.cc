@@ -1,0 +1,134 @@
+#include "src/tune/cost_model.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace ringcc {
+namespace {
+
+constexpr double kInf = std::numeric_limits<double>::infinity();
+constexpr double kTreeBwFactor = 0.92;
+
+int ceilLog2(int n) {
+  int k = 0;
+  while ((1 << k) < n) k++;
+  return k;
+}
+
+// GB/s is 1e3 bytes per microsecond.
+double linkBytesPerMicro(const LinkClass& l, int nChannels, const ProtoFactors& p) {
+  return std::min(l.channelGBs * nChannels, l.maxGBs) * p.bandwidth * 1e3;
+}
+
+}  // namespace
+
+ProtoFactors protoFactors(Protocol p) {
+  switch (p) {
+    case kProtoLL:
+      // Calibrated here (docs/scale.md): a hop without the tail round trip, and half of every
+      // 16-byte line is its flag, staged through 8 KiB slices.
+      return {0.45, 0.2};
+    case kProtoDirect:
+      // Sends by reference skip the sender's copy into the slot.
+      return {1.0, 1.25};
+    default:
+      return {1.0, 1.0};
+  }
+}
+
+LinkClass hostShmLink() {
+  // One thread drives every channel of a rank, so channels add no bandwidth (maxGBs ==
+  // channelGBs). Measured with all_reduce_perf -t 2, NCCL_ALGO=Ring, per protocol
+  // (docs/scale.md, "Calibration").
+  return LinkClass{0.9, 5.5, 5.5};
+}
+
+LinkClass hostUcxLink() {
+  // UCX over TCP on a veth pair (bench/net/veth_bench.sh): about 0.55 GB/s at 4-64 MiB, tens
+  // of microseconds per message through the proxy thread.
+  return LinkClass{40.0, 0.55, 0.55};
+}
+
+LinkFigures linkFiguresFor(const std::vector<PeerInfo>& peers) {
+  LinkFigures f;
+  std::vector<uint64_t> hosts;
+  std::vector<int> perHost;
+  for (const PeerInfo& p : peers) {
+    auto it = std::find(hosts.begin(), hosts.end(), p.hostHash);
+    if (it == hosts.end()) {
+      hosts.push_back(p.hostHash);
+      perHost.push_back(1);
+    } else {
+      perHost[static_cast<size_t>(it - hosts.begin())]++;
+    }
+  }
+  f.nHosts = std::max<int>(1, static_cast<int>(hosts.size()));
+  f.ranksPerHost = perHost.empty() ? 1 : *std::max_element(perHost.begin(), perHost.end());
+  f.intra = hostShmLink();
+  f.inter = hostUcxLink();
+  return f;
+}
+
+bool algoSupports(Algo algo, Coll coll, int nranks) {
+  switch (algo) {
+    case Algo::Ring:
+      return true;
+    case Algo::Tree:
+      return coll == Coll::AllReduce && nranks > 1;
+    case Algo::Doubling:
+      return coll == Coll::AllReduce && nranks >= 2 && (nranks & (nranks - 1)) == 0;
+  }
+  return false;
+}
+
+double estimateMicros(const LinkFigures& links, Coll coll, double bytes, int nranks,
+                      const ModelChoice& c) {
+  if (!algoSupports(c.algo, coll, nranks)) return kInf;
+  const ProtoFactors pf = protoFactors(c.protocol);
+  const int n = nranks;
+  const int hosts = std::clamp(links.nHosts, 1, n);
+  const bool multiHost = hosts > 1;
+  const double aIntra = links.intra.alphaUs * pf.alpha;
+  const double aInter = links.inter.alphaUs * pf.alpha;
+  const double bwIntra = linkBytesPerMicro(links.intra, c.nChannels, pf);
+  const double bwInter = linkBytesPerMicro(links.inter, c.nChannels, pf);
+  // The slowest link a schedule crosses, and its hop latency.
+  const double bw = multiHost ? std::min(bwIntra, bwInter) : bwIntra;
+  const double alpha = multiHost ? std::max(aIntra, aInter) : aIntra;
+  double t = links.callUs + (c.nChannels - 1) * links.channelUs;
+  if (n == 1) return t + bytes / bwIntra;
+  // One lap of a ring: `hosts` hops between hosts (when there are several), the rest inside.
+  const int interHops = multiHost ? hosts : 0;
+  const double lap = interHops * aInter + (n - interHops) * aIntra;
+  switch (coll) {
+    case Coll::AllReduce:
+      if (c.algo == Algo::Tree) {
+        const int ranksPerHost = std::max(1, std::min(links.ranksPerHost, n));
+        const double depth = ceilLog2(hosts) * aInter + (ranksPerHost - 1) * aIntra;
+        // NCCL's model (src/graph/tuning.cc): the tree's bus bandwidth is 0.92 of the links',
+        // and its algorithm bandwidth half of that.
+        return t + 2 * depth + 2 * bytes / (kTreeBwFactor * bw);
+      }
+      if (c.algo == Algo::Doubling) {
+        const int rounds = ceilLog2(n);
+        return t + rounds * (alpha + 2 * bytes / bw);
+      }
+      return t + lap * 2.0 * (n - 1) / n + 2.0 * (n - 1) / n * bytes / bw;
+    case Coll::AllGather:
+    case Coll::ReduceScatter:
+      return t + lap * (n - 1.0) / n + (n - 1) * bytes / bw;
+    case Coll::AllToAll:
+      return t + alpha + (n - 1) * bytes / bw;
+    case Coll::Gather:
+    case Coll::Scatter:
+      return t + alpha + (n - 1) * bytes / bw;
+    case Coll::Send:
+    case Coll::Recv:
+      return t + alpha + bytes / bw;
+    default:  // chains: broadcast, reduce
+      return t + lap * (n - 1.0) / n + bytes / bw;
+  }
+}
+
+}  // namespace ringcc
