@@ -21,6 +21,7 @@
 
 #include "coll/coll_check.h"
 #include "nccl.h"
+#include "src/core/log.h"
 #include "support/ranks.h"
 #include "support/test_env.h"
 
@@ -996,6 +997,85 @@ TEST_CASE("every collective from forked processes over shm", "[coll_fork]") {
       return bad > 0 ? 1 : 0;
     });
     INFO("ranks " << n);
+    CHECK(failed == 0);
+  }
+}
+
+// ---- tree all-reduce ----------------------------------------------------------------------
+
+TEST_CASE("tree all-reduce (NCCL_ALGO=Tree): every datatype x op on 1..8 ranks, threads",
+          "[coll_tree]") {
+  ScopedEnv algo("NCCL_ALGO", "Tree");
+  {
+    // The tuner takes the tree for an all-reduce, and falls back to the ring (with a WARN) for
+    // an all-gather, which no tree builds.
+    TestEnv env;
+    CapturedLog log;
+    ScopedEnv debug("NCCL_DEBUG", "INFO");
+    ScopedEnv subsys("NCCL_DEBUG_SUBSYS", "TUNING");
+    ringcc::resetLogging();
+    Comms comms(3);
+    std::vector<CollCase> cases = {mk(Coll::AllReduce, ncclFloat32, Op::Sum, 1000, 0, false, 1),
+                                   mk(Coll::AllGather, ncclInt32, Op::Copy, 10, 0, false, 2)};
+    Failures fail;
+    runCases(comms, cases, Drive::Threads, fail, "");
+    fail.report();
+    INFO(log.text());
+    CHECK(log.contains("AllReduce: 1000 x 4 bytes, 3 ranks: algorithm Tree"));
+    CHECK(log.contains("AllGather: 10 x 4 bytes, 3 ranks: algorithm Ring"));
+    CHECK(log.contains("NCCL_ALGO: AllGather: no algorithm NCCL_ALGO allows runs it"));
+  }
+  ringcc::resetLogging();
+  Failures fail;
+  reduceMatrix(Coll::AllReduce, fail);
+  countSweep(Coll::AllReduce, {2, 3, 8}, {ncclFloat32, ncclBfloat16, ncclInt8, ncclFloat64},
+             {Op::Sum, Op::Avg, Op::Max, Op::PreMulHost, Op::Prod}, fail);
+  fail.report();
+}
+
+TEST_CASE("tree all-reduce (NCCL_ALGO=Tree) in forked processes: one host, and hosts of two",
+          "[coll_tree]") {
+  TestEnv env;
+  ScopedEnv algo("NCCL_ALGO", "Tree");
+  // Hosts of two (NCCL_HOSTID per process pair): a double binary tree across 3 hosts over UCX,
+  // chains of two inside them over shm.
+  for (int perHost : {0, 2}) {
+    const int n = perHost ? 6 : 4;
+    std::vector<std::pair<int, CollCase>> cases;  // (channels, case)
+    int rot = n + perHost;
+    for (int nch : {1, 2, 4})
+      for (int k = 0; k < 6; ++k) {
+        ncclDataType_t t = kAllTypes[(rot * 5) % 12];
+        std::vector<size_t> counts = countsFor(Coll::AllReduce, t, n, nch);
+        cases.push_back({nch, mk(Coll::AllReduce, t, kReduceOps[rot % 7],
+                                 counts[(rot * 7) % counts.size()], 0, rot % 2 == 0, 9000 + rot)});
+        ++rot;
+      }
+    ncclUniqueId id = newUniqueId();
+    int failed = runProcesses(n, [&](int rank) {
+      if (perHost)
+        setenv("NCCL_HOSTID", ("tree-host-" + std::to_string(rank / perHost)).c_str(), 1);
+      ncclComm_t comm = nullptr;
+      if (ncclCommInitRank(&comm, n, id, rank) != ncclSuccess) return 10;
+      int bad = 0;
+      for (auto& [nch, c] : cases) {
+        Channels channels(nch);
+        CaseData data(c, n);
+        CollRank me(data, rank, comm);
+        ncclResult_t r = me.issue();
+        std::string why =
+            r != ncclSuccess ? std::string("returned ") + ncclGetErrorString(r) : me.check();
+        if (!why.empty()) {
+          std::fprintf(stderr, "[tree fork ch=%d] %s rank %d: %s\n", nch, c.describe(n).c_str(),
+                       rank, why.c_str());
+          ++bad;
+          if (r != ncclSuccess) break;
+        }
+      }
+      if (ncclCommDestroy(comm) != ncclSuccess) ++bad;
+      return bad > 0 ? 1 : 0;
+    });
+    INFO("ranks " << n << ", " << (perHost ? "hosts of 2" : "one host"));
     CHECK(failed == 0);
   }
 }
