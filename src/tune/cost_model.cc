@@ -26,12 +26,14 @@ double linkBytesPerMicro(const LinkClass& l, int nChannels, const ProtoFactors& 
 ProtoFactors protoFactors(Protocol p) {
   switch (p) {
     case kProtoLL:
-      // Calibrated here (docs/scale.md): a hop without the tail round trip, and half of every
-      // 16-byte line is its flag, staged through 8 KiB slices.
-      return {0.45, 0.2};
+      // Calibrated here (docs/scale.md, "Calibration": 2 ranks, 0.33 against 2.44 us per hop,
+      // 0.23 against 1.38 GB/s): no tail round trip and no sleep, but half of every 16-byte
+      // line is its flag and slices are small.
+      return {0.14, 0.17};
     case kProtoDirect:
-      // Sends by reference skip the sender's copy into the slot.
-      return {1.0, 1.25};
+      // Sends by reference skip the sender's copy into the slot: ahead of Simple in the quiet
+      // runs of docs/benchmarks.md; the loaded calibration run could not tell them apart.
+      return {1.0, 1.1};
     default:
       return {1.0, 1.0};
   }
@@ -39,9 +41,9 @@ ProtoFactors protoFactors(Protocol p) {
 
 LinkClass hostShmLink() {
   // One thread drives every channel of a rank, so channels add no bandwidth (maxGBs ==
-  // channelGBs). Measured with all_reduce_perf -t 2, NCCL_ALGO=Ring, per protocol
-  // (docs/scale.md, "Calibration").
-  return LinkClass{0.9, 5.5, 5.5};
+  // channelGBs). Measured by bench/scale/validate.py calibrate: all_reduce_perf -t 2,
+  // NCCL_ALGO=Ring, NCCL_PROTO=Simple, 8-512 B and 64 MiB (docs/scale.md, "Calibration").
+  return LinkClass{2.4, 1.4, 1.4};
 }
 
 LinkClass hostUcxLink() {
@@ -111,8 +113,12 @@ double estimateMicros(const LinkFigures& links, Coll coll, double bytes, int nra
         return t + 2 * depth + 2 * bytes / (kTreeBwFactor * bw);
       }
       if (c.algo == Algo::Doubling) {
+        // A round's send is never by reference (the next round overwrites it) and goes through
+        // the p2p connections' smaller slots: its bytes count twice outside LL, which puts the
+        // crossover with the ring at 2-4 KiB on 2 ranks, where docs/benchmarks.md measured it.
         const int rounds = ceilLog2(n);
-        return t + rounds * (alpha + 2 * bytes / bw);
+        const double copies = c.protocol == kProtoLL ? 1.0 : 2.0;
+        return t + rounds * (alpha + copies * bytes / bw);
       }
       return t + lap * 2.0 * (n - 1) / n + 2.0 * (n - 1) / n * bytes / bw;
     case Coll::AllGather:

@@ -8,7 +8,7 @@
 //   all-reduce    hops                                   bytes on the busiest link
 //   Ring          2(n-1) (2H of them between hosts)      2(n-1)/n x S
 //   Tree          2 (ceil(log2 H) + R - 1)               2 x S / 0.92    (NCCL's tree model)
-//   Doubling      log2 n rounds                          log2 n x S, copied twice per round
+//   Doubling      log2 n rounds                          log2 n x S (x2 outside LL: no references)
 //   (n ranks, H hosts of R ranks, S bytes; other collectives: their ring or chain schedule)
 //
 // Bandwidth: a channel gets `channelGBs` of a link, all channels together at most `maxGBs`; a
