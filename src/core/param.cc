@@ -12,9 +12,12 @@ namespace {
 // Keep sorted by name; docs/env.md mirrors this table.
 constexpr ParamDef kParams[] = {
     {"ALGO", "",
-     "Algorithms: Ring, or Doubling (recursive doubling, small all-reduces of a power of two "
-     "ranks; the default picks it up to 2 KiB). Ring alone turns Doubling off; Tree is not built "
-     "(WARN)."},
+     "Algorithms the tuner may choose from, NCCL's list syntax (`Ring,Tree`, `^Tree`): Ring, "
+     "Tree (all-reduce over the double binary tree) and Doubling (ringcc's recursive doubling, "
+     "small all-reduces of a power of two ranks). Default: all, the cheapest by the cost model "
+     "(`docs/scale.md`). NCCL's CollNetDirect, CollNetChain, NVLS, NVLSTree and PAT are not "
+     "provided (WARN). A collective no allowed algorithm runs (anything but all-reduce under "
+     "`Tree`) uses Ring, with a WARN."},
     {"BOOTSTRAP_TIMEOUT", "30000",
      "Milliseconds a bootstrap connect or read may take; also how far apart ranks may arrive."},
     {"BUFFSIZE", "1048576",

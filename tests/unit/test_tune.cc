@@ -271,3 +271,28 @@ TEST_CASE("an NCCL_BUFFSIZE out of range is clamped with a WARN when a communica
     CHECK(log.contains(std::string("NCCL_BUFFSIZE=") + value + " is out of range"));
   }
 }
+
+TEST_CASE("ncclGroupSimulateEnd reports the model's estimate of the tuner's choice", "[tune]") {
+  ncclComm_t comms[2] = {nullptr, nullptr};
+  REQUIRE(ncclCommInitAll(comms, 2, nullptr) == ncclSuccess);
+  std::vector<float> buf(1 << 20, 1.0f);
+  // The estimate of one all-reduce of `count` floats on both ranks (one operation per rank).
+  auto simulate = [&](size_t count) {
+    ncclSimInfo_t info = NCCL_SIM_INFO_INITIALIZER;
+    REQUIRE(ncclGroupStart() == ncclSuccess);
+    for (ncclComm_t c : comms)
+      REQUIRE(ncclAllReduce(buf.data(), buf.data(), count, ncclFloat32, ncclSum, c, nullptr) ==
+              ncclSuccess);
+    REQUIRE(ncclGroupSimulateEnd(&info) == ncclSuccess);
+    return info.estimatedTime;
+  };
+  const float small = simulate(2), large = simulate(buf.size());
+  const LinkFigures links = hostFigures(1, 2);
+  const TuneConfig config = tuneConfigFromEnv();
+  CHECK(small == Approx(2 * chooseTune(config, links, Coll::AllReduce, 8, 2).micros));
+  CHECK(large == Approx(2 * chooseTune(config, links, Coll::AllReduce, buf.size() * 4, 2).micros));
+  CHECK(large > small);
+  // Nothing ran: the buffer still holds its ones.
+  CHECK(buf[0] == 1.0f);
+  for (ncclComm_t c : comms) REQUIRE(ncclCommDestroy(c) == ncclSuccess);
+}
