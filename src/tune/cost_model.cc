@@ -77,7 +77,7 @@ bool algoSupports(Algo algo, Coll coll, int nranks) {
     case Algo::Ring:
       return true;
     case Algo::Tree:
-      return coll == Coll::AllReduce && nranks > 1;
+      return coll == Coll::AllReduce;  // one rank: a tree of one, a local copy
     case Algo::Doubling:
       return coll == Coll::AllReduce && nranks >= 2 && (nranks & (nranks - 1)) == 0;
   }

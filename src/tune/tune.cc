@@ -53,6 +53,8 @@ const char* protocolName(Protocol p) {
 
 namespace {
 
+constexpr uint64_t kDoublingMaxBytes = 2048;
+
 struct NamedBit {
   const char* name;  // lower case
   uint32_t bit;
@@ -163,10 +165,13 @@ TuneChoice chooseTune(const TuneConfig& config, const LinkFigures& links, Coll c
   const int maxCh = nranks == 1 ? 1 : std::max(1, config.maxChannels);
   const int minCh = std::clamp(config.minChannels, 1, maxCh);
   uint32_t algos = config.algos;
-  bool runnable = false;
-  for (int a = 0; a < kNumAlgos; a++)
-    runnable |=
-        (algos & algoBit(static_cast<Algo>(a))) && algoSupports(static_cast<Algo>(a), coll, nranks);
+  bool runnable = false, othersThanDoubling = false;
+  for (int a = 0; a < kNumAlgos; a++) {
+    const Algo algo = static_cast<Algo>(a);
+    const bool ok = (algos & algoBit(algo)) && algoSupports(algo, coll, nranks);
+    runnable |= ok;
+    othersThanDoubling |= ok && algo != Algo::Doubling;
+  }
   if (!runnable) {
     // As NCCL: an operation no allowed algorithm runs takes the ring.
     best.fallback = "no algorithm NCCL_ALGO allows runs it; using Ring";
@@ -176,6 +181,12 @@ TuneChoice chooseTune(const TuneConfig& config, const LinkFigures& links, Coll c
   for (int a = 0; a < kNumAlgos; a++) {
     const Algo algo = static_cast<Algo>(a);
     if (!(algos & algoBit(algo)) || !algoSupports(algo, coll, nranks)) continue;
+    // Doubling is considered only where it was measured (docs/benchmarks.md): beyond it the
+    // p2p connections' smaller slots, which the model does not see, make it lose. It also keeps
+    // mid-size all-reduces on the ring connections, where a mismatched call (an all-gather on
+    // the other rank) meets this rank's slots and is reported at once (docs/scale.md). Unless
+    // NCCL_ALGO leaves nothing else.
+    if (algo == Algo::Doubling && bytes > kDoublingMaxBytes && othersThanDoubling) continue;
     for (Protocol p : kProtos) {
       if (!(config.protocols & (1u << p))) continue;
       for (int ch = minCh; ch <= maxCh; ch++) {

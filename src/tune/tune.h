@@ -64,7 +64,8 @@ struct TuneChoice {
 // (src/tune/cost_model.h) on `links`. Channels within [NCCL_MIN_NCHANNELS, NCCL_MAX_NCHANNELS]
 // (one for a single rank); protocols and algorithms within NCCL_PROTO and NCCL_ALGO. Ties go
 // to the earlier algorithm (Ring, Doubling, Tree), protocol (Simple, LL, Direct), fewer
-// channels.
+// channels. Doubling only up to 2 KiB per rank (where it was measured), unless NCCL_ALGO leaves
+// nothing else.
 TuneChoice chooseTune(const TuneConfig& config, const LinkFigures& links, Coll coll, uint64_t bytes,
                       int nranks);
 

@@ -1033,8 +1033,10 @@ TEST_CASE("tree all-reduce (NCCL_ALGO=Tree): every datatype x op on 1..8 ranks, 
   fail.report();
 }
 
+// Its own tag: a process that made communicators before (the threads case above, under
+// RINGCC_NET=ucx) must not fork with UCX set up.
 TEST_CASE("tree all-reduce (NCCL_ALGO=Tree) in forked processes: one host, and hosts of two",
-          "[coll_tree]") {
+          "[coll_tree_fork]") {
   TestEnv env;
   ScopedEnv algo("NCCL_ALGO", "Tree");
   // Hosts of two (NCCL_HOSTID per process pair): a double binary tree across 3 hosts over UCX,
@@ -1072,6 +1074,13 @@ TEST_CASE("tree all-reduce (NCCL_ALGO=Tree) in forked processes: one host, and h
           if (r != ncclSuccess) break;
         }
       }
+      // A tree rank's last act is a send down; a ring collective after it (an all-gather:
+      // the ring under NCCL_ALGO=Tree) completes only once every rank has left the tree, so
+      // the tree's data is consumed before any rank tears its connections down.
+      std::vector<int32_t> mine(1, rank), all(n, -1);
+      if (bad == 0 && ncclAllGather(mine.data(), all.data(), 1, ncclInt32, comm, nullptr) !=
+                          ncclSuccess)
+        ++bad;
       if (ncclCommDestroy(comm) != ncclSuccess) ++bad;
       return bad > 0 ? 1 : 0;
     });
