@@ -89,6 +89,7 @@ int usage() {
   std::fprintf(stderr,
                "usage: scale_model [--figures dgx|host] [--ranks N,N,...] [--per-host R]\n"
                "                   [--sizes S,S,...] [--protocols Simple,LL,Direct]\n"
+               "                   [--algos Ring,Tree,Doubling]\n"
                "                   [--channels C] [--csv FILE]\n");
   return 2;
 }
@@ -96,7 +97,7 @@ int usage() {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string figures = "dgx", csvPath, protos;
+  std::string figures = "dgx", csvPath, protos, algos;
   std::vector<int> ranks;
   for (int n = 8; n <= 65536; n *= 2) ranks.push_back(n);
   std::vector<double> sizes = {8, 64 * 1024, 1 << 20, 16 << 20, 256 << 20, 4.0 * (1 << 30)};
@@ -117,6 +118,8 @@ int main(int argc, char** argv) {
       for (auto& s : split(v)) sizes.push_back(parseSize(s));
     } else if (a == "--protocols") {
       protos = v;
+    } else if (a == "--algos") {
+      algos = v;
     } else if (a == "--channels") {
       channels = std::atoi(v.c_str());
     } else if (a == "--csv") {
@@ -133,6 +136,7 @@ int main(int argc, char** argv) {
   config.protocols = parseProtocols(protos.empty() ? (dgx ? "Simple" : "") : protos, &unknown);
   // Doubling is ringcc's host algorithm; the DGX table compares NCCL's two.
   config.algos = dgx ? algoBit(Algo::Ring) | algoBit(Algo::Tree) : kAllAlgos;
+  if (!algos.empty()) config.algos = parseAlgos(algos, &unknown);
   config.minChannels = config.maxChannels = channels > 0 ? channels : dgx ? 16 : 1;
 
   FILE* csv = csvPath.empty() ? nullptr : std::fopen(csvPath.c_str(), "w");

@@ -6,9 +6,10 @@
       small sizes and the bandwidth from the large ones, as the figures of src/tune/cost_model.cc
       are set; plus a 1-rank call for the fixed cost of one operation.
 
-  bench/scale/validate.py validate [--build build] [--ranks 2,4,8] [--reps 3]
-      all_reduce_perf -t N with the tuner's own choice against scale_model --figures host for the
-      same sizes: measured and predicted time per size and the error, as a Markdown table.
+  bench/scale/validate.py validate [--build build] [--ranks 2,4,8] [--reps 3] [--algo Tree]
+      all_reduce_perf -t N with the tuner's own choice (or NCCL_ALGO=--algo) against
+      scale_model --figures host for the same sizes: measured and predicted time per size and
+      the error, as a Markdown table.
 
 Runs alternate between configurations --reps times (the machine is shared and noisy) and keep
 the median per size. Only the build tree's tools and library are used.
@@ -69,11 +70,13 @@ def calibrate(args):
         print(f"| {p} | {small:.2f} | {alpha:.2f} | {t:.0f} ({big} B) | {bw:.2f} |")
 
 
-def predict(build, n, sizes):
-    out = subprocess.run([os.path.join(build, "bench", "scale_model"), "--figures", "host",
-                          "--ranks", str(n), "--per-host", str(n), "--protocols",
-                          "Simple,LL,Direct", "--sizes", ",".join(map(str, sizes)), "--csv",
-                          "/dev/stdout"], check=True, capture_output=True, text=True).stdout
+def predict(build, n, sizes, algo):
+    cmd = [os.path.join(build, "bench", "scale_model"), "--figures", "host", "--ranks", str(n),
+           "--per-host", str(n), "--protocols", "Simple,LL,Direct", "--sizes",
+           ",".join(map(str, sizes)), "--csv", "/dev/stdout"]
+    if algo:
+        cmd += ["--algos", algo]
+    out = subprocess.run(cmd, check=True, capture_output=True, text=True).stdout
     pred = {}
     for line in out.splitlines():
         f = line.split(",")
@@ -84,12 +87,13 @@ def predict(build, n, sizes):
 
 def validate(args):
     ranks = [int(x) for x in args.ranks.split(",")]
-    configs = {f"{n} ranks": (n, {}) for n in ranks}
+    env = {"NCCL_ALGO": args.algo} if args.algo else {}
+    configs = {f"{n} ranks": (n, env) for n in ranks}
     m = medians(args.build, configs, args.reps)
     print("| ranks | size (B) | model's choice | predicted (us) | measured (us) | error |")
     print("| --- | --- | --- | --- | --- | --- |")
     for n in ranks:
-        pred = predict(args.build, n, SIZES)
+        pred = predict(args.build, n, SIZES, args.algo)
         for s in SIZES:
             p, choice = pred[s]
             t = m[f"{n} ranks"][s]
@@ -102,6 +106,7 @@ def main():
     ap.add_argument("--build", default="build")
     ap.add_argument("--ranks", default="2,4,8")
     ap.add_argument("--reps", type=int, default=3)
+    ap.add_argument("--algo", default="", help="validate: NCCL_ALGO for both (default: the tuner's)")
     args = ap.parse_args()
     print(f"# load average before: {os.getloadavg()[0]:.1f}", file=sys.stderr)
     (calibrate if args.mode == "calibrate" else validate)(args)
