@@ -186,7 +186,9 @@ void runJobs(std::vector<std::unique_ptr<SimJob>>& jobs, const EngineOptions& o,
         // LL memory starts with every flag at the initial counter value, which no slot of the
         // first lap expects (a transport's zero-filled memory with counters at 0 is the same).
         size_t llBytes = (size_t)o.nSlots * o.llSlotBytes;
-        f->llSlots.reset(static_cast<char*>(std::aligned_alloc(64, std::max<size_t>(64, llBytes))));
+        // aligned_alloc wants a whole number of alignments.
+        const size_t llAlloc = std::max<size_t>(64, (llBytes + 63) / 64 * 64);
+        f->llSlots.reset(static_cast<char*>(std::aligned_alloc(64, llAlloc)));
         LlLine* lines = reinterpret_cast<LlLine*>(f->llSlots.get());
         for (size_t i = 0; i < llBytes / sizeof(LlLine); i++)
           lines[i] = LlLine{0, o.counterStart, 0, o.counterStart};
