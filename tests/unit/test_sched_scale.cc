@@ -333,7 +333,10 @@ TEST_CASE("ring collectives at 4096 ranks with tiny counts", "[sim_scale]") {
     s.nranks = 4096;
     s.root = 1234;
     s.count = c == Coll::ReduceScatter || c == Coll::AllGather ? 1 : 4096;
-    s.protocol = c == Coll::AllReduce ? kProtoLL : kProtoSimple;
+    // LL for the all-reduce, references (Direct) for reduce-scatter and broadcast.
+    s.protocol = c == Coll::AllReduce                               ? kProtoLL
+                 : c == Coll::ReduceScatter || c == Coll::Broadcast ? kProtoDirect
+                                                                    : kProtoSimple;
     s.slicesPerTurn = ~0u;
     SimResult res = runExact(s);
     WARN(collName(c) << " at 4096 ranks: " << res.rounds << " rounds, " << res.slices << " slices");
