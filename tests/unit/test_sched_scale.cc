@@ -179,6 +179,9 @@ TEST_CASE("a Program's size does not grow with the rank count", "[sched_scale]")
   CHECK(p.ringSize == 257);
   // Per-peer collectives keep their bounds and say which one they exceed.
   test::CapturedLog log;
+  CHECK(buildProgram(desc(Coll::AllToAll, 128, 5), &p) == ncclSuccess);
+  CHECK(buildProgram(desc(Coll::Gather, 256, (256 * 2) / 3), &p) == ncclSuccess);  // the root
+  CHECK(buildProgram(desc(Coll::Scatter, 257, (257 * 2) / 3), &p) == ncclInvalidUsage);
   CHECK(buildProgram(desc(Coll::AllToAll, 4096, 5), &p) == ncclInvalidUsage);
   CHECK(log.contains("AllToAll does not fit a Program: needs more"));
   CHECK(buildProgram(desc(Coll::Gather, 4096, (4096 * 2) / 3), &p) ==
