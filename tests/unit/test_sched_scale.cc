@@ -56,10 +56,14 @@ bool sameStep(const Step& a, const Step& b) {
          b.walk == 0 && a.repeat == 0 && b.repeat == 0;
 }
 
-// The input of rank r, element k: never 0 (a missing or doubled contribution changes every
-// sum), distinct per rank and element for the copies, small enough that a sum over 4,096
-// ranks fits an int32 exactly.
-int32_t value(int r, size_t k) { return 1 + (int32_t)((r * 7919u + k * 104729u) % 4001u); }
+// The input of rank r, element k. Reductions: never 0 (a missing or doubled contribution
+// changes every sum) and small enough that a sum over 4,096 ranks fits an int32 exactly.
+// Copies: distinct for every rank and element (up to 32,768 ranks and 65,535 elements), so a
+// block delivered to the wrong place shows.
+int32_t value(Coll c, int r, size_t k) {
+  if (collReduces(c)) return 1 + (int32_t)((r * 7919u + k * 104729u) % 4001u);
+  return (int32_t)(((uint32_t)r << 16) + (uint32_t)(k % 65535) + 1);
+}
 
 // Expected outputs of an int32 sum collective, computed directly (out of place).
 std::vector<std::vector<int32_t>> expected(const SimSpec& s,
@@ -112,7 +116,7 @@ SimResult runExact(const SimSpec& s) {
   std::vector<Bytes> inputs(s.nranks), outputs(s.nranks);
   for (int r = 0; r < s.nranks; r++) {
     in[r].resize(simInputElems(s, r));
-    for (size_t k = 0; k < in[r].size(); k++) in[r][k] = value(r, k);
+    for (size_t k = 0; k < in[r].size(); k++) in[r][k] = value(s.coll, r, k);
     inputs[r].resize(in[r].size() * 4);
     if (!in[r].empty()) std::memcpy(inputs[r].data(), in[r].data(), inputs[r].size());
     std::vector<int32_t> o(simOutputElems(s, r), kUntouched);
