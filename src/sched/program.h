@@ -76,7 +76,7 @@
 
 namespace ringcc {
 
-constexpr int kMaxSteps = 256;  // ring bodies written out up to 128 ranks, compact beyond
+constexpr int kMaxSteps = 256;  // ring bodies written out while they fit, repeated beyond
 constexpr int kMaxLanes = 256;  // all-to-all needs 2(n-1)+1: up to 128 ranks
 constexpr int kMaxPorts = 255;  // all-to-all needs 2(n-1); index 255 is kNoPort
 constexpr int kMaxBuffers = 256;
