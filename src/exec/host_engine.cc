@@ -513,10 +513,10 @@ std::string HostEngine::reportStuck() const {
         const int peer = st.port != kNoPort ? job.program->ports[st.port].peer : -1;
         std::snprintf(
             line, sizeof(line),
-            "%s channel %d lane %d: waiting to %s peer %d at step %u loop %llu (%llu/%llu "
-            "elements of the step done, slot %u, protocol %s)",
+            "%s channel %d lane %d: waiting to %s peer %d at step %u repetition %u loop %llu "
+            "(%llu/%llu elements of the step done, slot %u, protocol %s)",
             job.name, job.channel, l, st.wait == kLaneWaitRecv ? "receive from" : "send to", peer,
-            st.step, static_cast<unsigned long long>(st.loop),
+            st.step, st.rep, static_cast<unsigned long long>(st.loop),
             static_cast<unsigned long long>(st.stepDone),
             static_cast<unsigned long long>(st.stepCount), st.counter, protocolName(job.protocol));
       }

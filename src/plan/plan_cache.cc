@@ -11,6 +11,7 @@ ncclResult_t PlanCache::get(const CollDesc& d, int channel, const Program** out)
           d.rank,
           d.root,
           channel,
+          d.compact,
           d.ring};
   auto it = plans_.find(key);
   if (it != plans_.end()) {

@@ -27,6 +27,8 @@ RunArgs PlanJob::runArgs(const ConnectorView* views) const {
   a.sigColl = sigColl;
   a.sigOp = sigOp;
   a.sigRoot = sigRoot;
+  a.ringRanks = ringRanks;
+  a.nRingRanks = nRingRanks;
   return a;
 }
 
@@ -36,6 +38,8 @@ PlanJob& Plan::newJob() {
   job.inputs.clear();
   job.outputs.clear();
   job.counts.clear();
+  job.ringRanks = nullptr;
+  job.nRingRanks = 0;
   return job;
 }
 
@@ -125,9 +129,13 @@ ncclResult_t Planner::planCollective(const CollArgs& a, Plan* plan) {
   d.nranks = ctx_.nranks;
   d.rank = ctx_.rank;
   d.root = a.root;
+  d.compact = ctx_.compactRings;
   for (int c = 0; c < t.nChannels; ++c) {
-    if (c < static_cast<int>(ctx_.rings.size()))
-      d.ring = ctx_.rings[c];
+    const std::vector<int>* ring = c < static_cast<int>(ctx_.rings.size()) && !ctx_.rings[c].empty()
+                                       ? &ctx_.rings[c]
+                                       : nullptr;
+    if (ring)
+      d.ring = *ring;
     else
       d.ring.clear();
     const Program* program = nullptr;
@@ -145,6 +153,8 @@ ncclResult_t Planner::planCollective(const CollArgs& a, Plan* plan) {
     job.inputs.assign(program->nBuffers, a.sendbuff);
     job.outputs.assign(program->nBuffers, a.recvbuff);
     job.counts.assign(program->nCounts, a.count);
+    job.ringRanks = ring ? ring->data() : nullptr;
+    job.nRingRanks = ring ? static_cast<uint32_t>(ring->size()) : 0;
   }
   return ncclSuccess;
 }

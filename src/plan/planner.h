@@ -43,6 +43,9 @@ struct PlanContext {
   ConnGeometry p2p{};   // connections of kPortP2p ports
   TuneConfig tune;
   std::vector<std::vector<int>> rings;  // per channel ring order; missing or empty: 0..n-1
+  // Ring bodies as repeated steps at any rank count (CollDesc::compact), not only where they
+  // would not fit written out: for tests of the compact form on few ranks.
+  bool compactRings = false;
 
   const ConnGeometry& geometry(uint8_t kind) const { return kind == kPortP2p ? p2p : ring; }
 };
@@ -66,6 +69,10 @@ struct PlanJob {
   std::vector<const void*> inputs;  // [program->nBuffers]
   std::vector<void*> outputs;       // [program->nBuffers]
   std::vector<uint64_t> counts;     // [program->nCounts]
+  // The channel's ring order (RunArgs::ringRanks): the PlanContext's, valid while the planner
+  // lives; null for 0..n-1.
+  const int* ringRanks = nullptr;
+  uint32_t nRingRanks = 0;
 
   // The runner's arguments, with `views` (one per port of the Program).
   RunArgs runArgs(const ConnectorView* views) const;
