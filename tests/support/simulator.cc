@@ -415,7 +415,7 @@ bool prepareCase(const SimCase& c, CaseMemory* mem, SimResult* res) {
         break;
       case InPlace::InInsideOut:
         out = c.outputs[r];
-        std::memcpy(out.data() + off, c.inputs[r].data(), inBytes);
+        if (inBytes > 0) std::memcpy(out.data() + off, c.inputs[r].data(), inBytes);
         mem->outPtr[r] = (char*)out.data();
         mem->inPtr[r] = mem->outPtr[r] + off;
         break;
