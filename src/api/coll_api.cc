@@ -6,6 +6,7 @@
 #include "src/api/api.h"
 #include "src/exec/coll_args.h"
 #include "src/exec/group.h"
+#include "src/monitor/trace.h"
 
 using namespace ringcc;
 
@@ -58,6 +59,8 @@ ncclResult_t checkAndEnqueue(const CollArgs& a, const char* where) {
     return fail(ncclInvalidArgument, where, "datatype %d is not a valid ncclDataType_t",
                 static_cast<int>(a.datatype));
   CollArgs args = a;
+  if (comm->tracer) [[unlikely]]
+    args.callUs = traceNowUs();
   args.redOp = makeRedOp(ncclSum, a.datatype, comm->nranks);
   if (collReduces(a.kind)) {
     UserOp userOp;
