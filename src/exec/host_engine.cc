@@ -553,7 +553,7 @@ std::string HostEngine::reportStuck() const {
                     "%s %s channel %d: done, but waiting for peer %d to release the buffers it "
                     "reads by reference (protocol Direct)",
                     job.name, callNumber(job).c_str(), job.channel, job.program->ports[port].peer);
-      LOG_WARN("%s", line);
+      LOG_REPORT("%s", line);
       if (first.empty()) first = line;
     }
     for (int l = 0; l < job.program->nLanes; ++l) {
@@ -577,7 +577,7 @@ std::string HostEngine::reportStuck() const {
             static_cast<unsigned long long>(st.stepCount * job.elemSize), st.counter,
             protocolName(job.protocol));
       }
-      LOG_WARN("%s", line);
+      LOG_REPORT("%s", line);
       // The error text names the first lane that waits on a peer, else the first that waits.
       const bool onPeer = st.wait == kLaneWaitRecv || st.wait == kLaneWaitSend;
       if (first.empty() || (onPeer && first.find("waiting to") == std::string::npos)) first = line;

@@ -230,7 +230,7 @@ class Watcher {
     const CallSnapshot mine = comm->calls.snapshot();
     p.ranks[comm->rank] = RankCall{true, mine};
     LogRankScope scope(comm->rank);
-    LOG_WARN("hang report %016llx.%d (%s on rank %d): rank %d is %s",
+    LOG_REPORT("hang report %016llx.%d (%s on rank %d): rank %d is %s",
              static_cast<unsigned long long>(p.commHash), p.origin, reasonText(p.reason), p.origin,
              p.rank, describeRankCall(p.ranks[p.rank]).c_str());
     if (mine.inCall) comm->calls.askLanes();
@@ -248,7 +248,7 @@ class Watcher {
     for (int r = 0; r < comm->nranks; ++r) {
       if (r == comm->rank) continue;
       if (comm->bootstrap->send(r, kTagHangReport, &m, sizeof(m)) != ncclSuccess)
-        LOG_WARN("hang report: cannot reach rank %d", r);
+        LOG_REPORT("hang report: cannot reach rank %d", r);
     }
     return pending_.emplace(key, std::move(p)).first;
   }
@@ -257,13 +257,13 @@ class Watcher {
     const Pending& p = it->second;
     LogRankScope scope(p.rank);
     const unsigned long long hash = p.commHash;
-    LOG_WARN("hang report %016llx.%d (%s on rank %d), as rank %d of %d sees it:", hash, p.origin,
+    LOG_REPORT("hang report %016llx.%d (%s on rank %d), as rank %d of %d sees it:", hash, p.origin,
              reasonText(p.reason), p.origin, p.rank, p.nranks);
     for (int r = 0; r < p.nranks; ++r)
-      LOG_WARN("hang report:   rank %d: %s", r, describeRankCall(p.ranks[r]).c_str());
+      LOG_REPORT("hang report:   rank %d: %s", r, describeRankCall(p.ranks[r]).c_str());
     const std::vector<std::string> findings = hangFindings(p.ranks);
-    for (const std::string& f : findings) LOG_WARN("hang report: => %s", f.c_str());
-    if (findings.empty()) LOG_WARN("hang report: => the ranks agree; none is waiting");
+    for (const std::string& f : findings) LOG_REPORT("hang report: => %s", f.c_str());
+    if (findings.empty()) LOG_REPORT("hang report: => the ranks agree; none is waiting");
     for (auto& d : p.done) d->store(true);
     finished_.push_back(it->first);
     if (finished_.size() > 256) finished_.erase(finished_.begin());
