@@ -6,7 +6,7 @@
 //
 // Pairs run one at a time (the other ranks wait in a one-element all-reduce between pairs), so
 // each number is one link with nothing else on it. For pair (i, j) and each size, rank i sends
-// the message and rank j answers with 8 bytes: time per round trip t(size). Latency is
+// the message and rank j answers with 8 bytes: t(size) is the median round trip. Latency is
 // t(min)/2; bandwidth at a size is size / t(size) (the 8-byte answer is included: it is noise
 // from a few KiB on). Rank 0 writes the matrices as JSON.
 #include <unistd.h>
@@ -80,8 +80,9 @@ double nowUs() {
       .count();
 }
 
-// Microseconds per round trip of `bytes` from `from` to `to` and 8 bytes back; this rank is
-// one of the two.
+// Microseconds per round trip of `bytes` from `from` to `to` and 8 bytes back, the median of
+// `iters` (robust against a descheduled round on a shared machine); this rank is one of the
+// two.
 bool roundTrip(ncclComm_t comm, int rank, int from, int to, size_t bytes, int iters,
                std::vector<char>& buf, double* us) {
   char ack[8] = {};
@@ -93,10 +94,14 @@ bool roundTrip(ncclComm_t comm, int rank, int from, int to, size_t bytes, int it
            ok(ncclSend(ack, sizeof(ack), ncclInt8, from, comm, nullptr), "ncclSend");
   };
   if (!once()) return false;  // warm-up: connections, plan
-  const double t0 = nowUs();
-  for (int i = 0; i < iters; ++i)
+  std::vector<double> times(iters);
+  for (int i = 0; i < iters; ++i) {
+    const double t0 = nowUs();
     if (!once()) return false;
-  *us = (nowUs() - t0) / iters;
+    times[i] = nowUs() - t0;
+  }
+  std::nth_element(times.begin(), times.begin() + iters / 2, times.end());
+  *us = times[iters / 2];
   return true;
 }
 

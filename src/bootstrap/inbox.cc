@@ -253,10 +253,8 @@ void Inbox::deliver(Conn& c) {
     if (handler_ && c.hdr.tag == handlerTag_) handler = handler_;
   }
   if (handler) {
-    handler(c.from, c.payload);
-    c.payload.clear();
-  }
-  if (!handler) {
+    handler(c.from, c.payload);  // outside the lock: it may post to another thread
+  } else {
     std::lock_guard<std::mutex> lock(mu_);
     queuedBytes_ += c.payload.size();
     queue_.push_back({c.from, c.hdr.tag, std::move(c.payload)});

@@ -122,7 +122,9 @@ class Watcher {
     }
     struct sigaction old {};
     sigaction(SIGUSR1, nullptr, &old);
-    if (!(old.sa_flags & SA_SIGINFO) && old.sa_handler == SIG_DFL) {
+    // Ours already when a forked child starts its own watcher: point it at the new pipe.
+    if (!(old.sa_flags & SA_SIGINFO) &&
+        (old.sa_handler == SIG_DFL || old.sa_handler == onSigusr1)) {
       gSignalFd.store(pipe_[1]);
       struct sigaction sa {};
       sa.sa_handler = onSigusr1;

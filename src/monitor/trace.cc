@@ -20,6 +20,8 @@
 namespace ringcc {
 namespace {
 
+static_assert(sizeof(TraceRecord) == 64, "a record is one cache line (docs/monitoring.md)");
+
 BwShape shapeOf(Coll coll) {
   switch (coll) {
     case Coll::AllReduce: return BwShape::AllReduce;

@@ -35,8 +35,6 @@ def main():
                     assert all(t == 0 for t in times), (i, times)
                 else:
                     assert all(t > 0 for t in times), (i, j, times)
-                    # A round trip of 64 KiB takes longer than one of 8 bytes.
-                    assert times[-1] > times[0], (i, j, times)
         png = os.path.join(out, "heatmap.png")
         assert os.path.getsize(png) > 1000, png
         assert "slowest link" in run.stdout
