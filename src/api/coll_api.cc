@@ -59,7 +59,8 @@ ncclResult_t checkAndEnqueue(const CollArgs& a, const char* where) {
     return fail(ncclInvalidArgument, where, "datatype %d is not a valid ncclDataType_t",
                 static_cast<int>(a.datatype));
   CollArgs args = a;
-  if (comm->tracer) [[unlikely]]
+  // Traced calls inside a group note when they were made; a lone call's is when it starts.
+  if (comm->tracer && groupActive()) [[unlikely]]
     args.callUs = traceNowUs();
   args.redOp = makeRedOp(ncclSum, a.datatype, comm->nranks);
   if (collReduces(a.kind)) {

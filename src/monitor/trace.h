@@ -2,11 +2,11 @@
 // DIR/ringcc-<commHash>-r<rank>-<pid>.jsonl, for `ringcc-monitor` (docs/monitoring.md).
 //
 // Cost: off (the default), a communicator has no Tracer and the API and the engine pay one
-// predictable branch on a null pointer per call and per batch. On, the API reads the clock
-// when the call is made, the engine twice per batch, and appends one fixed-size record per
-// operation to a buffer under an uncontended lock; a writer thread per communicator formats
-// and writes the lines every kFlushRecords records or every second (so a hung job still leaves
-// its records on disk), and at destroy.
+// predictable branch on a null pointer per call and per batch. On, the engine reads the clock
+// twice per batch (the API once more per call made inside a group: a lone call is made when
+// it starts) and appends one 64-byte record per operation to a buffer under an uncontended
+// lock; a writer thread per communicator formats and writes the lines every kFlushRecords
+// records or every second (so a hung job still leaves its records on disk), and at destroy.
 //
 // Times are CLOCK_REALTIME in microseconds since the epoch: one clock per host, comparable
 // between the ranks of a host and, as far as the hosts' clocks agree (NTP), between hosts.
