@@ -118,13 +118,19 @@ def draw_timeline(comm, records, path):
     colls = sorted({r["coll"] for r in records})
     color = {c: COLORS[i % len(COLORS)] for i, c in enumerate(colls)}
     fig, ax = plt.subplots(figsize=(10, 1.2 + 0.45 * nranks))
+    # One collection per (rank, collective): a long trace has many thousands of bars.
+    bars, leads = {}, []
     for r in records:
-        y = r["rank"]
         start = (r["start_us"] - t0) / 1e3
         width = max((r["end_us"] - r["start_us"]) / 1e3, 1e-3)
-        ax.broken_barh([(start, width)], (y - 0.35, 0.7), facecolors=color[r["coll"]])
+        bars.setdefault((r["rank"], r["coll"]), []).append((start, width))
         if r["call_us"] < r["start_us"]:  # called inside a group: waited for its end
-            ax.plot([(r["call_us"] - t0) / 1e3, start], [y, y], color="#999999", lw=0.8)
+            leads.append(((r["call_us"] - t0) / 1e3, start, r["rank"]))
+    for (rank, coll), spans in bars.items():
+        ax.broken_barh(spans, (rank - 0.35, 0.7), facecolors=color[coll])
+    if leads:
+        ax.hlines([y for _, _, y in leads], [a for a, _, _ in leads], [b for _, b, _ in leads],
+                  color="#999999", lw=0.8)
     ax.set_yticks(range(nranks))
     ax.set_yticklabels([f"rank {i}" for i in range(nranks)])
     ax.invert_yaxis()

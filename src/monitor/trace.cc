@@ -1,5 +1,7 @@
 #include "src/monitor/trace.h"
 
+#include <pthread.h>
+#include <sched.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -8,6 +10,8 @@
 #include <charconv>
 #include <chrono>
 #include <cstring>
+#include <map>
+#include <tuple>
 
 #include "kernels/dtypes.h"
 #include "nccl.h"
@@ -45,96 +49,130 @@ uint64_t traceNowUs() {
 
 namespace {
 
-// Appends JSON fields with std::to_chars: the writer formats every record, and on a host with
-// fewer cores than ranks its time is taken from the ranks (snprintf took ~1 us per record).
-class JsonLine {
+// The writer formats every record, and on a host with fewer cores than ranks its time is
+// taken from the ranks: numbers go through std::to_chars (snprintf took ~1 us per record),
+// and the fields that describe the call, the same for every repetition of it, are formatted
+// once per shape and copied after that.
+void appendNumber(std::string& out, uint64_t v) {
+  char b[24];
+  auto res = std::to_chars(b, b + sizeof(b), v);
+  out.append(b, res.ptr);
+}
+
+void appendSigned(std::string& out, int64_t v) {
+  char b[24];
+  auto res = std::to_chars(b, b + sizeof(b), v);
+  out.append(b, res.ptr);
+}
+
+// v with 4 decimals.
+void appendFixed4(std::string& out, double v) {
+  if (!(v >= 0 && v < 1e12)) {  // never for bandwidths; NaN and the like
+    out += "0.0000";
+    return;
+  }
+  const uint64_t x = static_cast<uint64_t>(v * 10000 + 0.5);
+  appendNumber(out, x / 10000);
+  char frac[5] = {'.', '0', '0', '0', '0'};
+  for (uint64_t f = x % 10000, i = 4; i > 0; --i, f /= 10) frac[i] = static_cast<char>('0' + f % 10);
+  out.append(frac, 5);
+}
+
+void appendField(std::string& out, const char* key) {
+  out += ",\"";
+  out += key;
+  out += "\":";
+}
+
+void appendText(std::string& out, const char* key, const char* v) {
+  appendField(out, key);
+  out += '"';
+  out += v;
+  out += '"';
+}
+
+class LineFormatter {
  public:
-  explicit JsonLine(std::string& out) : out_(out) {}
-  void key(const char* k) {
-    out_ += ",\"";
-    out_ += k;
-    out_ += "\":";
+  explicit LineFormatter(const TraceSource& src) : nranks_(src.nranks) {
+    char text[512];
+    std::snprintf(text, sizeof(text),
+                  "{\"comm\":\"%016llx\",\"rank\":%d,\"nranks\":%d,\"host\":\"%s\",\"pid\":%d",
+                  static_cast<unsigned long long>(src.commHash), src.rank, src.nranks,
+                  src.host.c_str(), src.pid);
+    prefix_ = text;
   }
-  void u(const char* k, uint64_t v) {
-    key(k);
-    number(v);
-  }
-  void i(const char* k, int64_t v) {
-    key(k);
-    number(v);
-  }
-  void f(const char* k, double v) {
-    key(k);
-    char b[48];
-    auto res = std::to_chars(b, b + sizeof(b), v, std::chars_format::fixed, 4);
-    out_.append(b, res.ec == std::errc() ? res.ptr : b);
-  }
-  void s(const char* k, const char* v) {
-    key(k);
-    out_ += '"';
-    out_ += v;
-    out_ += '"';
+
+  void append(std::string& out, const TraceRecord& r) {
+    const Coll coll = static_cast<Coll>(r.coll);
+    const size_t typeSize =
+        r.type < ncclNumTypes ? dataTypeSize(static_cast<ncclDataType_t>(r.type)) : 0;
+    const double bytes = bwBytes(shapeOf(coll), static_cast<double>(r.count) * typeSize, nranks_);
+    const uint64_t us = r.endUs > r.startUs ? r.endUs - r.startUs : 0;
+    const double algBw = us > 0 ? bytes / (us * 1e-6) / 1e9 : 0.0;
+    out += prefix_;
+    appendField(out, "seq");
+    appendNumber(out, r.seq);
+    appendField(out, "batch");
+    appendNumber(out, r.batch);
+    out += shape(r);
+    appendField(out, "call_us");
+    appendNumber(out, r.callUs);
+    appendField(out, "start_us");
+    appendNumber(out, r.startUs);
+    appendField(out, "end_us");
+    appendNumber(out, r.endUs);
+    appendField(out, "bytes");
+    appendNumber(out, static_cast<uint64_t>(bytes));
+    appendField(out, "time_us");
+    appendNumber(out, us);
+    appendField(out, "algbw_gbs");
+    appendFixed4(out, algBw);
+    appendField(out, "busbw_gbs");
+    appendFixed4(out, algBw * busBwFactor(shapeOf(coll), nranks_));
+    out += r.ok ? ",\"ok\":true}" : ",\"ok\":false}";
   }
 
  private:
-  template <typename T>
-  void number(T v) {
-    char b[24];
-    auto res = std::to_chars(b, b + sizeof(b), v);
-    out_.append(b, res.ec == std::errc() ? res.ptr : b);
+  // The call's fields, from "coll" to "channels".
+  const std::string& shape(const TraceRecord& r) {
+    const uint64_t key = uint64_t{r.coll} | uint64_t{r.type} << 8 | uint64_t{r.op} << 16 |
+                         uint64_t{r.algo} << 24 | uint64_t{r.proto} << 32 |
+                         uint64_t{r.nChannels} << 40;
+    const auto id = std::make_tuple(key, r.count, r.root);
+    if (auto it = shapes_.find(id); it != shapes_.end()) return it->second;
+    if (shapes_.size() >= 1024) shapes_.clear();  // a job of ever new shapes: start over
+    const Coll coll = static_cast<Coll>(r.coll);
+    const bool p2p = coll == Coll::Send || coll == Coll::Recv;
+    std::string t;
+    appendText(t, "coll", collName(coll));
+    appendField(t, "count");
+    appendNumber(t, r.count);
+    appendText(t, "type", typeName(r.type));
+    appendText(t, "op",
+               collReduces(coll) ? (r.op < ncclNumOps ? opName(r.op) : "premulsum") : "none");
+    appendField(t, "root");
+    appendSigned(t, p2p ? -1 : (collRooted(coll) ? r.root : -1));
+    appendField(t, "peer");
+    appendSigned(t, p2p ? r.root : -1);
+    appendText(t, "algo",
+               r.algo == 0xff ? (p2p ? "P2p" : "none") : algoName(static_cast<Algo>(r.algo)));
+    appendText(t, "proto",
+               r.proto < kNumProtocols ? protocolName(static_cast<Protocol>(r.proto)) : "none");
+    appendField(t, "channels");
+    appendNumber(t, r.nChannels);
+    return shapes_.emplace(id, std::move(t)).first->second;
   }
-  std::string& out_;
+
+  const int nranks_;
+  std::string prefix_;  // the fields every line of a file shares, from "{" to "pid"
+  std::map<std::tuple<uint64_t, uint64_t, int32_t>, std::string> shapes_;
 };
-
-// The fields every line of a file shares, from "{" to the pid.
-std::string linePrefix(const TraceSource& src) {
-  char text[512];
-  std::snprintf(text, sizeof(text), "{\"comm\":\"%016llx\",\"rank\":%d,\"nranks\":%d,\"host\":\"%s\","
-                "\"pid\":%d",
-                static_cast<unsigned long long>(src.commHash), src.rank, src.nranks,
-                src.host.c_str(), src.pid);
-  return text;
-}
-
-void appendRecord(std::string& out, const std::string& prefix, const TraceRecord& r,
-                  int nranks) {
-  const Coll coll = static_cast<Coll>(r.coll);
-  const bool p2p = coll == Coll::Send || coll == Coll::Recv;
-  const double countBytes =
-      static_cast<double>(r.count) *
-      static_cast<double>(r.type < ncclNumTypes ? dataTypeSize(static_cast<ncclDataType_t>(r.type))
-                                                : 0);
-  const double bytes = bwBytes(shapeOf(coll), countBytes, nranks);
-  const uint64_t us = r.endUs > r.startUs ? r.endUs - r.startUs : 0;
-  const double algBw = us > 0 ? bytes / (us * 1e-6) / 1e9 : 0.0;
-  out += prefix;
-  JsonLine j(out);
-  j.u("seq", r.seq);
-  j.u("batch", r.batch);
-  j.s("coll", collName(coll));
-  j.u("count", r.count);
-  j.s("type", typeName(r.type));
-  j.s("op", collReduces(coll) ? (r.op < ncclNumOps ? opName(r.op) : "premulsum") : "none");
-  j.i("root", p2p ? -1 : (collRooted(coll) ? r.root : -1));
-  j.i("peer", p2p ? r.root : -1);
-  j.s("algo", r.algo == 0xff ? (p2p ? "P2p" : "none") : algoName(static_cast<Algo>(r.algo)));
-  j.s("proto", r.proto < kNumProtocols ? protocolName(static_cast<Protocol>(r.proto)) : "none");
-  j.u("channels", r.nChannels);
-  j.u("call_us", r.callUs);
-  j.u("start_us", r.startUs);
-  j.u("end_us", r.endUs);
-  j.u("bytes", static_cast<uint64_t>(bytes));
-  j.u("time_us", us);
-  j.f("algbw_gbs", algBw);
-  j.f("busbw_gbs", algBw * busBwFactor(shapeOf(coll), nranks));
-  out += r.ok ? ",\"ok\":true}" : ",\"ok\":false}";
-}
 
 }  // namespace
 
 std::string formatTraceRecord(const TraceRecord& r, const TraceSource& src) {
   std::string line;
-  appendRecord(line, linePrefix(src), r, src.nranks);
+  LineFormatter(src).append(line, r);
   return line;
 }
 
@@ -177,20 +215,26 @@ Tracer::~Tracer() {
 }
 
 void Tracer::add(const TraceRecord& r) {
-  bool full;
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    filling_.push_back(r);
-    full = filling_.size() >= kFlushRecords;
-  }
+  std::unique_lock<std::mutex> lock(mu_);
+  // Back-pressure, the writer's only way to get a core when none is ever idle: the engine
+  // waits (its thread sleeps) until the writer took the backlog.
+  if (filling_.size() >= kMaxBuffered)
+    roomCv_.wait(lock, [this] { return filling_.size() < kMaxBuffered || exit_; });
+  filling_.push_back(r);
+  const bool full = filling_.size() % kFlushRecords == 0;
+  lock.unlock();
   if (full) cv_.notify_one();
 }
 
 void Tracer::writerMain() {
+  // Idle priority: formatting takes the core only when no rank wants it (ranks spin while
+  // they wait, so at normal priority the writer would delay them on a host with few cores).
+  sched_param param{};
+  pthread_setschedparam(pthread_self(), SCHED_IDLE, &param);
   std::vector<TraceRecord> writing;
   writing.reserve(kFlushRecords);
   std::string text;
-  const std::string prefix = linePrefix(src_);
+  LineFormatter format(src_);
   std::unique_lock<std::mutex> lock(mu_);
   while (true) {
     cv_.wait_for(lock, std::chrono::seconds(1),
@@ -198,9 +242,10 @@ void Tracer::writerMain() {
     const bool last = exit_;
     writing.swap(filling_);  // the engine goes on filling the other buffer meanwhile
     lock.unlock();
+    roomCv_.notify_all();
     text.clear();
     for (const TraceRecord& r : writing) {
-      appendRecord(text, prefix, r, src_.nranks);
+      format.append(text, r);
       text += '\n';
     }
     writing.clear();

@@ -5,8 +5,10 @@
 // predictable branch on a null pointer per call and per batch. On, the engine reads the clock
 // twice per batch (the API once more per call made inside a group: a lone call is made when
 // it starts) and appends one 64-byte record per operation to a buffer under an uncontended
-// lock; a writer thread per communicator formats and writes the lines every kFlushRecords
-// records or every second (so a hung job still leaves its records on disk), and at destroy.
+// lock; a writer thread per communicator, at idle priority (SCHED_IDLE: it takes a core only
+// when no rank wants it), formats and writes the lines every kFlushRecords records or every
+// second (so a hung job still leaves its records on disk), and at destroy. A writer that gets
+// no core at all falls behind until kMaxBuffered records wait; then the engine waits for it.
 //
 // Times are CLOCK_REALTIME in microseconds since the epoch: one clock per host, comparable
 // between the ranks of a host and, as far as the hosts' clocks agree (NTP), between hosts.
@@ -69,6 +71,7 @@ class Tracer {
 
  private:
   static constexpr size_t kFlushRecords = 1024;
+  static constexpr size_t kMaxBuffered = 1 << 16;  // 4 MiB of records waiting for the writer
   Tracer(const TraceSource& src, std::FILE* file, std::string path);
   void writerMain();
 
@@ -76,7 +79,8 @@ class Tracer {
   std::FILE* file_;
   const std::string path_;
   std::mutex mu_;
-  std::condition_variable cv_;
+  std::condition_variable cv_;      // the writer waits for records
+  std::condition_variable roomCv_;  // add() waits for the writer (kMaxBuffered)
   std::vector<TraceRecord> filling_;  // guarded by mu_
   bool exit_ = false;
   std::thread writer_;
