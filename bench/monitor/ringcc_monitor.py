@@ -281,9 +281,11 @@ def draw_heatmap(pairs_path, png_path):
         if n <= 16:
             for i in range(n):
                 for j in range(n):
-                    if i != j:
+                    if i != j:  # dark text on light cells, light on dark
+                        r, g, b, _ = image.cmap(image.norm(matrix[i][j]))
+                        light = 0.299 * r + 0.587 * g + 0.114 * b > 0.5
                         ax.text(j, i, f"{matrix[i][j]:.3g}", ha="center", va="center",
-                                fontsize=7, color="white")
+                                fontsize=7, color="black" if light else "white")
     fig.tight_layout()
     fig.savefig(png_path, dpi=90)
     plt.close(fig)

@@ -200,6 +200,8 @@ class Watcher {
                m.rank >= comm->nranks || m.origin < 0 || m.origin >= comm->nranks) {
       return;  // not for this communicator (a freed one's address reused), or garbled
     }
+    if (item.local && static_cast<Reason>(m.reason) == Reason::Timeout && joinTimeout(item))
+      return;
     const Key key{comm, m.origin, m.request};
     if (std::find(finished_.begin(), finished_.end(), key) != finished_.end()) return;
     auto it = pending_.find(key);
@@ -216,6 +218,27 @@ class Watcher {
     }
     if (std::all_of(p.ranks.begin(), p.ranks.end(), [](const RankCall& r) { return r.answered; }))
       finish(it);
+  }
+
+  // Ranks that time out in one call do so within moments of each other: a timeout in a call
+  // that a report (another rank's timeout) covers already waits for that report instead of
+  // starting one more. True if it did.
+  bool joinTimeout(const Item& item) {
+    const uint64_t seq = item.comm->calls.snapshot().lastSeq;
+    for (auto& [key, p] : pending_) {
+      if (std::get<0>(key) == item.comm && p.reason == Reason::Timeout &&
+          p.ranks[p.rank].call.lastSeq == seq) {
+        if (item.done) p.done.push_back(item.done);
+        return true;
+      }
+    }
+    for (const auto& [comm, doneSeq] : timeoutsLogged_) {
+      if (comm == item.comm && doneSeq == seq) {
+        if (item.done) item.done->store(true);
+        return true;
+      }
+    }
+    return false;
   }
 
   // This rank's part of a report it hears of first: its state to every other rank, its
@@ -269,6 +292,10 @@ class Watcher {
     for (auto& d : p.done) d->store(true);
     finished_.push_back(it->first);
     if (finished_.size() > 256) finished_.erase(finished_.begin());
+    if (p.reason == Reason::Timeout) {
+      timeoutsLogged_.emplace_back(std::get<0>(it->first), p.ranks[p.rank].call.lastSeq);
+      if (timeoutsLogged_.size() > 64) timeoutsLogged_.erase(timeoutsLogged_.begin());
+    }
     pending_.erase(it);
   }
 
@@ -289,6 +316,7 @@ class Watcher {
   // The watcher thread's own.
   std::map<Key, Pending> pending_;
   std::vector<Key> finished_;  // reports logged: late answers to them are dropped
+  std::vector<std::pair<const ncclComm*, uint64_t>> timeoutsLogged_;  // (comm, call) reported
   std::atomic<uint64_t> requests_{0};
 };
 
