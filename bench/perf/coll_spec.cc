@@ -69,11 +69,14 @@ CollCounts collCounts(CollKind kind, size_t count, size_t eltSize, int nranks) {
 // nccl-tests' conventions (src/monitor/bus_bw.h, shared with the library's trace records).
 static ringcc::BwShape bwShape(CollKind kind) {
   switch (kind) {
-    case CollKind::AllReduce: return ringcc::BwShape::AllReduce;
+    case CollKind::AllReduce:
+      return ringcc::BwShape::AllReduce;
     case CollKind::AllGather:
     case CollKind::ReduceScatter:
-    case CollKind::AlltoAll: return ringcc::BwShape::Shares;
-    default: return ringcc::BwShape::Plain;
+    case CollKind::AlltoAll:
+      return ringcc::BwShape::Shares;
+    default:
+      return ringcc::BwShape::Plain;
   }
 }
 

@@ -40,10 +40,23 @@ bool parseBytes(const char* text, size_t* out) {
   double v = std::strtod(text, &end);
   if (end == text || v <= 0) return false;
   switch (*end) {
-    case 'K': case 'k': v *= 1024; ++end; break;
-    case 'M': case 'm': v *= 1024 * 1024; ++end; break;
-    case 'G': case 'g': v *= 1024.0 * 1024 * 1024; ++end; break;
-    default: break;
+    case 'K':
+    case 'k':
+      v *= 1024;
+      ++end;
+      break;
+    case 'M':
+    case 'm':
+      v *= 1024 * 1024;
+      ++end;
+      break;
+    case 'G':
+    case 'g':
+      v *= 1024.0 * 1024 * 1024;
+      ++end;
+      break;
+    default:
+      break;
   }
   if (*end != '\0') return false;
   *out = static_cast<size_t>(v);
@@ -58,11 +71,16 @@ bool parseArgs(int argc, char** argv, Options* o) {
   for (int i = 1; i < argc; ++i) {
     const std::string a = argv[i];
     const char* v = i + 1 < argc ? argv[i + 1] : nullptr;
-    if ((a == "--min" || a == "-b") && v && parseBytes(v, &o->minBytes)) ++i;
-    else if ((a == "--max" || a == "-e") && v && parseBytes(v, &o->maxBytes)) ++i;
-    else if (a == "--budget" && v && parseBytes(v, &o->budgetBytes)) ++i;
-    else if (a == "--out" && v) o->out = argv[++i];
-    else return false;
+    if ((a == "--min" || a == "-b") && v && parseBytes(v, &o->minBytes))
+      ++i;
+    else if ((a == "--max" || a == "-e") && v && parseBytes(v, &o->maxBytes))
+      ++i;
+    else if (a == "--budget" && v && parseBytes(v, &o->budgetBytes))
+      ++i;
+    else if (a == "--out" && v)
+      o->out = argv[++i];
+    else
+      return false;
   }
   return o->minBytes <= o->maxBytes;
 }
@@ -148,8 +166,8 @@ int main(int argc, char** argv) {
         return 1;
       if (rank != i && rank != j) continue;
       for (size_t k = 0; k < sizes.size(); ++k) {
-        const int iters = static_cast<int>(
-            std::clamp<size_t>(o.budgetBytes / sizes[k], kMinIters, kMaxIters));
+        const int iters =
+            static_cast<int>(std::clamp<size_t>(o.budgetBytes / sizes[k], kMinIters, kMaxIters));
         double us = 0;
         if (!roundTrip(comm, rank, i, j, sizes[k], iters, buf, &us)) return 1;
         if (rank == i) row[j][k] = us;

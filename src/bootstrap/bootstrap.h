@@ -18,9 +18,9 @@
 //   - Nothing read from the network is trusted: see root.h and inbox.h for what is dropped.
 //   - Threads: one Bootstrap is used by one thread at a time (its calls are not reentrant),
 //     except abort() and send(), which any thread may call (sends are serialized: the hang
-//     report's watcher thread sends while the engine may be making connections). Many Bootstraps may live in one process
-//     and be created concurrently from several threads (ncclCommInitAll). The destructor
-//     stops the listener thread and closes every socket; no thread is left behind.
+//     report's watcher thread sends while the engine may be making connections). Many Bootstraps
+//     may live in one process and be created concurrently from several threads (ncclCommInitAll).
+//     The destructor stops the listener thread and closes every socket; no thread is left behind.
 //   - allGather/barrier must be called by all ranks in the same order with the same sizes
 //     (checked: a mismatch is ncclInternalError). Tagged messages between two ranks arrive in
 //     send order per tag; recv takes them in any tag order. Tags <= kBootstrapReservedTag

@@ -61,8 +61,8 @@ struct ncclComm {
 
   std::unique_ptr<ringcc::Bootstrap> bootstrap;
   std::unique_ptr<ringcc::CommEngine> engine;
-  ringcc::UserOpTable userOps;  // ncclRedOpCreatePreMulSum handles
-  ringcc::CallState calls;                // the call it runs, for hang reports
+  ringcc::UserOpTable userOps;             // ncclRedOpCreatePreMulSum handles
+  ringcc::CallState calls;                 // the call it runs, for hang reports
   std::unique_ptr<ringcc::Tracer> tracer;  // RINGCC_TRACE; null (the default): off
 
   // State.

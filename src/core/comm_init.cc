@@ -70,8 +70,8 @@ ncclResult_t initBody(Communicator* comm, const BootstrapMaker& makeBootstrap) {
   watchComm(comm);
   char host[256] = "";
   gethostname(host, sizeof(host) - 1);
-  comm->tracer = Tracer::fromEnv(TraceSource{comm->commHash, comm->rank, comm->nranks,
-                                             static_cast<int>(getpid()), host});
+  comm->tracer = Tracer::fromEnv(
+      TraceSource{comm->commHash, comm->rank, comm->nranks, static_cast<int>(getpid()), host});
 
   RINGCC_CHECK(CommEngine::create(comm, &comm->engine));
   RINGCC_CHECK(comm->bootstrap->barrier());

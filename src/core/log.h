@@ -72,11 +72,11 @@ class LogRankScope {
   } while (0)
 
 #define LOG_WARN(...) RINGCC_LOG(::ringcc::LogLevel::Warn, ::ringcc::kLogAll, __VA_ARGS__)
-#define LOG_REPORT(...)                                                                   \
-  do {                                                                                    \
-    if (::ringcc::reportEnabled())                                                        \
+#define LOG_REPORT(...)                                                                     \
+  do {                                                                                      \
+    if (::ringcc::reportEnabled())                                                          \
       ::ringcc::logMessage(::ringcc::LogLevel::Warn, ::ringcc::kLogAll, __FILE__, __LINE__, \
-                           __VA_ARGS__);                                                  \
+                           __VA_ARGS__);                                                    \
   } while (0)
 #define LOG_INFO(subsys, ...) RINGCC_LOG(::ringcc::LogLevel::Info, subsys, __VA_ARGS__)
 #define LOG_TRACE(subsys, ...) RINGCC_LOG(::ringcc::LogLevel::Trace, subsys, __VA_ARGS__)

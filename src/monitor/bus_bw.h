@@ -21,9 +21,12 @@ enum class BwShape : uint8_t {
 inline double busBwFactor(BwShape shape, int nranks) {
   const double n = nranks;
   switch (shape) {
-    case BwShape::AllReduce: return 2.0 * (n - 1) / n;
-    case BwShape::Shares: return (n - 1) / n;
-    default: return 1.0;
+    case BwShape::AllReduce:
+      return 2.0 * (n - 1) / n;
+    case BwShape::Shares:
+      return (n - 1) / n;
+    default:
+      return 1.0;
   }
 }
 

@@ -10,9 +10,9 @@ namespace ringcc {
 namespace {
 
 std::string callNumbers(const CallSnapshot& c) {
-  return c.firstSeq == c.lastSeq ? "#" + std::to_string(c.lastSeq)
-                                 : "#" + std::to_string(c.firstSeq) + "-#" +
-                                       std::to_string(c.lastSeq);
+  return c.firstSeq == c.lastSeq
+             ? "#" + std::to_string(c.lastSeq)
+             : "#" + std::to_string(c.firstSeq) + "-#" + std::to_string(c.lastSeq);
 }
 
 std::string callText(const CallSnapshot& c) {
@@ -66,8 +66,8 @@ std::vector<std::string> hangFindings(const std::vector<RankCall>& ranks) {
   for (int r = 0; r < n; ++r)
     if (ranks[r].answered && ranks[r].call.inCall && ranks[r].call.lastSeq == target.lastSeq)
       waiting.push_back(r);
-  const std::string waitText = rankList(waiting) + (waiting.size() == 1 ? " waits" : " wait") +
-                               " in " + callText(target);
+  const std::string waitText =
+      rankList(waiting) + (waiting.size() == 1 ? " waits" : " wait") + " in " + callText(target);
   for (int r = 0; r < n; ++r) {
     const RankCall& rc = ranks[r];
     if (!rc.answered) continue;
@@ -81,13 +81,13 @@ std::vector<std::string> hangFindings(const std::vector<RankCall>& ranks) {
       out.push_back("rank " + std::to_string(r) + " is still in an earlier " + callText(c) +
                     " while " + waitText);
     } else if (c.lastSeq < target.firstSeq) {
-      out.push_back("rank " + std::to_string(r) + " has not called #" +
-                    std::to_string(target.firstSeq) + " (its last call: " +
-                    (c.lastSeq ? callText(c) + ", finished" : std::string("none")) + "); " +
-                    waitText);
+      out.push_back(
+          "rank " + std::to_string(r) + " has not called #" + std::to_string(target.firstSeq) +
+          " (its last call: " + (c.lastSeq ? callText(c) + ", finished" : std::string("none")) +
+          "); " + waitText);
     } else {
-      out.push_back("rank " + std::to_string(r) + " finished " + callText(c) +
-                    " and left while " + waitText + " (it may have failed: see its log)");
+      out.push_back("rank " + std::to_string(r) + " finished " + callText(c) + " and left while " +
+                    waitText + " (it may have failed: see its log)");
     }
   }
   return out;

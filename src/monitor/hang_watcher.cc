@@ -6,10 +6,10 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <cerrno>
-#include <cstring>
 #include <atomic>
+#include <cerrno>
 #include <chrono>
+#include <cstring>
 #include <deque>
 #include <map>
 #include <memory>
@@ -69,7 +69,7 @@ void onSigusr1(int) {
 struct Item {
   ncclComm* comm;
   HangMsg msg;
-  bool local;                              // asked on this rank (signal or timeout)
+  bool local;                               // asked on this rank (signal or timeout)
   std::shared_ptr<std::atomic<bool>> done;  // set once this rank logged the report
 };
 
@@ -115,8 +115,7 @@ class Watcher {
  private:
   Watcher() : pid_(::getpid()) {
     if (::pipe2(pipe_, O_CLOEXEC | O_NONBLOCK) != 0) {
-      LOG_WARN("hang report: cannot make the watcher's pipe: %s; no hang reports",
-               strerror(errno));
+      LOG_WARN("hang report: cannot make the watcher's pipe: %s; no hang reports", strerror(errno));
       pipe_[0] = pipe_[1] = -1;
       return;
     }
@@ -200,8 +199,7 @@ class Watcher {
                m.rank >= comm->nranks || m.origin < 0 || m.origin >= comm->nranks) {
       return;  // not for this communicator (a freed one's address reused), or garbled
     }
-    if (item.local && static_cast<Reason>(m.reason) == Reason::Timeout && joinTimeout(item))
-      return;
+    if (item.local && static_cast<Reason>(m.reason) == Reason::Timeout && joinTimeout(item)) return;
     const Key key{comm, m.origin, m.request};
     if (std::find(finished_.begin(), finished_.end(), key) != finished_.end()) return;
     auto it = pending_.find(key);
@@ -256,8 +254,8 @@ class Watcher {
     p.ranks[comm->rank] = RankCall{true, mine};
     LogRankScope scope(comm->rank);
     LOG_REPORT("hang report %016llx.%d (%s on rank %d): rank %d is %s",
-             static_cast<unsigned long long>(p.commHash), p.origin, reasonText(p.reason), p.origin,
-             p.rank, describeRankCall(p.ranks[p.rank]).c_str());
+               static_cast<unsigned long long>(p.commHash), p.origin, reasonText(p.reason),
+               p.origin, p.rank, describeRankCall(p.ranks[p.rank]).c_str());
     if (mine.inCall) comm->calls.askLanes();
     HangMsg m{};
     m.magic = kHangMagic;
@@ -283,7 +281,7 @@ class Watcher {
     LogRankScope scope(p.rank);
     const unsigned long long hash = p.commHash;
     LOG_REPORT("hang report %016llx.%d (%s on rank %d), as rank %d of %d sees it:", hash, p.origin,
-             reasonText(p.reason), p.origin, p.rank, p.nranks);
+               reasonText(p.reason), p.origin, p.rank, p.nranks);
     for (int r = 0; r < p.nranks; ++r)
       LOG_REPORT("hang report:   rank %d: %s", r, describeRankCall(p.ranks[r]).c_str());
     const std::vector<std::string> findings = hangFindings(p.ranks);

@@ -29,13 +29,16 @@ static_assert(sizeof(TraceRecord) == 64, "a record is one cache line (docs/monit
 
 BwShape shapeOf(Coll coll) {
   switch (coll) {
-    case Coll::AllReduce: return BwShape::AllReduce;
+    case Coll::AllReduce:
+      return BwShape::AllReduce;
     case Coll::AllGather:
     case Coll::ReduceScatter:
     case Coll::AllToAll:
     case Coll::Gather:
-    case Coll::Scatter: return BwShape::Shares;
-    default: return BwShape::Plain;
+    case Coll::Scatter:
+      return BwShape::Shares;
+    default:
+      return BwShape::Plain;
   }
 }
 
@@ -74,7 +77,8 @@ void appendFixed4(std::string& out, double v) {
   const uint64_t x = static_cast<uint64_t>(v * 10000 + 0.5);
   appendNumber(out, x / 10000);
   char frac[5] = {'.', '0', '0', '0', '0'};
-  for (uint64_t f = x % 10000, i = 4; i > 0; --i, f /= 10) frac[i] = static_cast<char>('0' + f % 10);
+  for (uint64_t f = x % 10000, i = 4; i > 0; --i, f /= 10)
+    frac[i] = static_cast<char>('0' + f % 10);
   out.append(frac, 5);
 }
 

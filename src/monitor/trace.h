@@ -79,8 +79,8 @@ class Tracer {
   std::FILE* file_;
   const std::string path_;
   std::mutex mu_;
-  std::condition_variable cv_;      // the writer waits for records
-  std::condition_variable roomCv_;  // add() waits for the writer (kMaxBuffered)
+  std::condition_variable cv_;        // the writer waits for records
+  std::condition_variable roomCv_;    // add() waits for the writer (kMaxBuffered)
   std::vector<TraceRecord> filling_;  // guarded by mu_
   bool exit_ = false;
   std::thread writer_;

@@ -51,8 +51,8 @@ struct PlanContext {
 struct PlanJob {
   int channel = 0;
   const char* name = "";
-  int32_t opIndex = -1;      // the batch's operation it runs; -1: grouped send/recv
-  Algo algo = Algo::Ring;    // of a collective
+  int32_t opIndex = -1;              // the batch's operation it runs; -1: grouped send/recv
+  Algo algo = Algo::Ring;            // of a collective
   const Program* program = nullptr;  // from the plan cache, or one of the plan's own Programs
   ncclDataType_t type = ncclUint8;
   uint32_t elemSize = 1;

@@ -21,12 +21,12 @@
 #include <string>
 #include <vector>
 
+#include "fault/fault_util.h"
 #include "nccl.h"
 #include "src/core/log.h"
 #include "src/monitor/hang_report.h"
 #include "src/monitor/trace.h"
 #include "src/sched/builders.h"
-#include "fault/fault_util.h"
 #include "support/ranks.h"
 #include "support/test_env.h"
 
@@ -161,13 +161,12 @@ std::string joined(const std::vector<std::string>& lines) {
 TEST_CASE("hang findings name the rank that never called, another call, and silence",
           "[monitor_unit]") {
   SECTION("a rank that never called") {
-    auto f = hangFindings({inCall(5, Coll::AllReduce, 16), inCall(5, Coll::AllReduce, 16),
-                           idle(4)});
+    auto f =
+        hangFindings({inCall(5, Coll::AllReduce, 16), inCall(5, Coll::AllReduce, 16), idle(4)});
     INFO(joined(f));
     REQUIRE(f.size() == 1);
     CHECK(f[0].find("rank 2 has not called #5") != std::string::npos);
-    CHECK(f[0].find("ranks 0,1 wait in call #5 AllReduce(16 x float32, sum)") !=
-          std::string::npos);
+    CHECK(f[0].find("ranks 0,1 wait in call #5 AllReduce(16 x float32, sum)") != std::string::npos);
   }
   SECTION("a rank that called something else under the same number") {
     auto f = hangFindings({inCall(3, Coll::AllReduce, 16), inCall(3, Coll::AllGather, 8)});
@@ -178,8 +177,7 @@ TEST_CASE("hang findings name the rank that never called, another call, and sile
   }
   SECTION("a rank behind in an earlier call, and one that did not answer") {
     RankCall silent;
-    auto f = hangFindings({inCall(9, Coll::AllReduce, 16), inCall(8, Coll::AllReduce, 16),
-                           silent});
+    auto f = hangFindings({inCall(9, Coll::AllReduce, 16), inCall(8, Coll::AllReduce, 16), silent});
     INFO(joined(f));
     REQUIRE(f.size() == 2);
     CHECK(f[0].find("rank 2 did not answer") != std::string::npos);
@@ -206,8 +204,8 @@ TEST_CASE("records count every call, and ringcc-monitor finds the delayed rank",
           std::vector<float> in(4096, 1.0f), out(4096 * kRanks);
           for (int i = 0; i < kAllReduces; ++i) {
             if (rank == kDelayed) usleep(kDelayMs * 1000);  // the straggler
-            if (ncclAllReduce(in.data(), out.data(), 4096, ncclFloat32, ncclSum, comm,
-                              nullptr) != ncclSuccess)
+            if (ncclAllReduce(in.data(), out.data(), 4096, ncclFloat32, ncclSum, comm, nullptr) !=
+                ncclSuccess)
               return 11;
           }
           if (ncclBroadcast(in.data(), out.data(), 100, ncclFloat32, 1, comm, nullptr) !=
@@ -218,8 +216,7 @@ TEST_CASE("records count every call, and ringcc-monitor finds the delayed rank",
           ncclSend(in.data(), 256, ncclFloat32, (rank + 1) % kRanks, comm, nullptr);
           ncclRecv(out.data(), 256, ncclFloat32, (rank + kRanks - 1) % kRanks, comm, nullptr);
           if (ncclGroupEnd() != ncclSuccess) return 13;
-          if (ncclAllGather(in.data(), out.data(), 1024, ncclFloat32, comm, nullptr) !=
-              ncclSuccess)
+          if (ncclAllGather(in.data(), out.data(), 1024, ncclFloat32, comm, nullptr) != ncclSuccess)
             return 14;
           return ncclCommDestroy(comm) == ncclSuccess ? 0 : 15;
         },
@@ -251,7 +248,8 @@ TEST_CASE("records count every call, and ringcc-monitor finds the delayed rank",
         CHECK(field(line, "proto") != "none");
         CHECK(num(line, "channels") >= 1);
       }
-      if (field(line, "coll") == "Send") CHECK(num(line, "peer") == static_cast<uint64_t>((rank + 1) % kRanks));
+      if (field(line, "coll") == "Send")
+        CHECK(num(line, "peer") == static_cast<uint64_t>((rank + 1) % kRanks));
     }
     ++ranksSeen[rank];
     CHECK(colls["AllReduce"] == kAllReduces);
@@ -267,9 +265,8 @@ TEST_CASE("records count every call, and ringcc-monitor finds the delayed rank",
 
   // The tool: the delayed rank is the straggler, and the pictures are drawn.
   const std::string tool = std::string(RINGCC_BUILD_ROOT) + "/bench/ringcc-monitor";
-  const int rc = std::system(("/usr/bin/python3 " + tool + " " + dir + " > " + dir +
-                              "/monitor.out 2>&1")
-                                 .c_str());
+  const int rc = std::system(
+      ("/usr/bin/python3 " + tool + " " + dir + " > " + dir + "/monitor.out 2>&1").c_str());
   INFO(readFile(dir + "/monitor.out"));
   REQUIRE(rc == 0);
   for (const char* png : {"/timeline.png", "/busbw.png", "/stragglers.png", "/report.html"}) {
@@ -321,8 +318,7 @@ int hangScenario(const std::string& dir, int signalTo, int lateMs, int* results)
           }
           usleep(lateMs * 1000);
         }
-        res[rank] =
-            ncclAllReduce(in.data(), out.data(), 1024, ncclFloat32, ncclSum, comm, nullptr);
+        res[rank] = ncclAllReduce(in.data(), out.data(), 1024, ncclFloat32, ncclSum, comm, nullptr);
         if (res[rank] == ncclSuccess)
           ncclCommDestroy(comm);
         else
