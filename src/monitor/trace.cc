@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstring>
 #include <map>
+#include <span>
 #include <tuple>
 
 #include "kernels/dtypes.h"
@@ -95,6 +96,8 @@ void appendText(std::string& out, const char* key, const char* v) {
   out += '"';
 }
 
+}  // namespace
+
 class LineFormatter {
  public:
   explicit LineFormatter(const TraceSource& src) : nranks_(src.nranks) {
@@ -172,8 +175,6 @@ class LineFormatter {
   std::map<std::tuple<uint64_t, uint64_t, int32_t>, std::string> shapes_;
 };
 
-}  // namespace
-
 std::string formatTraceRecord(const TraceRecord& r, const TraceSource& src) {
   std::string line;
   LineFormatter(src).append(line, r);
@@ -203,7 +204,10 @@ std::unique_ptr<Tracer> Tracer::fromEnv(const TraceSource& src) {
 }
 
 Tracer::Tracer(const TraceSource& src, std::FILE* file, std::string path)
-    : src_(src), file_(file), path_(std::move(path)) {
+    : src_(src),
+      file_(file),
+      path_(std::move(path)),
+      format_(std::make_unique<LineFormatter>(src)) {
   filling_.reserve(kFlushRecords);
   writer_ = std::thread([this] { writerMain(); });
 }
@@ -211,54 +215,69 @@ Tracer::Tracer(const TraceSource& src, std::FILE* file, std::string path)
 Tracer::~Tracer() {
   {
     std::lock_guard<std::mutex> lock(mu_);
-    exit_ = true;
+    exit_.store(true);
   }
   cv_.notify_all();
-  writer_.join();
+  writer_.join();  // it stops within a slice and hands back what it had not written
+  // This thread writes the rest: the idle-priority writer may get no core on a busy host.
+  writeRecords(filling_);
   std::fclose(file_);
 }
 
 void Tracer::add(const TraceRecord& r) {
   std::unique_lock<std::mutex> lock(mu_);
-  // Back-pressure, the writer's only way to get a core when none is ever idle: the engine
-  // waits (its thread sleeps) until the writer took the backlog.
-  if (filling_.size() >= kMaxBuffered)
-    roomCv_.wait(lock, [this] { return filling_.size() < kMaxBuffered || exit_; });
   filling_.push_back(r);
-  const bool full = filling_.size() % kFlushRecords == 0;
+  const size_t waiting = filling_.size();
+  if (waiting >= kMaxBuffered) {
+    // The writer has had no core for a long while: this thread writes the backlog itself,
+    // rather than let it grow without bound or wait for a thread that may never run.
+    std::vector<TraceRecord> backlog;
+    backlog.swap(filling_);
+    lock.unlock();
+    writeRecords(backlog);
+    return;
+  }
   lock.unlock();
-  if (full) cv_.notify_one();
+  if (waiting % kFlushRecords == 0) cv_.notify_one();
+}
+
+void Tracer::writeRecords(std::span<const TraceRecord> records) {
+  if (records.empty()) return;
+  std::lock_guard<std::mutex> lock(fileMu_);
+  text_.clear();
+  for (const TraceRecord& r : records) {
+    format_->append(text_, r);
+    text_ += '\n';
+  }
+  std::fwrite(text_.data(), 1, text_.size(), file_);
+  std::fflush(file_);
 }
 
 void Tracer::writerMain() {
-  // Idle priority: formatting takes the core only when no rank wants it (ranks spin while
-  // they wait, so at normal priority the writer would delay them on a host with few cores).
+  // Idle priority: formatting takes a core only when no rank wants it (ranks spin while they
+  // wait, so at normal priority the writer would delay them on a host with few cores).
   sched_param param{};
   pthread_setschedparam(pthread_self(), SCHED_IDLE, &param);
   std::vector<TraceRecord> writing;
   writing.reserve(kFlushRecords);
-  std::string text;
-  LineFormatter format(src_);
   std::unique_lock<std::mutex> lock(mu_);
   while (true) {
     cv_.wait_for(lock, std::chrono::seconds(1),
-                 [this] { return exit_ || filling_.size() >= kFlushRecords; });
-    const bool last = exit_;
-    writing.swap(filling_);  // the engine goes on filling the other buffer meanwhile
+                 [this] { return exit_.load() || filling_.size() >= kFlushRecords; });
+    if (exit_.load()) return;  // the destructor writes what is left
+    writing.swap(filling_);    // the engine goes on filling the other buffer meanwhile
     lock.unlock();
-    roomCv_.notify_all();
-    text.clear();
-    for (const TraceRecord& r : writing) {
-      format.append(text, r);
-      text += '\n';
+    for (size_t done = 0; done < writing.size(); done += kSliceRecords) {
+      if (exit_.load()) {  // hand the rest back, ahead of what came since
+        lock.lock();
+        filling_.insert(filling_.begin(), writing.begin() + done, writing.end());
+        return;
+      }
+      const size_t n = std::min(kSliceRecords, writing.size() - done);
+      writeRecords(std::span<const TraceRecord>(writing.data() + done, n));
     }
     writing.clear();
-    if (!text.empty()) {
-      std::fwrite(text.data(), 1, text.size(), file_);
-      std::fflush(file_);
-    }
     lock.lock();
-    if (last) return;
   }
 }
 

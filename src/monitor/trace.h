@@ -7,23 +7,29 @@
 // it starts) and appends one 64-byte record per operation to a buffer under an uncontended
 // lock; a writer thread per communicator, at idle priority (SCHED_IDLE: it takes a core only
 // when no rank wants it), formats and writes the lines every kFlushRecords records or every
-// second (so a hung job still leaves its records on disk), and at destroy. A writer that gets
-// no core at all falls behind until kMaxBuffered records wait; then the engine waits for it.
+// second (so a hung job still leaves its records on disk). A writer that gets no core at all
+// falls behind until kMaxBuffered records wait; then the engine writes them itself (lines of
+// such a backlog may come before older ones: they carry their call numbers). At destroy the
+// destroying thread writes what is left.
 //
 // Times are CLOCK_REALTIME in microseconds since the epoch: one clock per host, comparable
 // between the ranks of a host and, as far as the hosts' clocks agree (NTP), between hosts.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstdint>
 #include <cstdio>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <thread>
 #include <vector>
 
 namespace ringcc {
+
+class LineFormatter;  // trace.cc
 
 // CLOCK_REALTIME in microseconds.
 uint64_t traceNowUs();
@@ -71,19 +77,23 @@ class Tracer {
 
  private:
   static constexpr size_t kFlushRecords = 1024;
+  static constexpr size_t kSliceRecords = 256;     // the writer looks at exit_ between slices
   static constexpr size_t kMaxBuffered = 1 << 16;  // 4 MiB of records waiting for the writer
   Tracer(const TraceSource& src, std::FILE* file, std::string path);
   void writerMain();
+  void writeRecords(std::span<const TraceRecord> records);
 
   const TraceSource src_;
   std::FILE* file_;
   const std::string path_;
   std::mutex mu_;
   std::condition_variable cv_;        // the writer waits for records
-  std::condition_variable roomCv_;    // add() waits for the writer (kMaxBuffered)
   std::vector<TraceRecord> filling_;  // guarded by mu_
-  bool exit_ = false;
+  std::atomic<bool> exit_{false};
   std::thread writer_;
+  std::mutex fileMu_;  // guards format_, text_ and the file: the writer, add() or the destructor
+  std::unique_ptr<LineFormatter> format_;
+  std::string text_;
 };
 
 }  // namespace ringcc
