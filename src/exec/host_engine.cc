@@ -464,8 +464,8 @@ ncclResult_t HostEngine::runJobs() {
       const std::string first = reportStuck();
       reportHangNow(comm_);  // every rank's state, so that the rank everyone waits for is named
       return fail(ncclRemoteError, "collective",
-                  "no progress for %lld ms (NCCL_TIMEOUT): %s (with NCCL_DEBUG=WARN, every "
-                  "waiting lane is logged)",
+                  "no progress for %lld ms (NCCL_TIMEOUT): %s (every waiting lane and a hang "
+                  "report naming where each rank is are logged, unless NCCL_DEBUG=VERSION)",
                   static_cast<long long>(params_.timeout.count()), first.c_str());
     }
     // Sleep on one counter we wait for; with several blocked lanes the nap is shorter,

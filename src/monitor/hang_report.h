@@ -29,6 +29,10 @@ namespace ringcc {
 
 // How long a rank waits for the others' answers before it logs without them.
 inline constexpr int kAnswerWindowMs = 1500;
+// How long an operation that timed out waits for its report before it fails: every live rank
+// answers within milliseconds; the report of one that cannot (a partition) is concluded when
+// the communicator is destroyed or at kAnswerWindowMs, whichever comes first.
+inline constexpr int kTimeoutWaitMs = 300;
 
 // One rank's answer to a report.
 struct RankCall {
@@ -47,11 +51,12 @@ std::vector<std::string> hangFindings(const std::vector<RankCall>& ranks);
 
 // A communicator takes part in hang reports from now on (its bootstrap and hash exist).
 void watchComm(ncclComm* comm);
-// ... no longer (before its bootstrap goes away).
+// ... no longer (before its bootstrap goes away); its reports still waiting for answers are
+// logged with the answers they have.
 void unwatchComm(ncclComm* comm);
 
-// NCCL_TIMEOUT: reports on `comm` from every rank and returns once this rank logged the report
-// (at most kAnswerWindowMs and a little more). Called by the engine, inside the operation.
+// NCCL_TIMEOUT: reports on `comm` from every rank and returns once this rank logged the report,
+// or after kTimeoutWaitMs. Called by the engine, inside the operation.
 void reportHangNow(ncclComm* comm);
 
 }  // namespace ringcc

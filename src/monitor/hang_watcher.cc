@@ -71,6 +71,7 @@ struct Item {
   HangMsg msg;
   bool local;                               // asked on this rank (signal or timeout)
   std::shared_ptr<std::atomic<bool>> done;  // set once this rank logged the report
+  bool forget = false;                      // the communicator goes away: conclude its reports
 };
 
 // A report this rank takes part in, until every rank answered or the window closed.
@@ -78,6 +79,7 @@ struct Pending {
   uint64_t commHash;
   int rank, nranks, origin;
   Reason reason;
+  bool abandoned = false;  // the communicator went away before every rank answered
   std::vector<RankCall> ranks;
   Clock::time_point deadline;
   std::vector<std::shared_ptr<std::atomic<bool>>> done;
@@ -99,8 +101,14 @@ class Watcher {
     comms_.push_back(comm);
   }
   void unwatch(ncclComm* comm) {
-    std::lock_guard<std::mutex> lock(mu_);
-    comms_.erase(std::remove(comms_.begin(), comms_.end(), comm), comms_.end());
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      comms_.erase(std::remove(comms_.begin(), comms_.end(), comm), comms_.end());
+    }
+    // Answers to its reports can no longer arrive (its listener goes with it): log them now.
+    Item item{comm, HangMsg{}, true, nullptr};
+    item.forget = true;
+    post(std::move(item));
   }
   void post(Item item) {
     {
@@ -186,6 +194,17 @@ class Watcher {
   using Key = std::tuple<const ncclComm*, int, uint64_t>;  // (comm, origin, request)
 
   void handle(const Item& item) {
+    if (item.forget) {
+      for (auto it = pending_.begin(); it != pending_.end();) {
+        auto next = std::next(it);
+        if (std::get<0>(it->first) == item.comm) {
+          it->second.abandoned = true;
+          finish(it);
+        }
+        it = next;
+      }
+      return;
+    }
     ApiGuard guard;  // the communicator stays alive while we use it
     if (!guard.tryEnter(item.comm)) return;
     ncclComm* comm = item.comm;
@@ -287,6 +306,10 @@ class Watcher {
     const std::vector<std::string> findings = hangFindings(p.ranks);
     for (const std::string& f : findings) LOG_REPORT("hang report: => %s", f.c_str());
     if (findings.empty()) LOG_REPORT("hang report: => the ranks agree; none is waiting");
+    if (p.abandoned)
+      LOG_REPORT(
+          "hang report: (concluded when this rank's communicator was destroyed or "
+          "aborted: later answers could not arrive)");
     for (auto& d : p.done) d->store(true);
     finished_.push_back(it->first);
     if (finished_.size() > 256) finished_.erase(finished_.begin());
@@ -338,7 +361,7 @@ void reportHangNow(ncclComm* comm) {
   Watcher& w = Watcher::get();
   auto done = std::make_shared<std::atomic<bool>>(false);
   w.post(w.localItem(comm, Reason::Timeout, done));
-  const auto until = Clock::now() + std::chrono::milliseconds(kAnswerWindowMs + 500);
+  const auto until = Clock::now() + std::chrono::milliseconds(kTimeoutWaitMs);
   while (!done->load() && Clock::now() < until)
     std::this_thread::sleep_for(std::chrono::milliseconds(5));
 }
