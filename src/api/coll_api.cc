@@ -6,6 +6,7 @@
 #include "src/api/api.h"
 #include "src/exec/coll_args.h"
 #include "src/exec/group.h"
+#include "src/monitor/trace.h"
 
 using namespace ringcc;
 
@@ -68,6 +69,9 @@ ncclResult_t checkAndEnqueue(const CollArgs& a, const char* where) {
   if (datatype < 0 || datatype >= ncclNumTypes)
     return fail(ncclInvalidArgument, where, "datatype %d is not a valid ncclDataType_t", datatype);
   CollArgs args = a;
+  // Traced calls inside a group note when they were made; a lone call's is when it starts.
+  if (comm->tracer && groupActive()) [[unlikely]]
+    args.callUs = traceNowUs();
   args.redOp = makeRedOp(ncclSum, a.datatype, comm->nranks);
   if (collReduces(a.kind)) {
     UserOp userOp;

@@ -35,6 +35,8 @@
 #include "src/core/error.h"
 #include "src/core/log.h"
 #include "src/core/user_ops.h"
+#include "src/monitor/call_state.h"
+#include "src/monitor/trace.h"
 #include "transports/transport.h"
 
 namespace ringcc {
@@ -59,7 +61,9 @@ struct ncclComm {
 
   std::unique_ptr<ringcc::Bootstrap> bootstrap;
   std::unique_ptr<ringcc::CommEngine> engine;
-  ringcc::UserOpTable userOps;  // ncclRedOpCreatePreMulSum handles
+  ringcc::UserOpTable userOps;             // ncclRedOpCreatePreMulSum handles
+  ringcc::CallState calls;                 // the call it runs, for hang reports
+  std::unique_ptr<ringcc::Tracer> tracer;  // RINGCC_TRACE; null (the default): off
 
   // State.
   std::atomic<bool> abortFlag{false};

@@ -15,6 +15,8 @@
 #include "src/core/log.h"
 #include "src/core/param.h"
 #include "src/exec/engine.h"
+#include "src/monitor/hang_report.h"
+#include "src/monitor/trace.h"
 
 namespace ringcc {
 namespace {
@@ -65,6 +67,11 @@ ncclResult_t initBody(Communicator* comm, const BootstrapMaker& makeBootstrap) {
     comm->peers[r] = infos[r].peer;
   }
   comm->commHash = infos[0].nonce;
+  watchComm(comm);
+  char host[256] = "";
+  gethostname(host, sizeof(host) - 1);
+  comm->tracer = Tracer::fromEnv(
+      TraceSource{comm->commHash, comm->rank, comm->nranks, static_cast<int>(getpid()), host});
 
   RINGCC_CHECK(CommEngine::create(comm, &comm->engine));
   RINGCC_CHECK(comm->bootstrap->barrier());

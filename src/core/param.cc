@@ -57,6 +57,8 @@ constexpr ParamDef kParams[] = {
     {"SOCKET_IFNAME", "", "Interfaces for bootstrap: prefix list, =exact, ^exclude."},
     {"SPIN_COUNT", "2000", "Polls of a connector before a waiting thread starts to sleep."},
     {"TIMEOUT", "300000", "Milliseconds a collective may wait on a peer before it fails."},
+    {"TRACE", "",
+     "Directory for per-operation records (a JSON line per operation and rank); unset: off."},
 };
 
 }  // namespace

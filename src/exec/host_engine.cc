@@ -15,6 +15,7 @@
 #include "src/core/param.h"
 #include "src/exec/host_sync.h"
 #include "src/exec/op_sig.h"
+#include "src/monitor/hang_report.h"
 #include "src/plan/ring_order.h"
 #include "transports/fifo_host.h"
 
@@ -239,7 +240,18 @@ void HostEngine::threadMain() {
 }
 
 ncclResult_t HostEngine::runBatch(std::span<const CollArgs> ops) {
+  // Numbered and posted for hang reports whether or not anyone traces.
+  firstSeq_ = lastSeq_ + 1;
+  lastSeq_ += ops.size();
+  ++batches_;
+  comm_->calls.enter(firstSeq_, lastSeq_, batchSig(ops));
+  lanesAnswered_ = comm_->calls.lanesAsked();
+  Tracer* tracer = comm_->tracer.get();
+  const uint64_t startUs = tracer ? traceNowUs() : 0;
   ncclResult_t r = planAndRun(ops);
+  if (tracer) [[unlikely]]
+    traceBatch(*tracer, ops, startUs, r);
+  comm_->calls.leave();
   if (r != ncclSuccess && conns_.size() > 0) {
     // The failed batch left our FIFOs out of step with the peers', so the connections are
     // of no further use (and the communicator refuses new operations). Closing them tells
@@ -254,6 +266,43 @@ ncclResult_t HostEngine::runBatch(std::span<const CollArgs> ops) {
     conns_.closeAll();
   }
   return r;
+}
+
+void HostEngine::traceBatch(Tracer& tracer, std::span<const CollArgs> ops, uint64_t startUs,
+                            ncclResult_t result) const {
+  const uint64_t endUs = traceNowUs();
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const CollArgs& a = ops[i];
+    const bool p2p = a.kind == Coll::Send || a.kind == Coll::Recv;
+    TraceRecord rec;
+    rec.seq = firstSeq_ + i;
+    rec.batch = batches_;
+    rec.count = a.count;
+    rec.callUs = a.callUs ? a.callUs : startUs;
+    rec.startUs = startUs;
+    rec.endUs = endUs;
+    rec.root = a.root;
+    rec.coll = static_cast<uint8_t>(a.kind);
+    rec.type = static_cast<uint8_t>(a.datatype);
+    rec.op = static_cast<uint8_t>(std::min<int>(a.op, ncclNumOps));
+    rec.ok = result == ncclSuccess ? 1 : 0;
+    // How it ran: from its first job (a failed batch may have none left).
+    const int32_t index = p2p ? -1 : static_cast<int32_t>(i);
+    for (size_t j = 0; j < plan_.nJobs; ++j) {
+      const PlanJob& job = plan_.jobs[j];
+      if (job.opIndex != index) continue;
+      rec.algo = p2p ? 0xff : static_cast<uint8_t>(job.algo);
+      rec.proto = static_cast<uint8_t>(job.protocol);
+      rec.nChannels = static_cast<uint8_t>(job.nChannels);
+      break;
+    }
+    tracer.add(rec);
+  }
+}
+
+std::string HostEngine::callNumber(const PlanJob& job) const {
+  if (job.opIndex >= 0) return "#" + std::to_string(firstSeq_ + job.opIndex);
+  return "#" + std::to_string(firstSeq_) + "-#" + std::to_string(lastSeq_);
 }
 
 ncclResult_t HostEngine::planAndRun(std::span<const CollArgs> ops) {
@@ -392,6 +441,10 @@ ncclResult_t HostEngine::runJobs() {
 
     // Nobody moved for a while: look at the peers we wait on and the deadline, then nap.
     auto now = Clock::now();
+    if (const uint32_t asked = comm_->calls.lanesAsked(); asked != lanesAnswered_) {
+      lanesAnswered_ = asked;  // a hang report (src/monitor/hang_report.h) wants our lanes
+      reportStuck();
+    }
     if (idleRounds == params_.spinCount) {
       lastProgress = lastPeerCheck = now;
       // Stuck for a while: tell every peer which call we are in, in case mismatched calls
@@ -409,9 +462,10 @@ ncclResult_t HostEngine::runJobs() {
     }
     if (now - lastProgress > params_.timeout) {
       const std::string first = reportStuck();
+      reportHangNow(comm_);  // every rank's state, so that the rank everyone waits for is named
       return fail(ncclRemoteError, "collective",
-                  "no progress for %lld ms (NCCL_TIMEOUT): %s (with NCCL_DEBUG=WARN, every "
-                  "waiting lane is logged)",
+                  "no progress for %lld ms (NCCL_TIMEOUT): %s (every waiting lane and a hang "
+                  "report naming where each rank is are logged, unless NCCL_DEBUG=VERSION)",
                   static_cast<long long>(params_.timeout.count()), first.c_str());
     }
     // Sleep on one counter we wait for; with several blocked lanes the nap is shorter,
@@ -496,10 +550,10 @@ std::string HostEngine::reportStuck() const {
     if (uint8_t port = b.runner.drainPort(); port != kNoPort) {
       char line[256];
       std::snprintf(line, sizeof(line),
-                    "%s channel %d: done, but waiting for peer %d to release the buffers it "
+                    "%s %s channel %d: done, but waiting for peer %d to release the buffers it "
                     "reads by reference (protocol Direct)",
-                    job.name, job.channel, job.program->ports[port].peer);
-      LOG_WARN("%s", line);
+                    job.name, callNumber(job).c_str(), job.channel, job.program->ports[port].peer);
+      LOG_REPORT("%s", line);
       if (first.empty()) first = line;
     }
     for (int l = 0; l < job.program->nLanes; ++l) {
@@ -507,20 +561,23 @@ std::string HostEngine::reportStuck() const {
       if (st.wait == kLaneDone) continue;
       char line[256];
       if (st.wait == kLaneWaitLane) {
-        std::snprintf(line, sizeof(line), "%s channel %d lane %d: waiting for lane %d to finish",
-                      job.name, job.channel, l, job.program->lanes[l].after);
+        std::snprintf(line, sizeof(line), "%s %s channel %d lane %d: waiting for lane %d to finish",
+                      job.name, callNumber(job).c_str(), job.channel, l,
+                      job.program->lanes[l].after);
       } else {
         const int peer = st.port != kNoPort ? job.program->ports[st.port].peer : -1;
         std::snprintf(
             line, sizeof(line),
-            "%s channel %d lane %d: waiting to %s peer %d at step %u repetition %u loop %llu "
-            "(%llu/%llu elements of the step done, slot %u, protocol %s)",
-            job.name, job.channel, l, st.wait == kLaneWaitRecv ? "receive from" : "send to", peer,
-            st.step, st.rep, static_cast<unsigned long long>(st.loop),
-            static_cast<unsigned long long>(st.stepDone),
-            static_cast<unsigned long long>(st.stepCount), st.counter, protocolName(job.protocol));
+            "%s %s channel %d lane %d: waiting to %s peer %d at step %u repetition %u loop "
+            "%llu (%llu/%llu bytes of the step done, slot %u, protocol %s)",
+            job.name, callNumber(job).c_str(), job.channel, l,
+            st.wait == kLaneWaitRecv ? "receive from" : "send to", peer, st.step, st.rep,
+            static_cast<unsigned long long>(st.loop),
+            static_cast<unsigned long long>(st.stepDone * job.elemSize),
+            static_cast<unsigned long long>(st.stepCount * job.elemSize), st.counter,
+            protocolName(job.protocol));
       }
-      LOG_WARN("%s", line);
+      LOG_REPORT("%s", line);
       // The error text names the first lane that waits on a peer, else the first that waits.
       const bool onPeer = st.wait == kLaneWaitRecv || st.wait == kLaneWaitSend;
       if (first.empty() || (onPeer && first.find("waiting to") == std::string::npos)) first = line;

@@ -106,7 +106,7 @@ ncclResult_t Planner::plan(std::span<const CollArgs> ops, Plan* plan, bool* reus
       p2pOps_.push_back(&a);
       continue;
     }
-    RINGCC_CHECK(planCollective(a, plan));
+    RINGCC_CHECK(planCollective(a, static_cast<int>(&a - ops.data()), plan));
   }
   RINGCC_CHECK(planP2p(p2pOps_, plan));
   if (ops.size() == 1 && p2pOps_.empty() && plan->nJobs > 0) {
@@ -116,7 +116,7 @@ ncclResult_t Planner::plan(std::span<const CollArgs> ops, Plan* plan, bool* reus
   return ncclSuccess;
 }
 
-ncclResult_t Planner::planCollective(const CollArgs& a, Plan* plan) {
+ncclResult_t Planner::planCollective(const CollArgs& a, int opIndex, Plan* plan) {
   const uint32_t elemSize = static_cast<uint32_t>(dataTypeSize(a.datatype));
   const uint64_t bytes = static_cast<uint64_t>(a.count) * elemSize;
   const TuneChoice t = chooseTune(ctx_.tune, a.kind, bytes, ctx_.nranks);
@@ -143,6 +143,8 @@ ncclResult_t Planner::planCollective(const CollArgs& a, Plan* plan) {
     PlanJob& job = plan->newJob();
     job.channel = c;
     job.name = collName(a.kind);
+    job.opIndex = opIndex;
+    job.algo = t.algo;
     job.program = program;
     job.type = a.datatype;
     job.elemSize = elemSize;
@@ -181,6 +183,7 @@ ncclResult_t Planner::planP2p(const std::vector<const CollArgs*>& ops, Plan* pla
     PlanJob& job = plan->newJob();
     job.channel = 0;
     job.name = "send/recv";
+    job.opIndex = -1;
     job.type = ncclUint8;
     // Each lane signs with its own byte count; send and receive sign alike.
     job.sigColl = static_cast<uint8_t>(Coll::Send);

@@ -54,6 +54,8 @@ struct PlanContext {
 struct PlanJob {
   int channel = 0;
   const char* name = "";
+  int32_t opIndex = -1;              // the batch's operation it runs; -1: grouped send/recv
+  Algo algo = Algo::Ring;            // of a collective
   const Program* program = nullptr;  // from the plan cache, or one of the plan's own Programs
   ncclDataType_t type = ncclUint8;
   uint32_t elemSize = 1;
@@ -106,7 +108,7 @@ class Planner {
   const PlanContext& context() const { return ctx_; }
 
  private:
-  ncclResult_t planCollective(const CollArgs& a, Plan* plan);
+  ncclResult_t planCollective(const CollArgs& a, int opIndex, Plan* plan);
   ncclResult_t planP2p(const std::vector<const CollArgs*>& ops, Plan* plan);
   // Slice and chunk of `protocol` on connections of `kind` for elements of `elemSize`.
   void sizes(uint8_t kind, Protocol protocol, uint32_t elemSize, PlanJob* job) const;
