@@ -1,0 +1,117 @@
+#include "src/topo/comm_topo.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "src/core/comm.h"
+#include "src/core/log.h"
+#include "src/core/param.h"
+#include "src/plan/ring_order.h"
+#include "src/tune/tune.h"
+
+namespace ringcc {
+
+std::vector<RankPlace> rankPlaces(const HostTopology& topo, const std::vector<PeerInfo>& peers) {
+  std::vector<uint64_t> hosts;
+  std::vector<int> localCount;
+  const std::vector<int> devices = rankDevices(topo.graph);
+  std::vector<RankPlace> places(peers.size());
+  for (size_t r = 0; r < peers.size(); ++r) {
+    auto it = std::find(hosts.begin(), hosts.end(), peers[r].hostHash);
+    if (it == hosts.end()) {
+      hosts.push_back(peers[r].hostHash);
+      localCount.push_back(0);
+      it = hosts.end() - 1;
+    }
+    const size_t h = static_cast<size_t>(it - hosts.begin());
+    const int local = localCount[h]++;
+    places[r].host = static_cast<int>(h);
+    if (devices.empty()) continue;
+    places[r].device = devices[size_t(local) % devices.size()];
+    if (!topo.fromFile) {
+      for (int d : devices)
+        if (topo.graph.nodes[size_t(d)].type == TopoType::Cpu &&
+            topo.graph.nodes[size_t(d)].numa == peers[r].numaNode)
+          places[r].device = d;
+    }
+  }
+  return places;
+}
+
+namespace {
+
+// Each host's ranks in ring order (channel 0), hosts in ring order: the trees' input.
+std::vector<std::vector<int>> hostChains(const std::vector<int>& ring,
+                                         const std::vector<PeerInfo>& peers) {
+  std::vector<std::vector<int>> hosts;
+  std::vector<uint64_t> seen;
+  for (int r : ring) {
+    auto it = std::find(seen.begin(), seen.end(), peers[size_t(r)].hostHash);
+    if (it == seen.end()) {
+      seen.push_back(peers[size_t(r)].hostHash);
+      hosts.emplace_back();
+      it = seen.end() - 1;
+    }
+    hosts[size_t(it - seen.begin())].push_back(r);
+  }
+  return hosts;
+}
+
+}  // namespace
+
+CommTopology commTopology(const HostTopology& topo, const std::vector<PeerInfo>& peers,
+                          int maxChannels) {
+  CommTopology out;
+  maxChannels = std::max(1, maxChannels);
+  bool alike = true;
+  for (const PeerInfo& p : peers) alike = alike && p.topoHash == topo.hash;
+  std::string error;
+  if (alike) {
+    const std::vector<RankPlace> places = rankPlaces(topo, peers);
+    int nHosts = 0;
+    for (const RankPlace& p : places) nHosts = std::max(nHosts, p.host + 1);
+    const std::vector<const TopoGraph*> graphs(size_t(nHosts), &topo.graph);
+    alike = searchRings(graphs, places, maxChannels, &out.search, &error);
+  }
+  if (alike) {
+    char line[160];
+    std::snprintf(line, sizeof(line), "%d rings of %.1f GB/s per channel, type %s%s (%s)",
+                  out.search.nChannels(), out.search.bwPerChannel, linkTypeName(out.search.worst),
+                  out.search.crossesHosts ? "/NET" : "",
+                  topo.fromFile ? ("NCCL_TOPO_FILE " + topo.file).c_str() : "detected topology");
+    out.how = line;
+  } else {
+    out.search = RingSearch{};
+    out.search.rings.push_back(hostGroupedRing(peers));
+    out.how = error.empty() ? "hosts report different topologies: ranks grouped by host"
+                            : "search failed (" + error + "): ranks grouped by host";
+  }
+  for (int c = 0; c < maxChannels; ++c)
+    out.rings.push_back(out.search.rings[size_t(c) % out.search.rings.size()]);
+  // Trees: the lead's double binary tree over each host's chain in ring order.
+  if (buildDoubleTree(hostChains(out.rings[0], peers), &out.trees) != ncclSuccess)
+    out.trees = DoubleTree{};
+  return out;
+}
+
+ncclResult_t setupCommTopology(ncclComm* comm, const HostTopology& topo) {
+  comm->topo = commTopology(topo, comm->peers, tuneConfigFromEnv().maxChannels);
+  const CommTopology& t = comm->topo;
+  if (comm->rank == 0) {
+    LOG_INFO(kLogInit | kLogGraph, "rings: %s", t.how.c_str());
+    RingSearch used;
+    used.rings = t.rings;
+    for (const std::string& line : ringLines(used))
+      LOG_INFO(kLogInit | kLogGraph, "%s", line.c_str());
+    const std::string dump = paramString("TOPO_DUMP_FILE");
+    if (!dump.empty()) {
+      RINGCC_CHECK(writeXmlFile(dump, "NCCL_TOPO_DUMP_FILE", topo.xml));
+      LOG_INFO(kLogGraph | kLogEnv, "topology written to %s", dump.c_str());
+    }
+  }
+  if (!t.trees.tree[0].empty())
+    LOG_INFO(kLogInit | kLogGraph, "Trees %s", describeTree(t.trees, comm->rank).c_str());
+  return ncclSuccess;
+}
+
+}  // namespace ringcc
