@@ -38,26 +38,32 @@ std::vector<RankPlace> rankPlaces(const HostTopology& topo, const std::vector<Pe
   return places;
 }
 
-namespace {
+std::vector<RankPlace> blockPlaces(const TopoGraph& g, int nranks, int nhosts) {
+  const std::vector<int> devices = rankDevices(g);
+  if (nhosts <= 0 || nranks <= 0 || nranks % nhosts != 0 || devices.empty()) return {};
+  const int perHost = nranks / nhosts;
+  std::vector<RankPlace> places(static_cast<size_t>(nranks));
+  for (int r = 0; r < nranks; ++r)
+    places[size_t(r)] = RankPlace{r / perHost, devices[size_t(r % perHost) % devices.size()]};
+  return places;
+}
 
-// Each host's ranks in ring order (channel 0), hosts in ring order: the trees' input.
-std::vector<std::vector<int>> hostChains(const std::vector<int>& ring,
-                                         const std::vector<PeerInfo>& peers) {
+ncclResult_t treesForRing(const std::vector<int>& ring, const std::vector<RankPlace>& places,
+                          DoubleTree* out) {
   std::vector<std::vector<int>> hosts;
-  std::vector<uint64_t> seen;
+  std::vector<int> seen;  // host ids in ring order
   for (int r : ring) {
-    auto it = std::find(seen.begin(), seen.end(), peers[size_t(r)].hostHash);
+    const int host = places[size_t(r)].host;
+    auto it = std::find(seen.begin(), seen.end(), host);
     if (it == seen.end()) {
-      seen.push_back(peers[size_t(r)].hostHash);
+      seen.push_back(host);
       hosts.emplace_back();
       it = seen.end() - 1;
     }
     hosts[size_t(it - seen.begin())].push_back(r);
   }
-  return hosts;
+  return buildDoubleTree(hosts, out);
 }
-
-}  // namespace
 
 CommTopology commTopology(const HostTopology& topo, const std::vector<PeerInfo>& peers,
                           int maxChannels) {
@@ -66,8 +72,8 @@ CommTopology commTopology(const HostTopology& topo, const std::vector<PeerInfo>&
   bool alike = true;
   for (const PeerInfo& p : peers) alike = alike && p.topoHash == topo.hash;
   std::string error;
+  const std::vector<RankPlace> places = rankPlaces(topo, peers);
   if (alike) {
-    const std::vector<RankPlace> places = rankPlaces(topo, peers);
     int nHosts = 0;
     for (const RankPlace& p : places) nHosts = std::max(nHosts, p.host + 1);
     const std::vector<const TopoGraph*> graphs(size_t(nHosts), &topo.graph);
@@ -75,7 +81,7 @@ CommTopology commTopology(const HostTopology& topo, const std::vector<PeerInfo>&
   }
   if (alike) {
     char line[160];
-    std::snprintf(line, sizeof(line), "%d rings of %.1f GB/s per channel, type %s%s (%s)",
+    std::snprintf(line, sizeof(line), "%d channels of %.1f GB/s each, type %s%s (%s)",
                   out.search.nChannels(), out.search.bwPerChannel, linkTypeName(out.search.worst),
                   out.search.crossesHosts ? "/NET" : "",
                   topo.fromFile ? ("NCCL_TOPO_FILE " + topo.file).c_str() : "detected topology");
@@ -89,8 +95,7 @@ CommTopology commTopology(const HostTopology& topo, const std::vector<PeerInfo>&
   for (int c = 0; c < maxChannels; ++c)
     out.rings.push_back(out.search.rings[size_t(c) % out.search.rings.size()]);
   // Trees: the lead's double binary tree over each host's chain in ring order.
-  if (buildDoubleTree(hostChains(out.rings[0], peers), &out.trees) != ncclSuccess)
-    out.trees = DoubleTree{};
+  if (treesForRing(out.rings[0], places, &out.trees) != ncclSuccess) out.trees = DoubleTree{};
   return out;
 }
 

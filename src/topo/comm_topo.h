@@ -33,6 +33,16 @@ struct CommTopology {
 // of devices (GPUs if the file has any, else CPUs); detected, the CPU of its NUMA node.
 std::vector<RankPlace> rankPlaces(const HostTopology& topo, const std::vector<PeerInfo>& peers);
 
+// Pure: `nranks` ranks spread over `nhosts` hosts like `g` in blocks (host h holds ranks
+// h*n/H ...), the i-th rank of a host on device i mod the number of devices: the layouts
+// ringcc-topo shows. Empty if nranks is not a positive multiple of nhosts or g has no device.
+std::vector<RankPlace> blockPlaces(const TopoGraph& g, int nranks, int nhosts);
+
+// The double binary trees over rings[0]: each host's ranks in ring order, hosts in ring
+// order (host of rank r: places[r].host).
+ncclResult_t treesForRing(const std::vector<int>& ring, const std::vector<RankPlace>& places,
+                          DoubleTree* out);
+
 // Pure: rings and trees for `peers`, given this rank's view of its host.
 CommTopology commTopology(const HostTopology& topo, const std::vector<PeerInfo>& peers,
                           int maxChannels);

@@ -172,8 +172,13 @@ class HostSearch {
     std::vector<size_t> c;
     for (size_t i = 0; i < devices_.size(); ++i)
       if (!used[i]) c.push_back(i);
+    // Widest first; on a tie the shorter route (under the same switch before through the
+    // CPU), then index order.
     std::stable_sort(c.begin(), c.end(), [&](size_t a, size_t b) {
-      return routes_.get(from, devices_[a]).bw > routes_.get(from, devices_[b]).bw;
+      const Route& ra = routes_.get(from, devices_[a]);
+      const Route& rb = routes_.get(from, devices_[b]);
+      if (ra.bw != rb.bw) return ra.bw > rb.bw;
+      return ra.links.size() < rb.links.size();
     });
     return c;
   }
