@@ -12,7 +12,7 @@
 #include <cstring>
 #include <string>
 
-#include "src/core/log.h"
+#include "src/core/error.h"
 #include "src/topo/comm_topo.h"
 #include "src/topo/detect.h"
 
@@ -68,7 +68,10 @@ int main(int argc, char** argv) {
 
   XmlNode xml;
   if (!file.empty()) {
-    if (readXmlFile(file, "FILE", &xml) != ncclSuccess) return 1;  // the WARN says why
+    if (readXmlFile(file, "FILE", &xml) != ncclSuccess) {
+      std::fprintf(stderr, "ringcc-topo: %s\n", lastErrorMessage().c_str());
+      return 1;
+    }
   } else {
     xml = detectTopologyXml();
   }
@@ -83,7 +86,10 @@ int main(int argc, char** argv) {
               graph.name.empty() ? "" : (" (" + graph.name + ")").c_str(),
               graph.describe().c_str());
   if (!dump.empty()) {
-    if (writeXmlFile(dump, "--dump", xml) != ncclSuccess) return 1;
+    if (writeXmlFile(dump, "--dump", xml) != ncclSuccess) {
+      std::fprintf(stderr, "ringcc-topo: %s\n", lastErrorMessage().c_str());
+      return 1;
+    }
     std::printf("XML written to %s\n", dump.c_str());
   }
 
