@@ -13,7 +13,7 @@ namespace {
 // hosts and networks).
 constexpr double kSpeeds[] = {60, 50, 40, 30, 24, 20,  15,  12,  11,  10,   9,
                               7,  6,  5,  4,  3,  2.4, 1.2, 0.6, 0.3, 0.24, 0.12};
-constexpr long kStepBudget = 200000;  // DFS steps per ring before giving up on it
+constexpr long kStepBudget = 50000;  // DFS steps per speed tried, all rings together
 
 struct Route {
   std::vector<int> links;  // link indices, in order
@@ -99,6 +99,7 @@ class HostSearch {
     netOut_.clear();
     for (int nic : nics_) netIn_[nic] = netOut_[nic] = g_.nodes[size_t(nic)].netBw;
     std::vector<std::vector<int>> out;
+    budget_ = kStepBudget;
     for (int c = 0; c < maxChannels; ++c) {
       std::vector<int> order;
       if (!ring(speed, c, &order)) break;
@@ -137,7 +138,7 @@ class HostSearch {
       if (netIn_[nic] + 1e-9 < speed || netOut_[nic] + 1e-9 < speed) return false;
     }
     std::vector<char> used(n, 0);
-    long budget = kStepBudget;
+    long& budget = budget_;
     order->clear();
     // The first device: any (a host ring is a cycle, so device 0 without a NIC), the nearest
     // to the NIC first with one.
@@ -213,6 +214,7 @@ class HostSearch {
   std::vector<int> nics_;
   std::vector<double> cap_;
   std::map<int, double> netIn_, netOut_;
+  long budget_ = 0;
 };
 
 }  // namespace
