@@ -1,13 +1,13 @@
 #include "src/topo/comm_topo.h"
 
 #include <algorithm>
+#include <cstdint>
 #include <cstdio>
 
 #include "src/core/comm.h"
 #include "src/core/log.h"
 #include "src/core/param.h"
 #include "src/plan/ring_order.h"
-#include "src/tune/tune.h"
 
 namespace ringcc {
 
@@ -100,7 +100,10 @@ CommTopology commTopology(const HostTopology& topo, const std::vector<PeerInfo>&
 }
 
 ncclResult_t setupCommTopology(ncclComm* comm, const HostTopology& topo) {
-  comm->topo = commTopology(topo, comm->peers, tuneConfigFromEnv().maxChannels);
+  // NCCL_MAX_NCHANNELS as tuneConfigFromEnv clamps it (1..32), read quietly: the engine reads
+  // it again through the tuner, which WARNs once about a value out of range.
+  const int maxChannels = static_cast<int>(std::clamp<int64_t>(paramInt("MAX_NCHANNELS"), 1, 32));
+  comm->topo = commTopology(topo, comm->peers, maxChannels);
   const CommTopology& t = comm->topo;
   if (comm->rank == 0) {
     LOG_INFO(kLogInit | kLogGraph, "rings: %s", t.how.c_str());
