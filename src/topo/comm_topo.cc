@@ -117,6 +117,10 @@ ncclResult_t setupCommTopology(ncclComm* comm, const HostTopology& topo) {
       LOG_INFO(kLogGraph | kLogEnv, "topology written to %s", dump.c_str());
     }
   }
+  // Every rank: its neighbours on each channel's ring, as NCCL's "Ring 00 : 3 -> 0 -> 1".
+  for (size_t c = 0; c < t.rings.size(); ++c)
+    LOG_INFO(kLogInit | kLogGraph, "Ring %02zu : %d -> %d -> %d", c,
+             ringPrev(t.rings[c], comm->rank), comm->rank, ringNext(t.rings[c], comm->rank));
   if (!t.trees.tree[0].empty())
     LOG_INFO(kLogInit | kLogGraph, "Trees %s", describeTree(t.trees, comm->rank).c_str());
   return ncclSuccess;
