@@ -13,7 +13,7 @@ namespace {
 // hosts and networks).
 constexpr double kSpeeds[] = {60, 50, 40, 30, 24, 20,  15,  12,  11,  10,   9,
                               7,  6,  5,  4,  3,  2.4, 1.2, 0.6, 0.3, 0.24, 0.12};
-constexpr long kStepBudget = 50000;  // DFS steps per speed tried, all rings together
+constexpr long kStepBudget = 50000;  // DFS steps per ring before giving up on it
 
 struct Route {
   std::vector<int> links;  // link indices, in order
@@ -99,8 +99,8 @@ class HostSearch {
     netOut_.clear();
     for (int nic : nics_) netIn_[nic] = netOut_[nic] = g_.nodes[size_t(nic)].netBw;
     std::vector<std::vector<int>> out;
-    budget_ = kStepBudget;
     for (int c = 0; c < maxChannels; ++c) {
+      budget_ = kStepBudget;
       std::vector<int> order;
       if (!ring(speed, c, &order)) break;
       out.push_back(std::move(order));
@@ -263,6 +263,7 @@ bool searchRings(const std::vector<const TopoGraph*>& graphs, const std::vector<
   double bestScore = -1, bestSpeed = 0;
   std::map<HostSearch*, std::vector<std::vector<int>>> best;
   for (double speed : kSpeeds) {
+    if (speed * maxChannels <= bestScore + 1e-9) break;  // slower speeds cannot do better
     int channels = maxChannels;
     std::map<HostSearch*, std::vector<std::vector<int>>> orders;
     for (auto& [key, s] : searches) {
