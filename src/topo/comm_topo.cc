@@ -72,7 +72,8 @@ CommTopology commTopology(const HostTopology& topo, const std::vector<PeerInfo>&
   bool alike = true;
   for (const PeerInfo& p : peers) alike = alike && p.topoHash == topo.hash;
   std::string error;
-  const std::vector<RankPlace> places = rankPlaces(topo, peers);
+  out.places = rankPlaces(topo, peers);
+  const std::vector<RankPlace>& places = out.places;
   if (alike) {
     int nHosts = 0;
     for (const RankPlace& p : places) nHosts = std::max(nHosts, p.host + 1);
@@ -117,7 +118,12 @@ ncclResult_t setupCommTopology(ncclComm* comm, const HostTopology& topo) {
       LOG_INFO(kLogGraph | kLogEnv, "topology written to %s", dump.c_str());
     }
   }
-  // Every rank: its neighbours on each channel's ring, as NCCL's "Ring 00 : 3 -> 0 -> 1".
+  // Every rank: where it runs, and its neighbours on each channel's ring, as NCCL's "Ring 00 : 3 ->
+  // 0 -> 1".
+  const RankPlace& me = t.places[size_t(comm->rank)];
+  LOG_INFO(kLogInit | kLogGraph, "topology: rank %d on host %d, NUMA node %d, device %s",
+           comm->rank, me.host, comm->peers[size_t(comm->rank)].numaNode,
+           me.device >= 0 ? topo.graph.label(me.device).c_str() : "none");
   for (size_t c = 0; c < t.rings.size(); ++c)
     LOG_INFO(kLogInit | kLogGraph, "Ring %02zu : %d -> %d -> %d", c,
              ringPrev(t.rings[c], comm->rank), comm->rank, ringNext(t.rings[c], comm->rank));

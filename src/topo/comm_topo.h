@@ -22,6 +22,7 @@ struct ncclComm;
 namespace ringcc {
 
 struct CommTopology {
+  std::vector<RankPlace> places;        // where each rank runs (its host, its device)
   RingSearch search;                    // the rings found (search.rings: one per channel found)
   std::vector<std::vector<int>> rings;  // per channel the communicator uses (cycled to maxChannels)
   DoubleTree trees;

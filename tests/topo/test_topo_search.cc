@@ -163,3 +163,64 @@ TEST_CASE("the trees over the rings are valid double binary trees", "[topo_searc
     for (int r = 0; r < n; ++r) CHECK(innerIn[size_t(r)] <= 1);
   }
 }
+
+namespace {
+
+std::vector<PeerInfo> peersOn(std::initializer_list<uint64_t> hosts, uint64_t hash, int numa = 0) {
+  std::vector<PeerInfo> v;
+  for (uint64_t h : hosts) {
+    PeerInfo p;
+    p.rank = static_cast<int>(v.size());
+    p.hostHash = h;
+    p.topoHash = hash;
+    p.numaNode = numa;
+    v.push_back(p);
+  }
+  return v;
+}
+
+}  // namespace
+
+TEST_CASE("a communicator's rings: searched when hosts agree, grouped by host otherwise",
+          "[topo_search]") {
+  HostTopology topo;
+  topo.graph = loadFixture("cpu_2socket");
+  topo.fromFile = true;
+  topo.hash = 42;
+  // Two hosts, interleaved ranks, two ranks per host on the file's two sockets.
+  const CommTopology t = commTopology(topo, peersOn({7, 9, 7, 9, 7, 9, 7, 9}, 42), 3);
+  REQUIRE(t.rings.size() == 3);
+  std::string error;
+  RingSearch used;
+  used.rings = t.rings;
+  CHECK(ringsValid(used, 8, &error));
+  // Host 7 holds ranks 0 2 4 6 (sockets 0 1 0 1), host 9 ranks 1 3 5 7.
+  CHECK(t.rings[0] == std::vector<int>{0, 4, 2, 6, 1, 5, 3, 7});
+  CHECK(t.how.find("NCCL_TOPO_FILE") != std::string::npos);
+  REQUIRE(t.trees.tree[0].size() == 8);
+  CHECK(t.places[2].host == 0);
+  CHECK(t.places[3].host == 1);
+  // One rank reports another topology: grouped by host, which every rank can compute.
+  std::vector<PeerInfo> odd = peersOn({7, 9, 7, 9}, 42);
+  odd[3].topoHash = 43;
+  const CommTopology f = commTopology(topo, odd, 2);
+  CHECK(f.how.find("different topologies") != std::string::npos);
+  REQUIRE(f.rings.size() == 2);
+  CHECK(f.rings[0] == std::vector<int>{0, 2, 1, 3});
+  CHECK(f.rings[1] == f.rings[0]);
+}
+
+TEST_CASE("detected, a rank's device is the CPU of its NUMA node", "[topo_search]") {
+  HostTopology topo;
+  topo.graph = loadFixture("cpu_2socket");
+  topo.fromFile = false;
+  topo.hash = 1;
+  std::vector<PeerInfo> peers = peersOn({5, 5, 5, 5}, 1);
+  peers[0].numaNode = 1;
+  peers[1].numaNode = 0;
+  peers[2].numaNode = 1;
+  peers[3].numaNode = 0;
+  const CommTopology t = commTopology(topo, peers, 1);
+  // Ranks of node 0 (1, 3) and of node 1 (0, 2) together; nodes in order.
+  CHECK(t.rings[0] == std::vector<int>{1, 3, 0, 2});
+}
