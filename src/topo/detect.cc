@@ -80,11 +80,25 @@ XmlNode& pciChild(XmlNode* parent, const std::string& busId) {
   XmlNode& p = parent->add("pci");
   p.set("busid", busId);
   const std::string dir = "/sys/bus/pci/devices/" + busId + "/";
+  // As NCCL: ids only when /sys has them, link speed and width always (empty if unknown).
   for (const char* key : {"class", "vendor", "device", "subsystem_vendor", "subsystem_device"})
-    p.set(key, readLine(dir + key));
+    if (const std::string v = readLine(dir + key); !v.empty()) p.set(key, v);
   p.set("link_speed", readLine(dir + "max_link_speed"));
   p.set("link_width", readLine(dir + "max_link_width"));
   return p;
+}
+
+void addGpu(XmlNode* pci, const ProbedGpu& gpu) {
+  XmlNode& g = pci->add("gpu");
+  g.set("dev", std::to_string(gpu.dev));
+  g.set("sm", std::to_string(gpu.sm));
+  g.set("gdr", "0");
+  for (const ProbedNvLink& l : gpu.nvlinks) {
+    XmlNode& x = g.add("nvlink");
+    x.set("target", l.target);
+    x.set("count", std::to_string(l.count));
+    x.set("tclass", l.tclass);
+  }
 }
 
 #if RINGCC_HAVE_HWLOC
@@ -106,8 +120,9 @@ std::vector<int> cpusOf(hwloc_const_bitmap_t set) {
 }
 
 // Adds the NUMA nodes, then the PCI devices that matter (GPUs NVML knows, NICs) with the
-// switches above them, each under the CPU of its NUMA node.
-bool detectHwloc(XmlNode* system, const std::vector<ProbedGpu>& gpus) {
+// switches above them, each under the CPU of its NUMA node. `placed`: the GPUs found there.
+bool detectHwloc(XmlNode* system, const std::vector<ProbedGpu>& gpus,
+                 std::vector<std::string>* placed) {
   hwloc_topology_t topo;
   if (hwloc_topology_init(&topo) != 0) return false;
   hwloc_topology_set_io_types_filter(topo, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
@@ -147,16 +162,8 @@ bool detectHwloc(XmlNode* system, const std::vector<ProbedGpu>& gpus) {
     for (const std::string& b : bridges) parent = &pciChild(parent, b);
     XmlNode& dev = pciChild(parent, busId);
     if (gpu) {
-      XmlNode& g = dev.add("gpu");
-      g.set("dev", std::to_string(gpu->dev));
-      g.set("sm", std::to_string(gpu->sm));
-      g.set("gdr", "0");
-      for (const ProbedNvLink& l : gpu->nvlinks) {
-        XmlNode& x = g.add("nvlink");
-        x.set("target", l.target);
-        x.set("count", std::to_string(l.count));
-        x.set("tclass", l.tclass);
-      }
+      addGpu(&dev, *gpu);
+      placed->push_back(gpu->busId);
     }
     if (!nets.empty()) {
       XmlNode& nic = dev.add("nic");
@@ -230,18 +237,25 @@ XmlNode detectTopologyXml() {
   system.name = "system";
   system.set("version", "1");
   const std::vector<ProbedGpu> gpus = probeGpus();
+  std::vector<std::string> placed;
 #if RINGCC_HAVE_HWLOC
-  if (!detectHwloc(&system, gpus)) {
+  if (!detectHwloc(&system, gpus, &placed)) {
     LOG_INFO(kLogGraph, "topology: hwloc could not load this host; reading /sys");
     system.subs.clear();
+    placed.clear();
     detectSys(&system);
   }
 #else
   detectSys(&system);
-  if (!gpus.empty())
-    LOG_INFO(kLogGraph, "topology: %zu GPUs found, but without hwloc their PCI place is unknown",
-             gpus.size());
 #endif
+  // A GPU whose place in the PCI tree is unknown (no hwloc, or hwloc does not show it) hangs
+  // off the first CPU, as NCCL attaches GPUs it cannot place.
+  for (const ProbedGpu& g : gpus) {
+    if (std::find(placed.begin(), placed.end(), g.busId) != placed.end()) continue;
+    LOG_INFO(kLogGraph, "topology: GPU %s not in the PCI tree; placed under CPU %s",
+             g.busId.c_str(), system.subs.front().attrOr("numaid", "?").c_str());
+    addGpu(&pciChild(&system.subs.front(), g.busId), g);
+  }
   return system;
 }
 

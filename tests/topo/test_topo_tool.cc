@@ -2,12 +2,13 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <catch2/catch.hpp>
 #include <algorithm>
+#include <catch2/catch.hpp>
 #include <cstdio>
 #include <string>
 
 #include "src/topo/graph.h"
+#include "src/topo/xml.h"
 #include "tests/topo/topo_fixtures.h"
 
 using namespace ringcc;
@@ -21,8 +22,10 @@ struct Run {
   std::string out;
 };
 
-Run runTool(const std::string& args) {
-  const std::string cmd = std::string(RINGCC_BUILD_ROOT) + "/bench/ringcc-topo " + args + " 2>&1";
+// Runs ringcc-topo with `args`, after `env` (VAR=value words, or nothing).
+Run runTool(const std::string& args, const std::string& env = "") {
+  const std::string cmd =
+      env + " " + std::string(RINGCC_BUILD_ROOT) + "/bench/ringcc-topo " + args + " 2>&1";
   Run r;
   FILE* p = popen(cmd.c_str(), "r");
   REQUIRE(p);
@@ -84,4 +87,41 @@ TEST_CASE("ringcc-topo refuses bad files and bad usage", "[topo_tool]") {
   CHECK(bad.out.find("cannot place 7 ranks on 2 hosts") != std::string::npos);
   CHECK(runTool("--hosts 0").status == 2);
   CHECK(runTool("--bogus").status == 2);
+}
+
+TEST_CASE("GPUs, NVLinks and NVSwitches are detected through NVML (a stand-in library)",
+          "[topo_tool]") {
+  const std::string path = "/tmp/ringcc-topo-nvml-" + std::to_string(getpid()) + ".xml";
+  // Two sm90 GPUs with 18 NVLinks each to four NVSwitch ports (tests/topo/fake_nvml.c); bus
+  // ids no PCI tree here has, so they hang off the first CPU.
+  const Run r = runTool("--dump " + path, std::string("LD_LIBRARY_PATH=") + RINGCC_FAKE_NVML_DIR +
+                                              " FAKE_NVML_BUSIDS=0000:19:00.0,0000:3b:00.0");
+  INFO(r.out);
+  REQUIRE(r.status == 0);
+  CHECK(r.out.find("2 GPUs") != std::string::npos);
+  CHECK(r.out.find("1 NVSwitch") != std::string::npos);
+  CHECK(r.out.find("2 ranks on 1 host") != std::string::npos);
+  CHECK(r.out.find("type NVL") != std::string::npos);
+  XmlNode xml;
+  REQUIRE(readXmlFile(path, "dump", &xml) == ncclSuccess);
+  unlink(path.c_str());
+  TopoGraph g;
+  std::string error;
+  REQUIRE(graphFromXml(xml, &g, &error));
+  const std::vector<int> gpus = rankDevices(g);
+  REQUIRE(gpus.size() == 2);
+  CHECK(g.nodes[size_t(gpus[0])].id == "0000:19:00.0");  // NVML's 8-digit upper case, normalized
+  CHECK(g.nodes[size_t(gpus[1])].id == "0000:3b:00.0");
+  CHECK(g.nodes[size_t(gpus[0])].sm == 90);
+  CHECK(g.nodes[size_t(gpus[1])].dev == 1);
+  double nvl = 0;
+  for (const TopoLink& l : g.links)
+    if (l.from == gpus[0] && l.type == LinkType::Nvl) nvl += l.bw;
+  CHECK(nvl == Approx(18 * 20.6));
+  // The NVLink counts per NVSwitch port, as NCCL writes them.
+  const std::string text = writeXml(xml);
+  CHECK(text.find("<nvlink target=\"0000:05:00.0\" count=\"5\" tclass=\"0x068000\"/>") !=
+        std::string::npos);
+  CHECK(text.find("<nvlink target=\"0000:06:00.0\" count=\"4\" tclass=\"0x068000\"/>") !=
+        std::string::npos);
 }
