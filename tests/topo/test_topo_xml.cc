@@ -170,3 +170,37 @@ TEST_CASE("PCIe bandwidth follows NCCL's table", "[topo_graph]") {
   CHECK(pciBandwidth("32 GT/s", "8") == Approx(24.0));
   CHECK(pciBandwidth("", "") == Approx(12.0));  // NCCL's defaults: Gen3 x16
 }
+
+TEST_CASE("what newer NCCL dumps add (c2c, unknown attributes, no numaid) loads and is kept",
+          "[topo_graph]") {
+  // The shape of an NCCL 2.27 dump of a single-GPU arm64 host: NICs with attributes ringcc does
+  // not use, a <c2c> link, a CPU without numaid.
+  const std::string text =
+      "<system version=\"1\">\n"
+      "  <cpu arch=\"arm64\" host_hash=\"0x1234\">\n"
+      "    <pci busid=\"0000:01:00.0\" link_speed=\"32.0 GT/s PCIe\" link_width=\"4\">\n"
+      "      <nic><net name=\"roce0\" speed=\"200000\" gdr=\"0\" net=\"1\" gin=\"1\"/></nic>\n"
+      "    </pci>\n"
+      "    <pci busid=\"0002:01:00.0\" link_speed=\"32.0 GT/s PCIe\" link_width=\"4\">\n"
+      "      <nic><net name=\"roce1\" speed=\"200000\" gdr=\"0\"/></nic>\n"
+      "    </pci>\n"
+      "    <pci busid=\"000f:01:00.0\" link_speed=\"2.5 GT/s PCIe\" link_width=\"16\">\n"
+      "      <gpu dev=\"0\" sm=\"121\" rank=\"0\" gdr=\"0\"><c2c bw=\"43125\" count=\"8\"/></gpu>\n"
+      "    </pci>\n"
+      "  </cpu>\n"
+      "</system>\n";
+  XmlNode root;
+  std::string error;
+  REQUIRE(parseXml(text, &root, &error));
+  TopoGraph g;
+  REQUIRE(graphFromXml(root, &g, &error));
+  CHECK(g.count(TopoType::Gpu) == 1);
+  CHECK(g.count(TopoType::Nic) == 2);
+  CHECK(g.nodes[size_t(g.nodesOf(TopoType::Cpu)[0])].numa == -1);
+  CHECK(g.nodes[size_t(g.nodesOf(TopoType::Nic)[0])].netBw == Approx(25.0));
+  // Written back, nothing is lost: NCCL reading ringcc's copy sees what it wrote.
+  const std::string written = writeXml(root);
+  CHECK(written.find("net=\"1\" gin=\"1\"/>") != std::string::npos);
+  CHECK(written.find("<c2c bw=\"43125\" count=\"8\"/>") != std::string::npos);
+  CHECK(written.find("host_hash=\"0x1234\"") != std::string::npos);
+}
