@@ -24,6 +24,9 @@ constexpr ParamDef kParams[] = {
     {"CHUNKSIZE", "0",
      "Bytes a ring step moves per loop, in whole slots below the slot count; 0: one slot."},
     {"COMM_ID", "", "host:port of the bootstrap root, instead of the address in the unique id."},
+    {"COMM_SECRET", "",
+     "ringcc: a shared secret for jobs launched with NCCL_COMM_ID (the same on every rank); "
+     "bootstrap connections without it are refused. Unset: a fixed, public magic."},
     {"DEBUG", "", "Log level: VERSION, WARN, INFO or TRACE."},
     {"DEBUG_FILE", "", "Log file instead of stderr; %h is the host name, %p the pid."},
     {"DEBUG_SUBSYS", "INIT,ENV", "Subsystems logged at INFO (comma list, ^ to exclude, ALL)."},
