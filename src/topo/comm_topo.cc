@@ -1,8 +1,11 @@
 #include "src/topo/comm_topo.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
+#include <fstream>
 
 #include "src/core/comm.h"
 #include "src/core/log.h"
@@ -95,7 +98,7 @@ CommTopology commTopology(const HostTopology& topo, const std::vector<PeerInfo>&
   }
   for (int c = 0; c < maxChannels; ++c)
     out.rings.push_back(out.search.rings[size_t(c) % out.search.rings.size()]);
-  // Trees: the lead's double binary tree over each host's chain in ring order.
+  // NCCL's double binary trees (src/sched/dbtree.h) over each host's chain in ring order.
   if (treesForRing(out.rings[0], places, &out.trees) != ncclSuccess) out.trees = DoubleTree{};
   return out;
 }
@@ -114,8 +117,14 @@ ncclResult_t setupCommTopology(ncclComm* comm, const HostTopology& topo) {
       LOG_INFO(kLogInit | kLogGraph, "%s", line.c_str());
     const std::string dump = paramString("TOPO_DUMP_FILE");
     if (!dump.empty()) {
-      RINGCC_CHECK(writeXmlFile(dump, "NCCL_TOPO_DUMP_FILE", topo.xml));
-      LOG_INFO(kLogGraph | kLogEnv, "topology written to %s", dump.c_str());
+      // A dump that cannot be written is worth a WARN, not a failed init (NCCL skips it too).
+      std::ofstream out(dump, std::ios::trunc);
+      out << writeXml(topo.xml);
+      if (out)
+        LOG_INFO(kLogGraph | kLogEnv, "topology written to %s", dump.c_str());
+      else
+        LOG_WARN("NCCL_TOPO_DUMP_FILE=%s: cannot write the file (%s); the topology is not dumped",
+                 dump.c_str(), std::strerror(errno));
     }
   }
   // Every rank: where it runs, and its neighbours on each channel's ring, as NCCL's "Ring 00 : 3 ->

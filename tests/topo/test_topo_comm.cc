@@ -187,3 +187,13 @@ TEST_CASE("NCCL_TOPO_DUMP_FILE writes the topology the communicator used", "[top
   CHECK(g == detected);
   unlink(path.c_str());
 }
+
+TEST_CASE("an NCCL_TOPO_DUMP_FILE that cannot be written is a WARN, not a failed init",
+          "[topo_comm]") {
+  ringcc::test::CapturedLog log;
+  ScopedEnv dump("NCCL_TOPO_DUMP_FILE", "/nonexistent-dir/topo.xml");
+  ncclResult_t r = ncclInternalError;
+  (void)ringsOfNewComms(2, &r);
+  CHECK(r == ncclSuccess);
+  CHECK(log.contains("NCCL_TOPO_DUMP_FILE=/nonexistent-dir/topo.xml: cannot write the file"));
+}
