@@ -140,8 +140,8 @@ class HostSearch {
     std::vector<char> used(n, 0);
     long& budget = budget_;
     order->clear();
-    // The first device: any (a host ring is a cycle, so device 0 without a NIC), the nearest
-    // to the NIC first with one.
+    // The first device: without a NIC the device of the host's lowest rank (a host ring is a
+    // cycle; starting there keeps rank order where it can), with one the nearest to the NIC.
     std::vector<size_t> firsts;
     if (nic < 0) {
       firsts.push_back(0);
@@ -252,8 +252,19 @@ bool searchRings(const std::vector<const TopoGraph*>& graphs, const std::vector<
   std::map<Key, std::unique_ptr<HostSearch>> searches;
   std::vector<HostSearch*> hostSearch(graphs.size(), nullptr);
   for (int h : hostOrder) {
+    // The device of the host's lowest rank first (a host ring without NICs starts there, so
+    // that the ring keeps rank order where the topology allows), then the others in graph
+    // order.
     std::vector<int> devices;
-    for (const auto& [dev, ranks] : ranksOn[h]) devices.push_back(dev);
+    int lowest = -1, lowestDev = -1;
+    for (const auto& [dev, ranks] : ranksOn[h])
+      if (lowest < 0 || ranks.front() < lowest) {
+        lowest = ranks.front();
+        lowestDev = dev;
+      }
+    devices.push_back(lowestDev);
+    for (const auto& [dev, ranks] : ranksOn[h])
+      if (dev != lowestDev) devices.push_back(dev);
     Key key{graphs[size_t(h)], devices};
     auto& s = searches[key];
     if (!s) s = std::make_unique<HostSearch>(*graphs[size_t(h)], devices, multiHost);

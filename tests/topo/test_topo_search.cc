@@ -221,6 +221,16 @@ TEST_CASE("detected, a rank's device is the CPU of its NUMA node", "[topo_search
   peers[2].numaNode = 1;
   peers[3].numaNode = 0;
   const CommTopology t = commTopology(topo, peers, 1);
-  // Ranks of node 0 (1, 3) and of node 1 (0, 2) together; nodes in order.
-  CHECK(t.rings[0] == std::vector<int>{1, 3, 0, 2});
+  // Ranks of node 1 (0, 2) together and of node 0 (1, 3) together; the ring starts at rank
+  // 0's node.
+  CHECK(t.rings[0] == std::vector<int>{0, 2, 1, 3});
+  // Rank 0 on node 0 this time: the same grouping, from node 0.
+  peers[0].numaNode = 0;
+  peers[1].numaNode = 1;
+  peers[2].numaNode = 0;
+  peers[3].numaNode = 1;
+  CHECK(commTopology(topo, peers, 1).rings[0] == std::vector<int>{0, 2, 1, 3});
+  peers[2].numaNode = 1;
+  peers[3].numaNode = 0;
+  CHECK(commTopology(topo, peers, 1).rings[0] == std::vector<int>{0, 3, 1, 2});
 }
