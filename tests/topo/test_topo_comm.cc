@@ -68,14 +68,22 @@ std::vector<std::vector<int>> ringsOfNewComms(int n, ncclResult_t* result = null
     CHECK(c->topo.rings == rings);
     // The communicator works on those rings: an all-reduce gives the right sum.
   }
-  std::vector<std::vector<float>> bufs(size_t(n), std::vector<float>(1000));
+  // 1 MiB per rank: large enough that every channel carries a part.
+  constexpr size_t kCount = 1 << 18;
+  std::vector<std::vector<float>> bufs(static_cast<size_t>(n), std::vector<float>(kCount));
   for (int i = 0; i < n; ++i) std::iota(bufs[size_t(i)].begin(), bufs[size_t(i)].end(), float(i));
   REQUIRE(ncclGroupStart() == ncclSuccess);
   for (int i = 0; i < n; ++i)
-    REQUIRE(ncclAllReduce(bufs[size_t(i)].data(), bufs[size_t(i)].data(), 1000, ncclFloat, ncclSum,
-                          comms[size_t(i)], nullptr) == ncclSuccess);
+    REQUIRE(ncclAllReduce(bufs[size_t(i)].data(), bufs[size_t(i)].data(), kCount, ncclFloat,
+                          ncclSum, comms[size_t(i)], nullptr) == ncclSuccess);
   REQUIRE(ncclGroupEnd() == ncclSuccess);
-  for (int i = 0; i < n; ++i) CHECK(bufs[size_t(i)][10] == Approx(10.0 * n + n * (n - 1) / 2));
+  // Element j of rank i's input is i + j: the sum is n*j + n(n-1)/2, exact in float here.
+  for (int i = 0; i < n; ++i) {
+    size_t wrong = 0;
+    for (size_t j = 0; j < kCount; j += 97)
+      wrong += bufs[size_t(i)][j] != static_cast<float>(double(n) * double(j) + n * (n - 1) / 2);
+    CHECK(wrong == 0);
+  }
   for (ncclComm_t c : comms) CHECK(ncclCommDestroy(c) == ncclSuccess);
   return rings;
 }
@@ -196,4 +204,16 @@ TEST_CASE("an NCCL_TOPO_DUMP_FILE that cannot be written is a WARN, not a failed
   (void)ringsOfNewComms(2, &r);
   CHECK(r == ncclSuccess);
   CHECK(log.contains("NCCL_TOPO_DUMP_FILE=/nonexistent-dir/topo.xml: cannot write the file"));
+}
+
+TEST_CASE("channels on different rings carry a collective exactly", "[topo_comm]") {
+  // Four GPUs joined in a mesh by single NVLinks (faster than their Gen3 PCIe): one ring uses
+  // each link one way, the second ring the other way round.
+  ScopedEnv file("NCCL_TOPO_FILE", fixturePath("nvlink_4gpu_mesh"));
+  ScopedEnv minChannels("NCCL_MIN_NCHANNELS", "2");
+  ScopedEnv maxChannels("NCCL_MAX_NCHANNELS", "2");
+  const std::vector<std::vector<int>> rings = ringsOfNewComms(4);  // checks the sum, too
+  REQUIRE(rings.size() == 2);
+  CHECK(rings[0] == std::vector<int>{0, 1, 2, 3});
+  CHECK(rings[1] == std::vector<int>{0, 3, 2, 1});
 }

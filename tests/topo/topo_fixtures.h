@@ -13,7 +13,7 @@ inline std::string fixturePath(const std::string& name) {
   return std::string(RINGCC_SOURCE_ROOT) + "/tests/topo/fixtures/" + name + ".xml";
 }
 
-inline const char* const kFixtures[] = {"dgx_h100", "pcie_8gpu", "cpu_2socket"};
+inline const char* const kFixtures[] = {"dgx_h100", "pcie_8gpu", "cpu_2socket", "nvlink_4gpu_mesh"};
 
 inline TopoGraph loadFixture(const std::string& name, XmlNode* xmlOut = nullptr) {
   XmlNode xml;
