@@ -37,6 +37,7 @@
 #include "src/core/user_ops.h"
 #include "src/monitor/call_state.h"
 #include "src/monitor/trace.h"
+#include "src/topo/comm_topo.h"
 #include "transports/transport.h"
 
 namespace ringcc {
@@ -58,6 +59,7 @@ struct ncclComm {
   ringcc::MemoryKind memKind = ringcc::MemoryKind::Host;
   int cudaDev = -1;
   std::vector<ringcc::PeerInfo> peers;  // indexed by rank
+  ringcc::CommTopology topo;  // rings per channel and trees (src/topo/comm_topo.h)
 
   std::unique_ptr<ringcc::Bootstrap> bootstrap;
   std::unique_ptr<ringcc::CommEngine> engine;

@@ -15,6 +15,8 @@
 #include "src/core/log.h"
 #include "src/core/param.h"
 #include "src/exec/engine.h"
+#include "src/topo/comm_topo.h"
+#include "src/topo/detect.h"
 #include "src/monitor/hang_report.h"
 #include "src/monitor/trace.h"
 
@@ -52,8 +54,14 @@ ncclResult_t initBody(Communicator* comm, const BootstrapMaker& makeBootstrap) {
   RINGCC_CHECK(makeBootstrap(comm));
   RINGCC_CHECK(chooseMemKind(&comm->memKind));
 
+  // The host's topology (NCCL_TOPO_FILE or detection) before the allgather: every rank
+  // tells the others where it runs and what its host looks like.
+  HostTopology topo;
+  RINGCC_CHECK(loadHostTopology(&topo));
   std::vector<InitInfo> infos(comm->nranks);
   infos[comm->rank].peer = localPeerInfo(comm->rank, comm->memKind, comm->cudaDev);
+  infos[comm->rank].peer.numaNode = currentNumaNode();
+  infos[comm->rank].peer.topoHash = topo.hash;
   infos[comm->rank].nonce = randomNonce();
   RINGCC_CHECK(comm->bootstrap->allGather(infos.data(), sizeof(InitInfo)));
   comm->peers.resize(comm->nranks);
@@ -67,6 +75,7 @@ ncclResult_t initBody(Communicator* comm, const BootstrapMaker& makeBootstrap) {
     comm->peers[r] = infos[r].peer;
   }
   comm->commHash = infos[0].nonce;
+  RINGCC_CHECK(setupCommTopology(comm, topo));
   watchComm(comm);
   char host[256] = "";
   gethostname(host, sizeof(host) - 1);

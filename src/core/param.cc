@@ -57,6 +57,11 @@ constexpr ParamDef kParams[] = {
     {"SOCKET_IFNAME", "", "Interfaces for bootstrap: prefix list, =exact, ^exclude."},
     {"SPIN_COUNT", "2000", "Polls of a connector before a waiting thread starts to sleep."},
     {"TIMEOUT", "300000", "Milliseconds a collective may wait on a peer before it fails."},
+    {"TOPO_DUMP_FILE", "",
+     "Rank 0 writes its host's topology there at init, in NCCL's topology XML."},
+    {"TOPO_FILE", "",
+     "NCCL topology XML to use instead of detection (ranks take its GPUs in order, or its CPUs "
+     "if it has none)."},
     {"TRACE", "",
      "Directory for per-operation records (a JSON line per operation and rank); unset: off."},
 };

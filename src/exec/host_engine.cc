@@ -50,16 +50,8 @@ PlanContext planContext(const ncclComm* comm, const ConnectionTable& conns) {
   c.ring = connGeometry(conns.spec(kPortRing));
   c.p2p = connGeometry(conns.spec(kPortP2p));
   c.tune = tuneConfigFromEnv();
-  // Every channel rings through the hosts in the same order (ranks of a host adjacent).
-  std::vector<int> ring = hostGroupedRing(comm->peers);
-  bool identity = true;
-  for (size_t i = 0; i < ring.size(); ++i) identity = identity && ring[i] == static_cast<int>(i);
-  if (!identity) {
-    c.rings.assign(static_cast<size_t>(std::max(1, c.tune.maxChannels)), ring);
-    std::string order;
-    for (int r : ring) order += (order.empty() ? "" : " ") + std::to_string(r);
-    LOG_INFO(kLogInit | kLogGraph, "rings: ranks grouped by host: %s", order.c_str());
-  }
+  // Each channel's ring, from the topology search at init (src/topo/comm_topo.h).
+  c.rings = comm->topo.rings;
   return c;
 }
 
@@ -174,8 +166,10 @@ ncclResult_t HostEngine::checkSettingsAgree() {
 
 ncclResult_t HostEngine::connectRing() {
   if (comm_->nranks == 1) return ncclSuccess;
-  // Channel 0's ring neighbours, in the planner's ring order.
-  const std::vector<int> ring = hostGroupedRing(comm_->peers);
+  // Channel 0's ring neighbours, in the planner's ring order (ranks grouped by host for a
+  // communicator made without a topology, as some tests make them).
+  const std::vector<int> ring =
+      comm_->topo.rings.empty() ? hostGroupedRing(comm_->peers) : comm_->topo.rings[0];
   int next = ringNext(ring, comm_->rank);
   int prev = ringPrev(ring, comm_->rank);
   return conns_.ensure(

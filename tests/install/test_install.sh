@@ -67,7 +67,7 @@ for h in nccl.h ringcc.h; do [ -f "$INC/$h" ] || fail "$INC/$h missing"; done
 for pc in nccl ringcc; do
   [ -f "$LIB/pkgconfig/$pc.pc" ] || fail "$LIB/pkgconfig/$pc.pc missing"
 done
-USER_TOOLS=(ringcc-run all_reduce_perf all_gather_perf broadcast_perf reduce_perf
+USER_TOOLS=(ringcc-run ringcc-topo all_reduce_perf all_gather_perf broadcast_perf reduce_perf
   reduce_scatter_perf alltoall_perf sendrecv_perf ringcc-pairprobe)
 for t in "${USER_TOOLS[@]}"; do [ -x "$BIN/$t" ] || fail "$BIN/$t not installed"; done
 [ -x "$BIN/ringcc-monitor" ] || fail "$BIN/ringcc-monitor not installed (or not executable)"
@@ -87,6 +87,12 @@ for f in "$LIB/libnccl.so.2.27.7" "${USER_TOOLS[@]/#/$BIN/}"; do
   [ "$f" = "$LIB/libnccl.so.2.27.7" ] || [ -n "$runpath" ] || fail "$f has no RUNPATH"
   echo "$(basename "$f"): RUNPATH ${runpath:-(none)}"
 done
+
+# ringcc-topo carries the library's internals (no libnccl.so.2 needed): it runs as installed.
+step "installed ringcc-topo"
+topo_out=$(env -u LD_LIBRARY_PATH "$BIN/ringcc-topo" --ranks 1) || fail "ringcc-topo failed: $topo_out"
+grep -q "^Topology detected on this host" <<<"$topo_out" || fail "ringcc-topo printed: $topo_out"
+grep -q "^Channel 00/" <<<"$topo_out" || fail "ringcc-topo printed no rings: $topo_out"
 
 # `ldd PROGRAM` must resolve libnccl.so.2 to the installed copy.
 check_ldd() {
