@@ -89,6 +89,7 @@ enum RunError : uint8_t {
   kRunErrRefKind,       // a slot holds a reference this side cannot read
   kRunErrRefRead,       // reading a reference from the peer's process failed
   kRunErrMismatch,      // the sender of a slot made another call than this rank (mismatch())
+  kRunErrRing,          // the ring order table (RunArgs::ringRanks) is not the Program's
 };
 
 RINGCC_HOST_DEVICE inline const char* runErrorText(RunError e) {
@@ -117,6 +118,8 @@ RINGCC_HOST_DEVICE inline const char* runErrorText(RunError e) {
       return "reading the sender's memory (process_vm_readv) failed";
     case kRunErrMismatch:
       return "the ranks made different calls (collective, count, datatype, op or root)";
+    case kRunErrRing:
+      return "the ring order given to the runner is not the one its Program was built for";
   }
   return "unknown runner error";
 }
@@ -154,6 +157,11 @@ struct RunArgs {
   uint8_t sigColl;
   uint8_t sigOp;
   int32_t sigRoot;
+  // The channel's ring order (the rank at each position), for Programs whose repeated steps
+  // walk ring positions (Program::ringSize > 0; program.h, Repeated steps); null: 0..n-1.
+  // Readable by the runner (device memory for a kernel); ignored by other Programs.
+  const int* ringRanks;
+  uint32_t nRingRanks;
 };
 
 // One slice between acquire and publish.
@@ -200,7 +208,8 @@ enum LaneWait : uint8_t {
 struct LaneStatus {
   uint8_t wait;        // LaneWait
   uint8_t port;        // port blocked on (kLaneWaitRecv/Send), else kNoPort
-  uint16_t step;       // index into Program::steps of the current step
+  uint16_t step;       // index into Program::steps of the current step ...
+  uint16_t rep;        // ... and its repetition (0..Step::repeat)
   uint64_t loop;       // current loop
   uint64_t stepDone;   // elements of the current step already moved
   uint64_t stepCount;  // elements the current step moves in this loop
@@ -238,6 +247,7 @@ class ProgramRunner {
       }
       if (ring && v.nSlots < ringSlots) return kRunErrTooFewSlots;
     }
+    if (g.ringSize > 0 && !ringMatches(a, g)) return kRunErrRing;
     RunShape shape{a.counts, a.elemSize, a.nChannels, a.channel, a.chunkElems};
     for (int i = 0; i < g.nLanes; i++) lanes_[i].geo = laneGeometry(g.lanes[i], shape);
 #if !defined(__CUDA_ARCH__)
@@ -275,6 +285,8 @@ class ProgramRunner {
       st.sig.pad = 0;
       st.loop = 0;
       st.step = 0;
+      st.rep = 0;
+      if (args_.program->lanes[i].nSteps > 0) loadStep(st, args_.program->lanes[i]);
       st.done = 0;
       st.wait = kLaneRunning;
       st.port = kNoPort;
@@ -454,9 +466,10 @@ class ProgramRunner {
     s.wait = st.done ? (uint8_t)kLaneDone : st.wait;
     s.port = st.done ? kNoPort : st.port;
     s.step = (uint16_t)(l.firstStep + st.step);
+    s.rep = st.rep;
     s.loop = st.loop;
     s.stepDone = st.stepDone;
-    s.stepCount = st.done ? 0 : stepCount(st.geo, args_.program->steps[s.step], st.loop);
+    s.stepCount = st.done ? 0 : stepCount(st.geo, st.cur, st.loop);
     s.counter = s.port != kNoPort ? counter_[s.port] : 0;
     return s;
   }
@@ -481,7 +494,9 @@ class ProgramRunner {
     uint64_t stepDone;
     FifoCounter* waitOn;
     uint32_t waitValue;
-    uint16_t step;  // within the lane's body
+    Step cur;       // the current step, this repetition's (loadStep)
+    uint16_t step;  // within the lane's body ...
+    uint16_t rep;   // ... and its repetition
     uint8_t done;
     uint8_t wait;  // LaneWait of the last attempt
     uint8_t port;  // port of that wait
@@ -505,6 +520,24 @@ class ProgramRunner {
     started_ = true;
   }
 
+  // The ring order table matches the Program's ring: the right size, ranks in range, and the
+  // hash the builder computed over the order it was built for.
+  RINGCC_HOST_DEVICE static bool ringMatches(const RunArgs& a, const Program& g) {
+    if (a.ringRanks) {
+      if (a.nRingRanks != g.ringSize) return false;
+      for (uint32_t i = 0; i < a.nRingRanks; i++)
+        if (a.ringRanks[i] < 0 || a.ringRanks[i] >= (int)g.ringSize) return false;
+    }
+    return ringOrderHash(a.ringRanks, g.ringSize) == g.ringHash;
+  }
+
+  // Resolves the lane's current (step, repetition) into st.cur.
+  RINGCC_HOST_DEVICE void loadStep(LaneState& st, const Lane& l) const {
+    const Program& g = *args_.program;
+    st.cur = stepRepetition(g.steps[l.firstStep + st.step], l.chunksPerLoop, st.rep,
+                            args_.ringRanks, g.ringSize);
+  }
+
   // Skips steps that are empty in this loop and finishes the lane at its end.
   RINGCC_HOST_DEVICE void settle(int i) {
     LaneState& st = lanes_[i];
@@ -517,13 +550,18 @@ class ProgramRunner {
         nDone_++;
         return;
       }
-      const Step& s = args_.program->steps[l.firstStep + st.step];
-      if (st.stepDone < stepCount(st.geo, s, st.loop)) return;
+      if (st.stepDone < stepCount(st.geo, st.cur, st.loop)) return;
       st.stepDone = 0;
-      if (++st.step >= l.nSteps) {
-        st.step = 0;
-        st.loop++;
+      if (st.rep < args_.program->steps[l.firstStep + st.step].repeat) {
+        st.rep++;
+      } else {
+        st.rep = 0;
+        if (++st.step >= l.nSteps) {
+          st.step = 0;
+          st.loop++;
+        }
       }
+      loadStep(st, l);
     }
   }
 
@@ -532,7 +570,7 @@ class ProgramRunner {
     LaneState& st = lanes_[i];
     const Program& g = *args_.program;
     const Lane& l = g.lanes[i];
-    const Step& s = g.steps[l.firstStep + st.step];
+    const Step& s = st.cur;
     const uint64_t n = stepCount(st.geo, s, st.loop);
     uint64_t elems = n - st.stepDone;
     if (elems > args_.sliceElems) elems = args_.sliceElems;

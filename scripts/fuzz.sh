@@ -13,7 +13,7 @@ cd "$(dirname "$0")/.."
 BUILD=${FUZZ_BUILD:-build-fuzz}
 ARGS=("$@")
 [ ${#ARGS[@]} -gt 0 ] || ARGS=(-runs=20000)
-HARNESSES=(env unique_id conn_info root)
+HARNESSES=(env unique_id conn_info root topo_xml)
 
 if ! command -v clang++ >/dev/null; then
   echo "fuzz: clang++ not found (Debian: apt-get install clang libclang-rt-14-dev)" >&2

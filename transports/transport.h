@@ -103,6 +103,8 @@ struct PeerInfo {
   MemoryKind memory = MemoryKind::Host;
   int32_t cudaDev = -1;  // -1 for host memory
   int64_t busId = -1;    // PCI bus id of cudaDev, -1 for host memory
+  int32_t numaNode = -1;  // NUMA node the rank's thread ran on at init (-1: unknown)
+  uint64_t topoHash = 0;  // hash of the rank's host topology (src/topo/detect.h)
 };
 static_assert(std::is_trivially_copyable_v<PeerInfo>);
 

@@ -1,5 +1,7 @@
 #include "bench/perf/coll_spec.h"
 
+#include "src/monitor/bus_bw.h"
+
 namespace ringcc::bench {
 namespace {
 
@@ -64,23 +66,25 @@ CollCounts collCounts(CollKind kind, size_t count, size_t eltSize, int nranks) {
   return c;
 }
 
-double busBwFactor(CollKind kind, int nranks) {
-  double n = nranks;
+// nccl-tests' conventions (src/monitor/bus_bw.h, shared with the library's trace records).
+static ringcc::BwShape bwShape(CollKind kind) {
   switch (kind) {
-    case CollKind::AllReduce: return 2.0 * (n - 1) / n;
+    case CollKind::AllReduce:
+      return ringcc::BwShape::AllReduce;
     case CollKind::AllGather:
     case CollKind::ReduceScatter:
-    case CollKind::AlltoAll: return (n - 1) / n;
-    default: return 1.0;
+    case CollKind::AlltoAll:
+      return ringcc::BwShape::Shares;
+    default:
+      return ringcc::BwShape::Plain;
   }
 }
 
+double busBwFactor(CollKind kind, int nranks) { return ringcc::busBwFactor(bwShape(kind), nranks); }
+
 Bandwidth bandwidth(CollKind kind, size_t paramCount, size_t typeSize, double seconds, int nranks) {
-  double bytes = static_cast<double>(paramCount) * static_cast<double>(typeSize);
-  // The user-visible buffer: for the split collectives that is n shares.
-  if (kind == CollKind::AllGather || kind == CollKind::ReduceScatter ||
-      kind == CollKind::AlltoAll)
-    bytes *= nranks;
+  const double bytes = bwBytes(
+      bwShape(kind), static_cast<double>(paramCount) * static_cast<double>(typeSize), nranks);
   Bandwidth bw;
   bw.algBw = bytes / 1.0e9 / seconds;
   bw.busBw = bw.algBw * busBwFactor(kind, nranks);

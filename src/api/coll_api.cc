@@ -6,6 +6,7 @@
 #include "src/api/api.h"
 #include "src/exec/coll_args.h"
 #include "src/exec/group.h"
+#include "src/monitor/trace.h"
 
 using namespace ringcc;
 
@@ -50,20 +51,32 @@ bool hasRootOrPeer(Coll kind) {
   }
 }
 
+// The integer a caller passed as an enum. C callers may pass any int; loading it as the C++
+// enum type is undefined when it lies outside the enumerators' range, so checks read the bytes.
+template <typename Enum>
+int rawEnum(const Enum& e) {
+  static_assert(sizeof(Enum) == sizeof(int), "NCCL's enums are int-sized");
+  int v;
+  std::memcpy(&v, &e, sizeof v);
+  return v;
+}
+
 ncclResult_t checkAndEnqueue(const CollArgs& a, const char* where) {
   ApiGuard guard;
   RINGCC_CHECK(guard.enterReady(a.comm, where));
   const ncclComm* comm = a.comm;
-  if (static_cast<int>(a.datatype) < 0 || a.datatype >= ncclNumTypes)
-    return fail(ncclInvalidArgument, where, "datatype %d is not a valid ncclDataType_t",
-                static_cast<int>(a.datatype));
+  const int datatype = rawEnum(a.datatype);
+  if (datatype < 0 || datatype >= ncclNumTypes)
+    return fail(ncclInvalidArgument, where, "datatype %d is not a valid ncclDataType_t", datatype);
   CollArgs args = a;
+  // Traced calls inside a group note when they were made; a lone call's is when it starts.
+  if (comm->tracer && groupActive()) [[unlikely]]
+    args.callUs = traceNowUs();
   args.redOp = makeRedOp(ncclSum, a.datatype, comm->nranks);
   if (collReduces(a.kind)) {
     UserOp userOp;
-    if (static_cast<int>(a.op) < 0)
-      return fail(ncclInvalidArgument, where, "op %d is not a valid ncclRedOp_t",
-                  static_cast<int>(a.op));
+    if (rawEnum(a.op) < 0)
+      return fail(ncclInvalidArgument, where, "op %d is not a valid ncclRedOp_t", rawEnum(a.op));
     if (a.op >= ncclNumOps) {
       if (!comm->userOps.find(a.op, &userOp))
         return fail(ncclInvalidArgument, where,

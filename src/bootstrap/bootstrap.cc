@@ -209,6 +209,7 @@ ncclResult_t Bootstrap::send(int peer, int tag, const void* data, size_t size) {
     return ncclSuccess;
   }
   LogRankScope scope(rank_);
+  std::lock_guard<std::mutex> lock(sendMu_);
   Socket& s = toPeer_[peer];
   if (!s.valid()) RINGCC_CHECK(Socket::connect(peers_[peer], peerLabel(peer), lim, &s));
   wire::PeerHeader h{magic_, wire::kMessage, rank_, peer, tag, size};
@@ -216,6 +217,11 @@ ncclResult_t Bootstrap::send(int peer, int tag, const void* data, size_t size) {
   if (rc == ncclSuccess) rc = s.sendAll(data, size, lim);
   if (rc != ncclSuccess) s.close();  // the stream is broken mid-message: never reuse it
   return rc;
+}
+
+void Bootstrap::onMessage(int tag,
+                          std::function<void(int from, const std::vector<char>& data)> handler) {
+  inbox_->setHandler(tag, std::move(handler));
 }
 
 ncclResult_t Bootstrap::recv(int peer, int tag, void* data, size_t size) {

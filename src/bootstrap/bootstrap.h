@@ -17,9 +17,10 @@
 //     a ring see it within one timeout, not a hang. An abort returns ncclRemoteError.
 //   - Nothing read from the network is trusted: see root.h and inbox.h for what is dropped.
 //   - Threads: one Bootstrap is used by one thread at a time (its calls are not reentrant),
-//     except abort(), which any thread may call. Many Bootstraps may live in one process
-//     and be created concurrently from several threads (ncclCommInitAll). The destructor
-//     stops the listener thread and closes every socket; no thread is left behind.
+//     except abort() and send(), which any thread may call (sends are serialized: the hang
+//     report's watcher thread sends while the engine may be making connections). Many Bootstraps
+//     may live in one process and be created concurrently from several threads (ncclCommInitAll).
+//     The destructor stops the listener thread and closes every socket; no thread is left behind.
 //   - allGather/barrier must be called by all ranks in the same order with the same sizes
 //     (checked: a mismatch is ncclInternalError). Tagged messages between two ranks arrive in
 //     send order per tag; recv takes them in any tag order. Tags <= kBootstrapReservedTag
@@ -29,7 +30,9 @@
 #include <atomic>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "nccl.h"
@@ -74,6 +77,10 @@ class Bootstrap {
   ncclResult_t recv(int peer, int tag, void* data, size_t size, const std::atomic<bool>* stop,
                     int64_t timeoutMs);
 
+  // Messages with `tag` are handed to `handler` on the listener thread as they arrive instead
+  // of waiting for recv() (src/monitor/hang_report.h). The handler must not block.
+  void onMessage(int tag, std::function<void(int from, const std::vector<char>& data)> handler);
+
   // Makes waits in progress (within kAbortPollMs) and every later call return
   // ncclRemoteError.
   void abort();
@@ -92,6 +99,7 @@ class Bootstrap {
   std::atomic<bool> aborted_{false};
   std::unique_ptr<Inbox> inbox_;
   std::vector<SocketAddress> peers_;  // listen address by rank
+  std::mutex sendMu_;                 // guards toPeer_: send() may come from any thread
   std::vector<Socket> toPeer_;        // tagged-message connections, opened on first send
   Socket ringNext_, ringPrev_;
   int32_t ringSeq_ = 0;  // numbers ring operations, so ranks that disagree are caught

@@ -240,8 +240,21 @@ bool Inbox::onHeader(Conn& c) {
   return true;
 }
 
+void Inbox::setHandler(int tag, Handler handler) {
+  std::lock_guard<std::mutex> lock(mu_);
+  handlerTag_ = tag;
+  handler_ = std::move(handler);
+}
+
 void Inbox::deliver(Conn& c) {
+  Handler handler;
   {
+    std::lock_guard<std::mutex> lock(mu_);
+    if (handler_ && c.hdr.tag == handlerTag_) handler = handler_;
+  }
+  if (handler) {
+    handler(c.from, c.payload);  // outside the lock: it may post to another thread
+  } else {
     std::lock_guard<std::mutex> lock(mu_);
     queuedBytes_ += c.payload.size();
     queue_.push_back({c.from, c.hdr.tag, std::move(c.payload)});

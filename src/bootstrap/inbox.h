@@ -20,6 +20,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <deque>
+#include <functional>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -49,6 +50,10 @@ class Inbox {
   ncclResult_t take(int from, int tag, void* data, size_t size, const WaitLimit& limit);
   // Queues a message this rank sends to itself.
   void putLocal(int tag, const void* data, size_t size);
+  // Messages with `tag` go to `handler` (called on the listener thread, no lock held; it must
+  // not block) instead of the queue: requests nobody waits for with take() (hang reports).
+  using Handler = std::function<void(int from, const std::vector<char>& data)>;
+  void setHandler(int tag, Handler handler);
   // Wakes waiters in take()/takeRingPrev() so they see an abort flag at once.
   void wakeWaiters() { cv_.notify_all(); }
 
@@ -85,6 +90,8 @@ class Inbox {
   Socket ringLink_;
   bool ringLinkSeen_ = false;
   std::string fatal_;  // the thread stopped on an error; every wait fails with this
+  int handlerTag_ = 0;
+  Handler handler_;
 };
 
 }  // namespace ringcc

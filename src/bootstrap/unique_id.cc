@@ -30,6 +30,20 @@ static_assert(sizeof(IdLayout) <= NCCL_UNIQUE_ID_BYTES);
 
 }  // namespace
 
+uint64_t commIdMagic(const std::optional<std::string>& secret) {
+  if (!secret || secret->empty()) return kCommIdMagic;
+  // FNV-1a over the bytes, then splitmix64's finalizer so that similar secrets give unrelated
+  // magics. Not a cryptographic hash: the magic travels in the clear anyway (docs/launching.md).
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (unsigned char c : *secret) h = (h ^ c) * 0x100000001b3ull;
+  h ^= h >> 30;
+  h *= 0xbf58476d1ce4e5b9ull;
+  h ^= h >> 27;
+  h *= 0x94d049bb133111ebull;
+  h ^= h >> 31;
+  return h == 0 || h == kCommIdMagic ? h + 2 : h;
+}
+
 ncclResult_t bootstrapRandom64(uint64_t* out) {
   char* p = reinterpret_cast<char*>(out);
   size_t got = 0;
@@ -99,11 +113,14 @@ ncclResult_t bootstrapGetUniqueId(ncclUniqueId* id) {
   if (id == nullptr) return fail(ncclInvalidArgument, "ncclGetUniqueId", "uniqueId is NULL");
   std::optional<std::string> commId = paramEnv("COMM_ID");
   if (!commId || commId->empty()) return bootstrapNewRoot(id);
-  LOG_INFO(kLogEnv | kLogBootstrap, "NCCL_COMM_ID set by environment to %s", commId->c_str());
+  LOG_INFO(kLogEnv | kLogBootstrap, "NCCL_COMM_ID set by environment to %s%s", commId->c_str(),
+           paramEnv("COMM_SECRET") ? " (with RINGCC_COMM_SECRET)"
+                                   : "; without RINGCC_COMM_SECRET anyone who reaches the port "
+                                     "can join");
   int family = parseSocketFamily(paramString("SOCKET_FAMILY"));
   BootstrapId f;
   RINGCC_CHECK(parseAddress(*commId, "NCCL_COMM_ID", family < 0 ? AF_UNSPEC : family, &f.root));
-  f.magic = kCommIdMagic;
+  f.magic = commIdMagic(paramEnv("COMM_SECRET"));
   f.fromCommId = true;
   bootstrapMakeId(f, id);
   return ncclSuccess;

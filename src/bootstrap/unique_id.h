@@ -5,22 +5,30 @@
 // every bootstrap connection must present it. Ids are produced two ways:
 //   - bootstrapGetUniqueId (ncclGetUniqueId): without NCCL_COMM_ID, a fresh random magic and
 //     a root started here, listening on an ephemeral port of the bootstrap interface (see
-//     interfaces.h); with NCCL_COMM_ID=host:port, that address, a fixed magic (so every
-//     process computes the same id by itself) and no root: rank 0's Bootstrap::create starts
-//     it (NCCL's semantics).
+//     interfaces.h); with NCCL_COMM_ID=host:port, that address, a magic every process
+//     computes by itself (fixed, or mixed from RINGCC_COMM_SECRET) and no root: rank 0's
+//     Bootstrap::create starts it (NCCL's semantics).
 //   - bootstrapNewRoot: always a fresh root here, whatever NCCL_COMM_ID says (sub-groups use
 //     it, so a split never collides with the NCCL_COMM_ID port).
 #pragma once
 
 #include <cstdint>
+#include <optional>
+#include <string>
 
 #include "nccl.h"
 #include "src/bootstrap/socket.h"
 
 namespace ringcc {
 
-// Magic of ids made from NCCL_COMM_ID.
+// Magic of ids made from NCCL_COMM_ID without RINGCC_COMM_SECRET: public, so such a job is
+// open to anyone who can reach its ports and knows ringcc (as NCCL's own jobs are).
 inline constexpr uint64_t kCommIdMagic = 0x72696e6763632d31ull;  // "ringcc-1"
+
+// The magic of an NCCL_COMM_ID job: kCommIdMagic without a secret, else 64 bits mixed from the
+// secret (RINGCC_COMM_SECRET, the same string on every rank), never 0 or kCommIdMagic. Every
+// process computes it by itself, as it does the root address.
+uint64_t commIdMagic(const std::optional<std::string>& secret);
 
 struct BootstrapId {
   uint64_t magic = 0;

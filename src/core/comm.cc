@@ -7,13 +7,16 @@
 #include "src/bootstrap/bootstrap.h"
 #include "src/core/error.h"
 #include "src/exec/engine.h"
+#include "src/monitor/hang_report.h"
 
 ncclComm::ncclComm() = default;
 
 ncclComm::~ncclComm() {
   if (initThread.joinable()) initThread.join();
   engine.reset();  // connectors before the bootstrap they were set up with
+  if (bootstrap) ringcc::unwatchComm(this);
   bootstrap.reset();
+  tracer.reset();  // writes the records left
   // A peer that died while connecting may have left shared memory only we can name.
   if (rank >= 0 && rank < static_cast<int>(peers.size()))
     ringcc::cleanUpAfterPeers(peers[rank], peers);

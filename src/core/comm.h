@@ -35,6 +35,9 @@
 #include "src/core/error.h"
 #include "src/core/log.h"
 #include "src/core/user_ops.h"
+#include "src/monitor/call_state.h"
+#include "src/monitor/trace.h"
+#include "src/topo/comm_topo.h"
 #include "transports/transport.h"
 
 namespace ringcc {
@@ -56,10 +59,13 @@ struct ncclComm {
   ringcc::MemoryKind memKind = ringcc::MemoryKind::Host;
   int cudaDev = -1;
   std::vector<ringcc::PeerInfo> peers;  // indexed by rank
+  ringcc::CommTopology topo;  // rings per channel and trees (src/topo/comm_topo.h)
 
   std::unique_ptr<ringcc::Bootstrap> bootstrap;
   std::unique_ptr<ringcc::CommEngine> engine;
-  ringcc::UserOpTable userOps;  // ncclRedOpCreatePreMulSum handles
+  ringcc::UserOpTable userOps;             // ncclRedOpCreatePreMulSum handles
+  ringcc::CallState calls;                 // the call it runs, for hang reports
+  std::unique_ptr<ringcc::Tracer> tracer;  // RINGCC_TRACE; null (the default): off
 
   // State.
   std::atomic<bool> abortFlag{false};

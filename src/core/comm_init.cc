@@ -15,6 +15,10 @@
 #include "src/core/log.h"
 #include "src/core/param.h"
 #include "src/exec/engine.h"
+#include "src/topo/comm_topo.h"
+#include "src/topo/detect.h"
+#include "src/monitor/hang_report.h"
+#include "src/monitor/trace.h"
 
 namespace ringcc {
 namespace {
@@ -50,8 +54,14 @@ ncclResult_t initBody(Communicator* comm, const BootstrapMaker& makeBootstrap) {
   RINGCC_CHECK(makeBootstrap(comm));
   RINGCC_CHECK(chooseMemKind(&comm->memKind));
 
+  // The host's topology (NCCL_TOPO_FILE or detection) before the allgather: every rank
+  // tells the others where it runs and what its host looks like.
+  HostTopology topo;
+  RINGCC_CHECK(loadHostTopology(&topo));
   std::vector<InitInfo> infos(comm->nranks);
   infos[comm->rank].peer = localPeerInfo(comm->rank, comm->memKind, comm->cudaDev);
+  infos[comm->rank].peer.numaNode = currentNumaNode();
+  infos[comm->rank].peer.topoHash = topo.hash;
   infos[comm->rank].nonce = randomNonce();
   RINGCC_CHECK(comm->bootstrap->allGather(infos.data(), sizeof(InitInfo)));
   comm->peers.resize(comm->nranks);
@@ -65,6 +75,12 @@ ncclResult_t initBody(Communicator* comm, const BootstrapMaker& makeBootstrap) {
     comm->peers[r] = infos[r].peer;
   }
   comm->commHash = infos[0].nonce;
+  RINGCC_CHECK(setupCommTopology(comm, topo));
+  watchComm(comm);
+  char host[256] = "";
+  gethostname(host, sizeof(host) - 1);
+  comm->tracer = Tracer::fromEnv(
+      TraceSource{comm->commHash, comm->rank, comm->nranks, static_cast<int>(getpid()), host});
 
   RINGCC_CHECK(CommEngine::create(comm, &comm->engine));
   RINGCC_CHECK(comm->bootstrap->barrier());

@@ -145,6 +145,13 @@ std::string expandLogFileName(const char* pattern) {
   return out;
 }
 
+bool reportEnabled() {
+  ensureLoaded();
+  const int current = gLevel.load(std::memory_order_relaxed);
+  return current >= static_cast<int>(LogLevel::Warn) ||
+         (current == static_cast<int>(LogLevel::None) && !paramEnv("DEBUG"));
+}
+
 bool logEnabled(LogLevel level, uint64_t subsys) {
   ensureLoaded();
   int current = gLevel.load(std::memory_order_relaxed);

@@ -34,6 +34,11 @@ enum LogSubsys : uint64_t {
 // True if a message of this level and subsystem would be written.
 bool logEnabled(LogLevel level, uint64_t subsys);
 
+// True if a report someone asked for (a hang report: SIGUSR1, NCCL_TIMEOUT) is written: at
+// WARN and above, and also with NCCL_DEBUG unset, since asking for a report is asking to see
+// it. NCCL_DEBUG=VERSION keeps reports quiet.
+bool reportEnabled();
+
 void logMessage(LogLevel level, uint64_t subsys, const char* file, int line, const char* fmt, ...)
     __attribute__((format(printf, 5, 6)));
 
@@ -67,5 +72,11 @@ class LogRankScope {
   } while (0)
 
 #define LOG_WARN(...) RINGCC_LOG(::ringcc::LogLevel::Warn, ::ringcc::kLogAll, __VA_ARGS__)
+#define LOG_REPORT(...)                                                                     \
+  do {                                                                                      \
+    if (::ringcc::reportEnabled())                                                          \
+      ::ringcc::logMessage(::ringcc::LogLevel::Warn, ::ringcc::kLogAll, __FILE__, __LINE__, \
+                           __VA_ARGS__);                                                    \
+  } while (0)
 #define LOG_INFO(subsys, ...) RINGCC_LOG(::ringcc::LogLevel::Info, subsys, __VA_ARGS__)
 #define LOG_TRACE(subsys, ...) RINGCC_LOG(::ringcc::LogLevel::Trace, subsys, __VA_ARGS__)

@@ -27,6 +27,9 @@ constexpr ParamDef kParams[] = {
     {"CHUNKSIZE", "0",
      "Bytes a ring step moves per loop, in whole slots below the slot count; 0: one slot."},
     {"COMM_ID", "", "host:port of the bootstrap root, instead of the address in the unique id."},
+    {"COMM_SECRET", "",
+     "ringcc: a shared secret for jobs launched with NCCL_COMM_ID (the same on every rank); "
+     "bootstrap connections without it are refused. Unset: a fixed, public magic."},
     {"DEBUG", "", "Log level: VERSION, WARN, INFO or TRACE."},
     {"DEBUG_FILE", "", "Log file instead of stderr; %h is the host name, %p the pid."},
     {"DEBUG_SUBSYS", "INIT,ENV", "Subsystems logged at INFO (comma list, ^ to exclude, ALL)."},
@@ -57,6 +60,13 @@ constexpr ParamDef kParams[] = {
     {"SOCKET_IFNAME", "", "Interfaces for bootstrap: prefix list, =exact, ^exclude."},
     {"SPIN_COUNT", "2000", "Polls of a connector before a waiting thread starts to sleep."},
     {"TIMEOUT", "300000", "Milliseconds a collective may wait on a peer before it fails."},
+    {"TOPO_DUMP_FILE", "",
+     "Rank 0 writes its host's topology there at init, in NCCL's topology XML."},
+    {"TOPO_FILE", "",
+     "NCCL topology XML to use instead of detection (ranks take its GPUs in order, or its CPUs "
+     "if it has none)."},
+    {"TRACE", "",
+     "Directory for per-operation records (a JSON line per operation and rank); unset: off."},
 };
 
 }  // namespace

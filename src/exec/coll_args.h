@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 
 #include "kernels/red_op.h"
 #include "nccl.h"
@@ -25,6 +26,7 @@ struct CollArgs {
   int root = 0;  // root for rooted collectives, peer for send/recv
   ncclComm* comm = nullptr;
   cudaStream_t stream = nullptr;
+  uint64_t callUs = 0;  // when the call was made: set only while tracing (src/monitor/trace.h)
 };
 
 }  // namespace ringcc

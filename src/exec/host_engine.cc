@@ -15,6 +15,7 @@
 #include "src/core/param.h"
 #include "src/exec/host_sync.h"
 #include "src/exec/op_sig.h"
+#include "src/monitor/hang_report.h"
 #include "src/plan/ring_order.h"
 #include "transports/fifo_host.h"
 
@@ -50,22 +51,11 @@ PlanContext planContext(const ncclComm* comm, const ConnectionTable& conns) {
   c.p2p = connGeometry(conns.spec(kPortP2p));
   c.tune = tuneConfigFromEnv();
   c.links = linkFiguresFor(comm->peers);
-  // The double binary tree over the hosts (chains inside them); the same on every rank.
-  if (buildDoubleTree(hostGroups(comm->peers), &c.trees) == ncclSuccess) {
-    LOG_INFO(kLogInit | kLogGraph, "trees: %s", describeTree(c.trees, comm->rank).c_str());
-  } else {
-    c.trees = DoubleTree{};  // the planner falls back to one chain
-  }
-  // Every channel rings through the hosts in the same order (ranks of a host adjacent).
-  std::vector<int> ring = hostGroupedRing(comm->peers);
-  bool identity = true;
-  for (size_t i = 0; i < ring.size(); ++i) identity = identity && ring[i] == static_cast<int>(i);
-  if (!identity) {
-    c.rings.assign(static_cast<size_t>(std::max(1, c.tune.maxChannels)), ring);
-    std::string order;
-    for (int r : ring) order += (order.empty() ? "" : " ") + std::to_string(r);
-    LOG_INFO(kLogInit | kLogGraph, "rings: ranks grouped by host: %s", order.c_str());
-  }
+  // The double binary trees from the topology setup at init (over channel 0's ring order; the
+  // same on every rank); the Tree algorithm runs over them.
+  c.trees = comm->topo.trees;
+  // Each channel's ring, from the topology search at init (src/topo/comm_topo.h).
+  c.rings = comm->topo.rings;
   return c;
 }
 
@@ -186,8 +176,10 @@ ncclResult_t HostEngine::checkSettingsAgree() {
 
 ncclResult_t HostEngine::connectRing() {
   if (comm_->nranks == 1) return ncclSuccess;
-  // Channel 0's ring neighbours, in the planner's ring order.
-  const std::vector<int> ring = hostGroupedRing(comm_->peers);
+  // Channel 0's ring neighbours, in the planner's ring order (ranks grouped by host for a
+  // communicator made without a topology, as some tests make them).
+  const std::vector<int> ring =
+      comm_->topo.rings.empty() ? hostGroupedRing(comm_->peers) : comm_->topo.rings[0];
   int next = ringNext(ring, comm_->rank);
   int prev = ringPrev(ring, comm_->rank);
   return conns_.ensure(
@@ -252,7 +244,18 @@ void HostEngine::threadMain() {
 }
 
 ncclResult_t HostEngine::runBatch(std::span<const CollArgs> ops) {
+  // Numbered and posted for hang reports whether or not anyone traces.
+  firstSeq_ = lastSeq_ + 1;
+  lastSeq_ += ops.size();
+  ++batches_;
+  comm_->calls.enter(firstSeq_, lastSeq_, batchSig(ops));
+  lanesAnswered_ = comm_->calls.lanesAsked();
+  Tracer* tracer = comm_->tracer.get();
+  const uint64_t startUs = tracer ? traceNowUs() : 0;
   ncclResult_t r = planAndRun(ops);
+  if (tracer) [[unlikely]]
+    traceBatch(*tracer, ops, startUs, r);
+  comm_->calls.leave();
   if (r != ncclSuccess && conns_.size() > 0) {
     // The failed batch left our FIFOs out of step with the peers', so the connections are
     // of no further use (and the communicator refuses new operations). Closing them tells
@@ -267,6 +270,43 @@ ncclResult_t HostEngine::runBatch(std::span<const CollArgs> ops) {
     conns_.closeAll();
   }
   return r;
+}
+
+void HostEngine::traceBatch(Tracer& tracer, std::span<const CollArgs> ops, uint64_t startUs,
+                            ncclResult_t result) const {
+  const uint64_t endUs = traceNowUs();
+  for (size_t i = 0; i < ops.size(); ++i) {
+    const CollArgs& a = ops[i];
+    const bool p2p = a.kind == Coll::Send || a.kind == Coll::Recv;
+    TraceRecord rec;
+    rec.seq = firstSeq_ + i;
+    rec.batch = batches_;
+    rec.count = a.count;
+    rec.callUs = a.callUs ? a.callUs : startUs;
+    rec.startUs = startUs;
+    rec.endUs = endUs;
+    rec.root = a.root;
+    rec.coll = static_cast<uint8_t>(a.kind);
+    rec.type = static_cast<uint8_t>(a.datatype);
+    rec.op = static_cast<uint8_t>(std::min<int>(a.op, ncclNumOps));
+    rec.ok = result == ncclSuccess ? 1 : 0;
+    // How it ran: from its first job (a failed batch may have none left).
+    const int32_t index = p2p ? -1 : static_cast<int32_t>(i);
+    for (size_t j = 0; j < plan_.nJobs; ++j) {
+      const PlanJob& job = plan_.jobs[j];
+      if (job.opIndex != index) continue;
+      rec.algo = p2p ? 0xff : static_cast<uint8_t>(job.algo);
+      rec.proto = static_cast<uint8_t>(job.protocol);
+      rec.nChannels = static_cast<uint8_t>(job.nChannels);
+      break;
+    }
+    tracer.add(rec);
+  }
+}
+
+std::string HostEngine::callNumber(const PlanJob& job) const {
+  if (job.opIndex >= 0) return "#" + std::to_string(firstSeq_ + job.opIndex);
+  return "#" + std::to_string(firstSeq_) + "-#" + std::to_string(lastSeq_);
 }
 
 ncclResult_t HostEngine::planAndRun(std::span<const CollArgs> ops) {
@@ -405,6 +445,10 @@ ncclResult_t HostEngine::runJobs() {
 
     // Nobody moved for a while: look at the peers we wait on and the deadline, then nap.
     auto now = Clock::now();
+    if (const uint32_t asked = comm_->calls.lanesAsked(); asked != lanesAnswered_) {
+      lanesAnswered_ = asked;  // a hang report (src/monitor/hang_report.h) wants our lanes
+      reportStuck();
+    }
     if (idleRounds == params_.spinCount) {
       lastProgress = lastPeerCheck = now;
       // Stuck for a while: tell every peer which call we are in, in case mismatched calls
@@ -422,9 +466,10 @@ ncclResult_t HostEngine::runJobs() {
     }
     if (now - lastProgress > params_.timeout) {
       const std::string first = reportStuck();
+      reportHangNow(comm_);  // every rank's state, so that the rank everyone waits for is named
       return fail(ncclRemoteError, "collective",
-                  "no progress for %lld ms (NCCL_TIMEOUT): %s (with NCCL_DEBUG=WARN, every "
-                  "waiting lane is logged)",
+                  "no progress for %lld ms (NCCL_TIMEOUT): %s (every waiting lane and a hang "
+                  "report naming where each rank is are logged, unless NCCL_DEBUG=VERSION)",
                   static_cast<long long>(params_.timeout.count()), first.c_str());
     }
     // Sleep on one counter we wait for; with several blocked lanes the nap is shorter,
@@ -509,10 +554,10 @@ std::string HostEngine::reportStuck() const {
     if (uint8_t port = b.runner.drainPort(); port != kNoPort) {
       char line[256];
       std::snprintf(line, sizeof(line),
-                    "%s channel %d: done, but waiting for peer %d to release the buffers it "
+                    "%s %s channel %d: done, but waiting for peer %d to release the buffers it "
                     "reads by reference (protocol Direct)",
-                    job.name, job.channel, job.program->ports[port].peer);
-      LOG_WARN("%s", line);
+                    job.name, callNumber(job).c_str(), job.channel, job.program->ports[port].peer);
+      LOG_REPORT("%s", line);
       if (first.empty()) first = line;
     }
     for (int l = 0; l < job.program->nLanes; ++l) {
@@ -520,20 +565,23 @@ std::string HostEngine::reportStuck() const {
       if (st.wait == kLaneDone) continue;
       char line[256];
       if (st.wait == kLaneWaitLane) {
-        std::snprintf(line, sizeof(line), "%s channel %d lane %d: waiting for lane %d to finish",
-                      job.name, job.channel, l, job.program->lanes[l].after);
+        std::snprintf(line, sizeof(line), "%s %s channel %d lane %d: waiting for lane %d to finish",
+                      job.name, callNumber(job).c_str(), job.channel, l,
+                      job.program->lanes[l].after);
       } else {
         const int peer = st.port != kNoPort ? job.program->ports[st.port].peer : -1;
         std::snprintf(
             line, sizeof(line),
-            "%s channel %d lane %d: waiting to %s peer %d at step %u loop %llu (%llu/%llu "
-            "elements of the step done, slot %u, protocol %s)",
-            job.name, job.channel, l, st.wait == kLaneWaitRecv ? "receive from" : "send to", peer,
-            st.step, static_cast<unsigned long long>(st.loop),
-            static_cast<unsigned long long>(st.stepDone),
-            static_cast<unsigned long long>(st.stepCount), st.counter, protocolName(job.protocol));
+            "%s %s channel %d lane %d: waiting to %s peer %d at step %u repetition %u loop "
+            "%llu (%llu/%llu bytes of the step done, slot %u, protocol %s)",
+            job.name, callNumber(job).c_str(), job.channel, l,
+            st.wait == kLaneWaitRecv ? "receive from" : "send to", peer, st.step, st.rep,
+            static_cast<unsigned long long>(st.loop),
+            static_cast<unsigned long long>(st.stepDone * job.elemSize),
+            static_cast<unsigned long long>(st.stepCount * job.elemSize), st.counter,
+            protocolName(job.protocol));
       }
-      LOG_WARN("%s", line);
+      LOG_REPORT("%s", line);
       // The error text names the first lane that waits on a peer, else the first that waits.
       const bool onPeer = st.wait == kLaneWaitRecv || st.wait == kLaneWaitSend;
       if (first.empty() || (onPeer && first.find("waiting to") == std::string::npos)) first = line;

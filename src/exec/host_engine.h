@@ -33,6 +33,7 @@
 #include "kernels/prims.h"
 #include "src/exec/connections.h"
 #include "src/exec/engine.h"
+#include "src/monitor/trace.h"
 #include "src/plan/planner.h"
 #include "src/sched/program.h"
 
@@ -78,6 +79,11 @@ class HostEngine final : public CommEngine {
 
   void threadMain();
   ncclResult_t runBatch(std::span<const CollArgs> ops);
+  // RINGCC_TRACE: one record per operation of the batch that just ran.
+  void traceBatch(Tracer& tracer, std::span<const CollArgs> ops, uint64_t startUs,
+                  ncclResult_t result) const;
+  // "#5" for the job's call, "#5-#9" for a batch's grouped send/recv.
+  std::string callNumber(const PlanJob& job) const;
   ncclResult_t planAndRun(std::span<const CollArgs> ops);
   ncclResult_t bindJobs();
   ncclResult_t runJobs();
@@ -107,6 +113,10 @@ class HostEngine final : public CommEngine {
   const Params params_;
   uint32_t failReason_ = kFailNone;     // FailReason of the failing batch, told to peers at close
   uint64_t batchSeq_ = 0;               // batches run so far: the same count on every rank
+  uint64_t batches_ = 0;                // ... counting those with nothing to move too
+  uint64_t lastSeq_ = 0;                // calls run so far (src/monitor/call_state.h) ...
+  uint64_t firstSeq_ = 0;               // ... and the number of the batch's first
+  uint32_t lanesAnswered_ = 0;          // the last hang report that got our lanes logged
   std::span<const CollArgs> batchOps_;  // the current batch's calls ...
   OpSig batchSig_ = {};  // ... as posted on every connection once the batch got stuck
   ConnectionTable conns_;

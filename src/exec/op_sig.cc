@@ -9,19 +9,6 @@
 namespace ringcc {
 namespace {
 
-const char* typeName(uint8_t type) {
-  static const char* const kNames[ncclNumTypes] = {
-      "int8",    "uint8",   "int32",   "uint32",   "int64",      "uint64",
-      "float16", "float32", "float64", "bfloat16", "float8e4m3", "float8e5m2"};
-  return type < ncclNumTypes ? kNames[type] : "unknown type";
-}
-
-const char* opName(uint8_t op) {
-  static const char* const kNames[ncclNumOps + 1] = {"sum", "prod", "max",
-                                                     "min", "avg",  "a PreMulSum"};
-  return op <= ncclNumOps ? kNames[op] : "unknown op";
-}
-
 // The two words of an OpSig, copied with atomic loads and stores (the peer may read while we
 // write; the seqlock discards such reads).
 void storeSig(OpSig* dst, const OpSig& src) {
@@ -44,6 +31,19 @@ OpSig loadSig(const OpSig* src) {
 int sideIndex(ConnSide side) { return side == ConnSide::Send ? 1 : 0; }
 
 }  // namespace
+
+const char* typeName(uint8_t type) {
+  static const char* const kNames[ncclNumTypes] = {
+      "int8",    "uint8",   "int32",   "uint32",   "int64",      "uint64",
+      "float16", "float32", "float64", "bfloat16", "float8e4m3", "float8e5m2"};
+  return type < ncclNumTypes ? kNames[type] : "unknown type";
+}
+
+const char* opName(uint8_t op) {
+  static const char* const kNames[ncclNumOps + 1] = {"sum", "prod", "max",
+                                                     "min", "avg",  "a PreMulSum"};
+  return op <= ncclNumOps ? kNames[op] : "unknown op";
+}
 
 OpSig callSig(const CollArgs& a) {
   OpSig sig{};

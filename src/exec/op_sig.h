@@ -25,6 +25,11 @@ void postCall(const Connector& conn, uint64_t seq, const OpSig& sig);
 // The call the other side of `conn` posted; false if it posted none or is writing it now.
 bool peerPostedCall(const Connector& conn, PostedCall* out);
 
+// "float32" for ncclFloat32; "unknown type" out of range.
+const char* typeName(uint8_t type);
+// "sum" for ncclSum, "a PreMulSum" for ncclNumOps (any user operator); "unknown op" beyond.
+const char* opName(uint8_t op);
+
 // "AllReduce(1000 x float32, sum)", "Broadcast(16 x int8, root 2)", "send/recv of 400 bytes".
 std::string describeCall(const OpSig& sig);
 

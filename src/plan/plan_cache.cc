@@ -11,6 +11,7 @@ ncclResult_t PlanCache::get(const CollDesc& d, int channel, const Program** out)
           d.rank,
           d.root,
           channel,
+          d.compact,
           d.ring,
           {d.tree.up, d.tree.down[0], d.tree.down[1], d.tree.down[2]}};
   auto it = plans_.find(key);

@@ -27,6 +27,8 @@ RunArgs PlanJob::runArgs(const ConnectorView* views) const {
   a.sigColl = sigColl;
   a.sigOp = sigOp;
   a.sigRoot = sigRoot;
+  a.ringRanks = ringRanks;
+  a.nRingRanks = nRingRanks;
   return a;
 }
 
@@ -36,6 +38,8 @@ PlanJob& Plan::newJob() {
   job.inputs.clear();
   job.outputs.clear();
   job.counts.clear();
+  job.ringRanks = nullptr;
+  job.nRingRanks = 0;
   return job;
 }
 
@@ -102,7 +106,7 @@ ncclResult_t Planner::plan(std::span<const CollArgs> ops, Plan* plan, bool* reus
       p2pOps_.push_back(&a);
       continue;
     }
-    RINGCC_CHECK(planCollective(a, plan));
+    RINGCC_CHECK(planCollective(a, static_cast<int>(&a - ops.data()), plan));
   }
   RINGCC_CHECK(planP2p(p2pOps_, plan));
   if (ops.size() == 1 && p2pOps_.empty() && plan->nJobs > 0) {
@@ -112,7 +116,7 @@ ncclResult_t Planner::plan(std::span<const CollArgs> ops, Plan* plan, bool* reus
   return ncclSuccess;
 }
 
-ncclResult_t Planner::planCollective(const CollArgs& a, Plan* plan) {
+ncclResult_t Planner::planCollective(const CollArgs& a, int opIndex, Plan* plan) {
   const uint32_t elemSize = static_cast<uint32_t>(dataTypeSize(a.datatype));
   const uint64_t bytes = static_cast<uint64_t>(a.count) * elemSize;
   const TuneChoice t = chooseTune(ctx_.tune, ctx_.links, a.kind, bytes, ctx_.nranks);
@@ -130,9 +134,13 @@ ncclResult_t Planner::planCollective(const CollArgs& a, Plan* plan) {
   d.nranks = ctx_.nranks;
   d.rank = ctx_.rank;
   d.root = a.root;
+  d.compact = ctx_.compactRings;
   for (int c = 0; c < t.nChannels; ++c) {
-    if (c < static_cast<int>(ctx_.rings.size()))
-      d.ring = ctx_.rings[c];
+    const std::vector<int>* ring = c < static_cast<int>(ctx_.rings.size()) && !ctx_.rings[c].empty()
+                                       ? &ctx_.rings[c]
+                                       : nullptr;
+    if (ring)
+      d.ring = *ring;
     else
       d.ring.clear();
     if (t.algo == Algo::Tree) d.tree = treeNode(c);
@@ -141,6 +149,8 @@ ncclResult_t Planner::planCollective(const CollArgs& a, Plan* plan) {
     PlanJob& job = plan->newJob();
     job.channel = c;
     job.name = collName(a.kind);
+    job.opIndex = opIndex;
+    job.algo = t.algo;
     job.program = program;
     job.type = a.datatype;
     job.elemSize = elemSize;
@@ -151,6 +161,8 @@ ncclResult_t Planner::planCollective(const CollArgs& a, Plan* plan) {
     job.inputs.assign(program->nBuffers, a.sendbuff);
     job.outputs.assign(program->nBuffers, a.recvbuff);
     job.counts.assign(program->nCounts, a.count);
+    job.ringRanks = ring ? ring->data() : nullptr;
+    job.nRingRanks = ring ? static_cast<uint32_t>(ring->size()) : 0;
   }
   return ncclSuccess;
 }
@@ -190,6 +202,7 @@ ncclResult_t Planner::planP2p(const std::vector<const CollArgs*>& ops, Plan* pla
     PlanJob& job = plan->newJob();
     job.channel = 0;
     job.name = "send/recv";
+    job.opIndex = -1;
     job.type = ncclUint8;
     // Each lane signs with its own byte count; send and receive sign alike.
     job.sigColl = static_cast<uint8_t>(Coll::Send);

@@ -45,6 +45,9 @@ struct PlanContext {
   TuneConfig tune;
   LinkFigures links;                    // the cost model's figures (src/tune/cost_model.h)
   std::vector<std::vector<int>> rings;  // per channel ring order; missing or empty: 0..n-1
+  // Ring bodies as repeated steps at any rank count (CollDesc::compact), not only where they
+  // would not fit written out: for tests of the compact form on few ranks.
+  bool compactRings = false;
   // The double binary tree (src/sched/dbtree.h): channel c all-reduces by Tree over
   // trees.tree[c % 2], as NCCL alternates its two trees. Empty: every rank on one host, in rank
   // order (a chain).
@@ -57,6 +60,8 @@ struct PlanContext {
 struct PlanJob {
   int channel = 0;
   const char* name = "";
+  int32_t opIndex = -1;              // the batch's operation it runs; -1: grouped send/recv
+  Algo algo = Algo::Ring;            // of a collective
   const Program* program = nullptr;  // from the plan cache, or one of the plan's own Programs
   ncclDataType_t type = ncclUint8;
   uint32_t elemSize = 1;
@@ -72,6 +77,10 @@ struct PlanJob {
   std::vector<const void*> inputs;  // [program->nBuffers]
   std::vector<void*> outputs;       // [program->nBuffers]
   std::vector<uint64_t> counts;     // [program->nCounts]
+  // The channel's ring order (RunArgs::ringRanks): the PlanContext's, valid while the planner
+  // lives; null for 0..n-1.
+  const int* ringRanks = nullptr;
+  uint32_t nRingRanks = 0;
 
   // The runner's arguments, with `views` (one per port of the Program).
   RunArgs runArgs(const ConnectorView* views) const;
@@ -105,7 +114,7 @@ class Planner {
   const PlanContext& context() const { return ctx_; }
 
  private:
-  ncclResult_t planCollective(const CollArgs& a, Plan* plan);
+  ncclResult_t planCollective(const CollArgs& a, int opIndex, Plan* plan);
   ncclResult_t planP2p(const std::vector<const CollArgs*>& ops, Plan* plan);
   // Slice and chunk of `protocol` on connections of `kind` for elements of `elemSize`.
   void sizes(uint8_t kind, Protocol protocol, uint32_t elemSize, PlanJob* job) const;

@@ -5,26 +5,16 @@
 
 namespace ringcc {
 
-std::vector<std::vector<int>> hostGroups(const std::vector<PeerInfo>& peers) {
-  std::vector<uint64_t> hosts;  // in order of first appearance (lowest rank first)
-  std::vector<std::vector<int>> groups;
-  for (size_t r = 0; r < peers.size(); ++r) {
-    auto it = std::find(hosts.begin(), hosts.end(), peers[r].hostHash);
-    if (it == hosts.end()) {
-      hosts.push_back(peers[r].hostHash);
-      groups.emplace_back();
-      it = hosts.end() - 1;
-    }
-    groups[static_cast<size_t>(it - hosts.begin())].push_back(static_cast<int>(r));
-  }
-  return groups;
-}
-
 std::vector<int> hostGroupedRing(const std::vector<PeerInfo>& peers) {
+  std::vector<uint64_t> hosts;  // in order of first appearance (lowest rank first)
+  for (const PeerInfo& p : peers)
+    if (std::find(hosts.begin(), hosts.end(), p.hostHash) == hosts.end())
+      hosts.push_back(p.hostHash);
   std::vector<int> ring;
   ring.reserve(peers.size());
-  for (const std::vector<int>& host : hostGroups(peers))
-    ring.insert(ring.end(), host.begin(), host.end());
+  for (uint64_t h : hosts)
+    for (size_t r = 0; r < peers.size(); ++r)
+      if (peers[r].hostHash == h) ring.push_back(static_cast<int>(r));
   return ring;
 }
 

@@ -11,10 +11,6 @@
 
 namespace ringcc {
 
-// The ranks of each host, hosts in the order of their lowest rank, ranks in rank order: the
-// host layout the double binary tree is built over (src/sched/dbtree.h).
-std::vector<std::vector<int>> hostGroups(const std::vector<PeerInfo>& peers);
-
 // ring[i] = the rank at position i. Identity when every rank is on one host, or when the
 // ranks of each host are already consecutive.
 std::vector<int> hostGroupedRing(const std::vector<PeerInfo>& peers);

@@ -9,6 +9,10 @@
 //   pos 1:  send c0  rrs c3   rrs c2   rrcs* c1      rcs c0     rcs c3   recv c2
 //   ...     (rrs = recv-reduce-send, rrcs* = recv-reduce-copy-send with post,
 //            rcs = recv-copy-send; at step s the rank at pos handles chunk ringOrigin(pos, s+1))
+//
+// Each run of one step kind (the rrs and the rcs above) is given as a step and a count to
+// ProgramWriter::walk(), which writes it out step by step while the body fits kMaxSteps and
+// as one repeated step beyond (program.h, Repeated steps): the same body either way.
 #include "src/sched/builders.h"
 
 #include <algorithm>
@@ -72,19 +76,41 @@ class ProgramWriter {
   }
 
   void step(uint8_t flags, int recvPort, int sendPort, int chunk, int inBlock, int outBlock) {
-    if (p_->nLanes == 0) return;
-    if (p_->nSteps >= kMaxSteps) {
-      overflow("steps", kMaxSteps);
-      return;
-    }
-    Step& s = p_->steps[p_->nSteps++];
+    add(makeStep(flags, recvPort, sendPort, chunk, inBlock, outBlock));
+  }
+
+  static Step makeStep(uint8_t flags, int recvPort, int sendPort, int chunk, int inBlock,
+                       int outBlock, uint8_t walk = 0) {
+    Step s{};
     s.flags = flags;
     s.recvPort = (flags & kStepRecv) && recvPort >= 0 ? (uint8_t)recvPort : kNoPort;
     s.sendPort = (flags & kStepSend) && sendPort >= 0 ? (uint8_t)sendPort : kNoPort;
+    s.walk = walk;
     s.chunk = (uint16_t)chunk;
     s.inBlock = (uint16_t)inBlock;
     s.outBlock = (uint16_t)outBlock;
-    p_->lanes[p_->nLanes - 1].nSteps++;
+    return s;
+  }
+
+  // `times` steps like `s` on the ring `ring` (the rank at each of n positions), repetition j
+  // with its walking indices moved j positions back (stepRepetition): written out one by one,
+  // or, when `compact`, as one step repeated. A single step is always written out, so that a
+  // ring body's first and last steps look the same in both forms.
+  void walk(const Step& s, int times, bool compact, const int* ring, int n) {
+    if (times <= 0 || p_->nLanes == 0) return;
+    const uint32_t perLoop = p_->lanes[p_->nLanes - 1].chunksPerLoop;
+    if (!compact || times == 1) {
+      for (int j = 0; j < times; j++)
+        add(stepRepetition(s, perLoop, (uint32_t)j, ring, (uint32_t)n));
+      return;
+    }
+    if (s.walk & (kWalkIn | kWalkOut)) {
+      p_->ringSize = (uint16_t)n;
+      p_->ringHash = ringOrderHash(ring, (uint32_t)n);
+    }
+    Step r = s;
+    r.repeat = (uint16_t)(times - 1);
+    add(r);
   }
 
   ncclResult_t finish(const char* what) {
@@ -96,6 +122,16 @@ class ProgramWriter {
   }
 
  private:
+  void add(const Step& s) {
+    if (p_->nLanes == 0) return;
+    if (p_->nSteps >= kMaxSteps) {
+      overflow("steps", kMaxSteps);
+      return;
+    }
+    p_->steps[p_->nSteps++] = s;
+    p_->lanes[p_->nLanes - 1].nSteps++;
+  }
+
   int overflow(const char* table, int bound) {
     if (error_.empty())
       error_ = std::string("needs more ") + table + " than " + std::to_string(bound);
@@ -112,7 +148,10 @@ struct RingInfo {
   int prev;
   int next;
   const std::vector<int>* order;
+  bool compact;  // CollDesc::compact: repeated steps even where the body fits written out
   int rankAt(int position) const { return (*order)[position]; }
+  // Compact when asked or when `steps` written out would not fit a Program.
+  bool compactFor(int steps) const { return compact || steps > kMaxSteps; }
 };
 
 ncclResult_t ringInfo(const CollDesc& d, std::vector<int>* storage, RingInfo* info) {
@@ -135,7 +174,7 @@ ncclResult_t ringInfo(const CollDesc& d, std::vector<int>* storage, RingInfo* in
     if (r == d.rank) pos = i;
   }
   int n = d.nranks;
-  *info = RingInfo{n, pos, (*order)[(pos + n - 1) % n], (*order)[(pos + 1) % n], order};
+  *info = RingInfo{n, pos, (*order)[(pos + n - 1) % n], (*order)[(pos + 1) % n], order, d.compact};
   return ncclSuccess;
 }
 
@@ -168,15 +207,18 @@ void ringAllReduce(const RingInfo& r, ProgramWriter& w) {
   }
   const int recv = w.port(r.prev, kPortRecv, kPortRing);
   const int send = w.port(r.next, kPortSend, kPortRing);
-  auto add = [&](int s, uint8_t flags) {
-    w.step(withByRef(flags), recv, send, ringOrigin(r.pos, s + 1, n), 0, 0);
+  const bool compact = r.compactFor(2 * n - 1);
+  // Steps s .. s+times-1: chunk ringOrigin(pos, s+1) first, one position back per step.
+  auto add = [&](int s, int times, uint8_t flags) {
+    w.walk(ProgramWriter::makeStep(withByRef(flags), recv, send, ringOrigin(r.pos, s + 1, n), 0, 0,
+                                   kWalkChunk),
+           times, compact, r.order->data(), n);
   };
-  int s = 0;
-  add(s++, kStepLocal | kStepSend);
-  for (int j = 0; j < n - 2; j++) add(s++, kStepRecv | kStepLocal | kStepSend);
-  add(s++, kStepRecv | kStepLocal | kStepOut | kStepSend | kStepPost);
-  for (int j = 0; j < n - 2; j++) add(s++, kStepRecv | kStepOut | kStepSend);
-  add(s++, kStepRecv | kStepOut);
+  add(0, 1, kStepLocal | kStepSend);
+  add(1, n - 2, kStepRecv | kStepLocal | kStepSend);
+  add(n - 1, 1, kStepRecv | kStepLocal | kStepOut | kStepSend | kStepPost);
+  add(n, n - 2, kStepRecv | kStepOut | kStepSend);
+  add(2 * n - 2, 1, kStepRecv | kStepOut);
 }
 
 // Recursive-doubling all-reduce (nranks a power of two): in round k every rank swaps its
@@ -308,13 +350,16 @@ void ringReduceScatter(const RingInfo& r, ProgramWriter& w) {
   }
   const int recv = w.port(r.prev, kPortRecv, kPortRing);
   const int send = w.port(r.next, kPortSend, kPortRing);
-  auto add = [&](int s, uint8_t flags) {
-    w.step(withByRef(flags), recv, send, 0, r.rankAt(ringOrigin(r.pos, s + 1, n)), 0);
+  const bool compact = r.compactFor(n);
+  // Steps s .. s+times-1: the input block of the rank at ringOrigin(pos, s+1) first.
+  auto add = [&](int s, int times, uint8_t flags) {
+    w.walk(ProgramWriter::makeStep(withByRef(flags), recv, send, 0, ringOrigin(r.pos, s + 1, n), 0,
+                                   kWalkIn),
+           times, compact, r.order->data(), n);
   };
-  int s = 0;
-  add(s++, kStepLocal | kStepSend);
-  for (int j = 0; j < n - 2; j++) add(s++, kStepRecv | kStepLocal | kStepSend);
-  add(s++, kStepRecv | kStepLocal | kStepOut | kStepPost);
+  add(0, 1, kStepLocal | kStepSend);
+  add(1, n - 2, kStepRecv | kStepLocal | kStepSend);
+  add(n - 1, 1, kStepRecv | kStepLocal | kStepOut | kStepPost);
 }
 
 // All-gather: block b (the input of rank b) starts at b and travels n-1 hops.
@@ -327,13 +372,16 @@ void ringAllGather(const RingInfo& r, ProgramWriter& w) {
   }
   const int recv = w.port(r.prev, kPortRecv, kPortRing);
   const int send = w.port(r.next, kPortSend, kPortRing);
-  auto add = [&](int s, uint8_t flags) {
-    w.step(withByRef(flags), recv, send, 0, 0, r.rankAt(ringOrigin(r.pos, s, n)));
+  const bool compact = r.compactFor(n);
+  // Steps s .. s+times-1: the output block of the rank at ringOrigin(pos, s) first.
+  auto add = [&](int s, int times, uint8_t flags) {
+    w.walk(ProgramWriter::makeStep(withByRef(flags), recv, send, 0, 0, ringOrigin(r.pos, s, n),
+                                   kWalkOut),
+           times, compact, r.order->data(), n);
   };
-  int s = 0;
-  add(s++, kStepLocal | kStepOut | kStepSend);
-  for (int j = 0; j < n - 2; j++) add(s++, kStepRecv | kStepOut | kStepSend);
-  add(s++, kStepRecv | kStepOut);
+  add(0, 1, kStepLocal | kStepOut | kStepSend);
+  add(1, n - 2, kStepRecv | kStepOut | kStepSend);
+  add(n - 1, 1, kStepRecv | kStepOut);
 }
 
 // Broadcast and reduce: a pipelined chain along the ring. Broadcast starts at the root and

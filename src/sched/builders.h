@@ -79,6 +79,11 @@ struct CollDesc {
   int rank = 0;
   int root = 0;           // broadcast, reduce, gather, scatter: root; send, recv: peer
   std::vector<int> ring;  // this channel's ring: ring[i] = rank at position i; empty = 0..n-1
+  // Ring bodies as repeated steps (program.h) even where they fit written out; beyond 128
+  // ranks (all-reduce) or 256 (reduce-scatter, all-gather) they are compact anyway. A
+  // compact reduce-scatter or all-gather on a ring other than 0..n-1 needs the ring as the
+  // runner's RunArgs::ringRanks.
+  bool compact = false;
   TreeNode tree;          // Tree: this rank's parent and children in this channel's tree
 };
 

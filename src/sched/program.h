@@ -13,7 +13,8 @@
 //   ├── ports[nPorts]   port i = (peer rank, send|recv, kind); the executor hands the runner
 //   │                   one ConnectorView per port (transports/connector_device.h)
 //   ├── lanes[nLanes]   independent sequences; lane = body of steps run once per loop
-//   └── steps[nSteps]   all lanes' bodies, lane i owns steps[firstStep, firstStep + nSteps)
+//   └── steps[nSteps]   all lanes' bodies, lane i owns steps[firstStep, firstStep + nSteps);
+//                       a step may run 1 + repeat times in a row (see Repeated steps below)
 //
 // Geometry, at run time (laneGeometry below, the one place this arithmetic lives). A lane
 // moves its channel's part of counts[lane.count] elements:
@@ -45,6 +46,26 @@
 // receives from many peers (one lane per peer and direction) never deadlocks on a full FIFO.
 // Lanes that share a port must be ordered: a lane starts only after lane `after` finished.
 //
+// Repeated steps. A ring's middle steps are one step kind over every chunk in turn: the
+// all-reduce's "recv-reduce-send chunk ringOrigin(pos, hops)" for hops = 2..n-1. Written out
+// that is O(n) steps; NCCL's kernels run them as a loop. A step with `repeat` = r runs r + 1
+// times in a row (repetitions j = 0..r), and its `walk` flags say which indices move one ring
+// position back per repetition, the way a chunk travels one hop forward:
+//
+//   kWalkChunk  chunk    of repetition j = (chunk - j) mod lane.chunksPerLoop
+//   kWalkIn     inBlock  holds a ring position; repetition j reads block ringRank((inBlock - j)
+//               mod ringSize), ringRank(p) = the rank at position p of the Program's ring
+//   kWalkOut    outBlock likewise
+//
+// stepRepetition() below is the one place this is resolved into a plain step (walk 0, repeat
+// 0), which the geometry then places as usual; runner, bounds checks and builders all use it.
+// The ring order itself (up to 65,535 ranks) is not in the Program: it is a run-time table
+// (RunArgs::ringRanks, the channel's ring, null for 0..n-1), and the Program keeps its size and
+// a hash (ringSize, ringHash) so that a runner given another order refuses to start. Builders
+// write ring bodies out step by step while they fit kMaxSteps (the form every Program had
+// before), and compact beyond: a ring collective then takes 3 (all-gather, reduce-scatter) or
+// 5 (all-reduce) steps at any rank count.
+//
 // Sizes are bounded by the constants below so a Program is one flat, copyable struct (about
 // 8 KB); builders fail cleanly when a collective does not fit.
 #pragma once
@@ -55,7 +76,7 @@
 
 namespace ringcc {
 
-constexpr int kMaxSteps = 256;  // ring all-reduce needs 2n-1: up to 128 ranks
+constexpr int kMaxSteps = 256;  // ring bodies written out while they fit, repeated beyond
 constexpr int kMaxLanes = 256;  // all-to-all needs 2(n-1)+1: up to 128 ranks
 constexpr int kMaxPorts = 255;  // all-to-all needs 2(n-1); index 255 is kNoPort
 constexpr int kMaxBuffers = 256;
@@ -74,6 +95,14 @@ enum StepFlags : uint8_t {
                            // elements stay in this rank's buffer, unchanged, until the receiver
                            // has read them (the schedule's data flow guarantees it), so the
                            // receiver may read them there instead of from a copy
+};
+
+// Step walk flags: the indices that move one ring position back per repetition (see Repeated
+// steps above). 0 for a step that is not repeated or repeats identically.
+enum StepWalk : uint8_t {
+  kWalkChunk = 1 << 0,  // chunk, modulo the lane's chunksPerLoop
+  kWalkIn = 1 << 1,     // inBlock is a ring position, mapped to its rank
+  kWalkOut = 1 << 2,    // outBlock is a ring position, mapped to its rank
 };
 
 enum PortDir : uint8_t { kPortRecv = 0, kPortSend = 1 };
@@ -100,14 +129,14 @@ struct Port {
 };
 
 struct Step {
-  uint8_t flags;     // StepFlags
-  uint8_t recvPort;  // port index when kStepRecv, else kNoPort
-  uint8_t sendPort;  // port index when kStepSend, else kNoPort
-  uint8_t pad;
+  uint8_t flags;      // StepFlags
+  uint8_t recvPort;   // port index when kStepRecv, else kNoPort
+  uint8_t sendPort;   // port index when kStepSend, else kNoPort
+  uint8_t walk;       // StepWalk: which indices advance per repetition
   uint16_t chunk;     // which chunk of the loop (see Geometry above)
-  uint16_t inBlock;   // input block (kStepLocal)
-  uint16_t outBlock;  // output block (kStepOut)
-  uint16_t pad2;
+  uint16_t inBlock;   // input block (kStepLocal); a ring position under kWalkIn
+  uint16_t outBlock;  // output block (kStepOut); a ring position under kWalkOut
+  uint16_t repeat;    // the step runs 1 + repeat times in a row
 };
 
 struct Lane {
@@ -123,11 +152,57 @@ struct Lane {
 
 struct Program {
   uint16_t nSteps, nLanes, nPorts, nBuffers, nCounts;
-  uint16_t pad[3];
+  uint16_t ringSize;  // ranks of the ring that kWalkIn/kWalkOut steps walk; 0 if none does
+  uint32_t ringHash;  // ringOrderHash() of that ring's order (the runner checks its table)
   Port ports[kMaxPorts];
   Lane lanes[kMaxLanes];
   Step steps[kMaxSteps];
 };
+
+// The format's size is part of its contract: a Program is copied per channel and uploaded to
+// GPU memory once, so rank counts must not grow it (repeated steps, not longer tables).
+static_assert(sizeof(Step) == 12, "Step is 12 bytes");
+static_assert(sizeof(Program) <= 8256, "a Program stays about 8 KB");
+
+// FNV-1a over a ring order (the rank at each position), so that a runner can tell that the
+// table it was given is the order its Program was built for. `ranks` null: 0..n-1.
+RINGCC_INLINE uint32_t ringOrderHash(const int* ranks, uint32_t n) {
+  uint32_t h = 2166136261u;
+  for (uint32_t i = 0; i < n; i++) {
+    uint32_t r = ranks ? (uint32_t)ranks[i] : i;
+    for (int b = 0; b < 4; b++) h = (h ^ ((r >> (8 * b)) & 0xffu)) * 16777619u;
+  }
+  return h;
+}
+
+// (base - j) mod m, for base < m.
+RINGCC_INLINE uint32_t walkBack(uint32_t base, uint32_t j, uint32_t m) {
+  const uint32_t k = j % m;
+  return base >= k ? base - k : base + m - k;
+}
+
+// Step `s` of a lane with `chunksPerLoop` chunks as it runs in repetition `rep` (0..s.repeat):
+// a plain step (walk and repeat 0) with its indices resolved. `ring` is the rank at each of
+// the ringSize positions (null: 0..ringSize-1). The one place repeated steps are expanded.
+RINGCC_INLINE Step stepRepetition(const Step& s, uint32_t chunksPerLoop, uint32_t rep,
+                                  const int* ring, uint32_t ringSize) {
+  Step r = s;
+  r.walk = 0;
+  r.repeat = 0;
+  if (s.walk & kWalkChunk)
+    r.chunk = (uint16_t)walkBack(s.chunk, rep, chunksPerLoop > 0 ? chunksPerLoop : 1);
+  if (ringSize > 0) {
+    if (s.walk & kWalkIn) {
+      const uint32_t p = walkBack(s.inBlock, rep, ringSize);
+      r.inBlock = (uint16_t)(ring ? ring[p] : (int)p);
+    }
+    if (s.walk & kWalkOut) {
+      const uint32_t p = walkBack(s.outBlock, rep, ringSize);
+      r.outBlock = (uint16_t)(ring ? ring[p] : (int)p);
+    }
+  }
+  return r;
+}
 
 // ---- geometry: the one place where counts become element ranges ----------------------------
 
@@ -252,6 +327,14 @@ RINGCC_HOST_DEVICE inline const char* checkProgram(const Program& p) {
         if (s.sendPort >= p.nPorts || p.ports[s.sendPort].dir != kPortSend)
           return "step sends to a port that is not a send port";
       }
+      if (s.walk & ~(kWalkChunk | kWalkIn | kWalkOut)) return "step has unknown walk flags";
+      if ((s.walk & kWalkChunk) && s.chunk >= l.chunksPerLoop)
+        return "walking step's chunk is not below the lane's chunksPerLoop";
+      if ((s.walk & (kWalkIn | kWalkOut)) && p.ringSize == 0)
+        return "step walks ring positions but the Program has no ring";
+      if (((s.walk & kWalkIn) && s.inBlock >= p.ringSize) ||
+          ((s.walk & kWalkOut) && s.outBlock >= p.ringSize))
+        return "walking step's ring position is not below ringSize";
     }
   }
   // Two lanes touching one port must be ordered, else their slots would interleave.

@@ -150,7 +150,9 @@ bool isFinite(ncclDataType_t t, const void* p) { return std::isfinite(decodeFloa
 
 // Integer range [lo, hi] drawn uniformly from h.
 int64_t drawInt(uint64_t h, int64_t lo, int64_t hi) {
-  return lo + static_cast<int64_t>(h % static_cast<uint64_t>(hi - lo + 1));
+  // In unsigned arithmetic: hi - lo overflows int64 for the widest ranges.
+  const uint64_t span = static_cast<uint64_t>(hi) - static_cast<uint64_t>(lo) + 1;
+  return static_cast<int64_t>(static_cast<uint64_t>(lo) + (span == 0 ? h : h % span));
 }
 
 }  // namespace

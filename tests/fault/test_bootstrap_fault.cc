@@ -4,6 +4,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cstring>
@@ -179,6 +180,128 @@ TEST_CASE("strangers at a rank's listener are dropped; the ranks keep working",
   CHECK(log.contains("announced an oversized message"));
   CHECK(log.contains("claims to be rank 17"));
   CHECK(log.contains("unexpected ring link from rank 0"));
+}
+
+// Well-formed wire messages, right in every field but the secret (the magic): a stranger who
+// knows the protocol but not the unique id.
+TEST_CASE("well-formed messages without the secret are dropped, never delivered",
+          "[bootstrap_fault]") {
+  FaultEnv env("2000");
+  CapturedLog log;
+  ncclUniqueId id;
+  REQUIRE(bootstrapGetUniqueId(&id) == ncclSuccess);
+  BootstrapId f;
+  REQUIRE(bootstrapParseId(id, &f) == ncclSuccess);
+  const uint64_t forgedMagic = f.magic ^ 0x1;
+
+  // At the root: a hello for rank 0 of 2, with a listen address that works.
+  Socket decoyListener;
+  REQUIRE(Socket::listen(SocketAddress::loopback(AF_INET), &decoyListener) == ncclSuccess);
+  Socket forgedHello = rawConnect(f.root);
+  wire::RootHello hello{forgedMagic, wire::kHello, 0, 2, 0, decoyListener.localAddress().toWire()};
+  rawSend(forgedHello, &hello, sizeof(hello));
+  char c;
+  CHECK(forgedHello.recvAll(&c, 1, WaitLimit(2000)) == ncclRemoteError);  // dropped, no reply
+
+  std::vector<ncclResult_t> rc;
+  auto bs = createAll(id, 2, &rc);  // rank 0 is still free: the forged hello took nothing
+  for (int r = 0; r < 2; ++r) REQUIRE(rc[r] == ncclSuccess);
+
+  // At rank 1's listener: a tagged message "from rank 0", then the real one.
+  Socket forged = rawConnect(bs[1]->listenAddress(1));
+  struct {
+    wire::PeerHeader h;
+    int value;
+  } message{{forgedMagic, wire::kMessage, 0, 1, 3, sizeof(int)}, 666};
+  rawSend(forged, &message, sizeof(message));
+  CHECK(forged.recvAll(&c, 1, WaitLimit(2000)) == ncclRemoteError);
+  int real = 42, got = -1;
+  REQUIRE(bs[0]->send(1, 3, &real, sizeof(real)) == ncclSuccess);
+  REQUIRE(bs[1]->recv(0, 3, &got, sizeof(got)) == ncclSuccess);
+  CHECK(got == 42);
+  CHECK(log.contains("bootstrap root: "));  // the root logged the forged hello it dropped
+  CHECK(log.contains("sent a wrong magic"));
+}
+
+TEST_CASE("NCCL_COMM_ID jobs: a rank with another RINGCC_COMM_SECRET cannot join",
+          "[bootstrap_fault]") {
+  FaultEnv env("1500");
+  CapturedLog log;
+  SocketAddress free;
+  {
+    Socket l;
+    REQUIRE(Socket::listen(SocketAddress::loopback(AF_INET), &l) == ncclSuccess);
+    free = l.localAddress();
+  }
+  // What ncclGetUniqueId makes from NCCL_COMM_ID=free with each rank's secret.
+  auto idFor = [&](const char* secret) {
+    BootstrapId f;
+    f.root = free;
+    f.fromCommId = true;
+    f.magic = commIdMagic(std::string(secret));
+    ncclUniqueId id;
+    bootstrapMakeId(f, &id);
+    return id;
+  };
+  const ncclUniqueId good = idFor("job-4711-secret"), other = idFor("guess");
+  std::vector<std::unique_ptr<Bootstrap>> bs(3);
+  std::vector<ncclResult_t> rc(3, ncclInternalError);
+  auto t0 = Clock::now();
+  std::vector<std::thread> threads;
+  for (int r = 0; r < 3; ++r)
+    threads.emplace_back(
+        [&, r] { rc[r] = Bootstrap::create(r == 2 ? other : good, r, 3, nullptr, &bs[r]); });
+  for (std::thread& t : threads) t.join();
+  CHECK(secondsSince(t0) < 10);
+  for (int r = 0; r < 3; ++r) CHECK(rc[r] != ncclSuccess);  // rank 2 never got in
+  CHECK(log.contains("sent a wrong magic"));
+}
+
+// Many connections at once, silent or sending junk, at the root while the ranks meet and at a
+// rank's listener while they exchange messages: pending connections are bounded (the oldest
+// is dropped) and checked first, so the job completes.
+TEST_CASE("a flood of connections at the root and a listener: the ranks still complete",
+          "[bootstrap_fault]") {
+  FaultEnv env("3000");
+  CapturedLog log;
+  ncclUniqueId id;
+  REQUIRE(bootstrapGetUniqueId(&id) == ncclSuccess);
+  BootstrapId f;
+  REQUIRE(bootstrapParseId(id, &f) == ncclSuccess);
+
+  auto flood = [](SocketAddress target, std::atomic<bool>* stop, std::vector<Socket>* held) {
+    std::vector<char> junk(24, '\x77');
+    for (int i = 0; i < 1200 && !stop->load(); ++i) {
+      Socket s;
+      if (Socket::connect(target, "flood", WaitLimit(2000), &s) != ncclSuccess) continue;
+      if (i % 2) (void)s.sendAll(junk.data(), junk.size(), WaitLimit(100));
+      held->push_back(std::move(s));  // silent ones stay open until the test ends
+    }
+  };
+
+  std::atomic<bool> stop{false};
+  std::vector<Socket> heldAtRoot, heldAtRank;
+  std::thread atRoot(flood, f.root, &stop, &heldAtRoot);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));  // the flood is under way
+  std::vector<ncclResult_t> rc;
+  auto bs = createAll(id, 4, &rc);
+  stop = true;
+  atRoot.join();
+  for (int r = 0; r < 4; ++r) CHECK(rc[r] == ncclSuccess);
+  REQUIRE(rc == std::vector<ncclResult_t>(4, ncclSuccess));
+
+  stop = false;
+  std::thread atRank(flood, bs[1]->listenAddress(1), &stop, &heldAtRank);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  for (int round = 0; round < 5; ++round)
+    for (ncclResult_t r : onAll(4, [&](int r) { return smallWorkout(*bs[r]); }))
+      CHECK(r == ncclSuccess);
+  stop = true;
+  atRank.join();
+  INFO("connections opened: root " << heldAtRoot.size() << ", rank " << heldAtRank.size());
+  CHECK(heldAtRoot.size() + heldAtRank.size() > 300);  // it was a flood
+  CHECK(log.contains("too many connections"));         // beyond the bound of pending ones
+  CHECK(log.contains("sent a wrong magic"));
 }
 
 TEST_CASE("a root that never answers is an error within the timeout", "[bootstrap_fault]") {

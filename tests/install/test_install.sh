@@ -67,9 +67,12 @@ for h in nccl.h ringcc.h; do [ -f "$INC/$h" ] || fail "$INC/$h missing"; done
 for pc in nccl ringcc; do
   [ -f "$LIB/pkgconfig/$pc.pc" ] || fail "$LIB/pkgconfig/$pc.pc missing"
 done
-USER_TOOLS=(ringcc-run all_reduce_perf all_gather_perf broadcast_perf reduce_perf
-  reduce_scatter_perf alltoall_perf sendrecv_perf)
+USER_TOOLS=(ringcc-run ringcc-topo all_reduce_perf all_gather_perf broadcast_perf reduce_perf
+  reduce_scatter_perf alltoall_perf sendrecv_perf ringcc-pairprobe)
 for t in "${USER_TOOLS[@]}"; do [ -x "$BIN/$t" ] || fail "$BIN/$t not installed"; done
+[ -x "$BIN/ringcc-monitor" ] || fail "$BIN/ringcc-monitor not installed (or not executable)"
+[ "$(head -1 "$BIN/ringcc-monitor")" = "#!/usr/bin/python3" ] ||
+  fail "$BIN/ringcc-monitor does not start with #!/usr/bin/python3"
 for t in comm_init_bench memcpy_bench mpi_allreduce_bench; do
   found=$(find "$DEST" -name "$t*")
   [ -z "$found" ] || fail "internal tool installed: $found"
@@ -84,6 +87,12 @@ for f in "$LIB/libnccl.so.2.27.7" "${USER_TOOLS[@]/#/$BIN/}"; do
   [ "$f" = "$LIB/libnccl.so.2.27.7" ] || [ -n "$runpath" ] || fail "$f has no RUNPATH"
   echo "$(basename "$f"): RUNPATH ${runpath:-(none)}"
 done
+
+# ringcc-topo carries the library's internals (no libnccl.so.2 needed): it runs as installed.
+step "installed ringcc-topo"
+topo_out=$(env -u LD_LIBRARY_PATH "$BIN/ringcc-topo" --ranks 1) || fail "ringcc-topo failed: $topo_out"
+grep -q "^Topology detected on this host" <<<"$topo_out" || fail "ringcc-topo printed: $topo_out"
+grep -q "^Channel 00/" <<<"$topo_out" || fail "ringcc-topo printed no rings: $topo_out"
 
 # `ldd PROGRAM` must resolve libnccl.so.2 to the installed copy.
 check_ldd() {
@@ -136,6 +145,15 @@ echo "$out"
 grep -q "nccl-library=$EXPECTED_VERSION\b" <<<"$out" ||
   fail "installed all_reduce_perf did not load ringcc (no nccl-library=$EXPECTED_VERSION)"
 grep -q "Out of bounds values : 0 OK" <<<"$out" || fail "all_reduce_perf reported errors"
+
+step "installed ringcc-monitor --heatmap (runs the installed ringcc-run and ringcc-pairprobe)"
+HEAT=$TMP/heatmap
+out=$(env -u LD_LIBRARY_PATH /usr/bin/python3 "$BIN/ringcc-monitor" --heatmap -n 2 --max 1K \
+  --timeout 60 "$HEAT" 2>&1) || fail "installed ringcc-monitor --heatmap failed: $out"
+echo "$out"
+grep -q "^ringcc-monitor: $BIN/ringcc-run " <<<"$out" ||
+  fail "ringcc-monitor did not run the ringcc-run installed beside it"
+[ -s "$HEAT/pairs.json" ] && [ -s "$HEAT/heatmap.png" ] || fail "no pairs.json or heatmap.png"
 
 if [ -n "${RINGCC_PYTHON_DIR:-}" ]; then
   step "installed Python package"

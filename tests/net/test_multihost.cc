@@ -6,6 +6,7 @@
 #include <signal.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <cstdio>
@@ -176,10 +177,29 @@ void everyCollectiveOn(const std::vector<int>& hostOf, const std::string& ring =
         if (!ring.empty()) {
           // The ring order, and the network's connection geometry: NCCL's 4 MiB in 8 slots
           // when NCCL_BUFFSIZE is not set, and no LL memory (on every connection).
+          // Rank 0 logs every channel's ring ("Channel 00/04 : 0 2 1 3"), every rank its
+          // neighbours on it ("Ring 00 : 3 -> 0 -> 2").
           const std::string text = readFile(log);
           unlink(log.c_str());
+          std::vector<int> order;
+          for (size_t at = 0; at < ring.size();) {
+            size_t used = 0;
+            order.push_back(std::stoi(ring.substr(at), &used));
+            at += used;
+          }
+          const size_t pos =
+              static_cast<size_t>(std::find(order.begin(), order.end(), rank) - order.begin());
+          const std::string neighbours =
+              "Ring 00 : " + std::to_string(order[(pos + order.size() - 1) % order.size()]) +
+              " -> " + std::to_string(rank) + " -> " +
+              std::to_string(order[(pos + 1) % order.size()]) + "\n";
+          const std::string channel = rank == 0 ? " : " + ring + "\n" : neighbours;
+          if (rank == 0 && text.find("Channel 00/") == std::string::npos) {
+            note(rep->firstBad, sizeof(rep->firstBad), "the log lacks 'Channel 00/'");
+            return 40;
+          }
           for (const std::string& want :
-               {"ranks grouped by host: " + ring, std::string("via ucx (8 x 524288 B, LL 0 B)"),
+               {neighbours, channel, std::string("via ucx (8 x 524288 B, LL 0 B)"),
                 std::string("via shm (8 x 524288 B, LL 0 B)")})
             if (text.find(want) == std::string::npos) {
               note(rep->firstBad, sizeof(rep->firstBad), "the log lacks '" + want + "'");

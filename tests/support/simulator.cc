@@ -82,24 +82,29 @@ std::string where(const SimJob& j, int lane) {
          std::to_string(lane);
 }
 
-// Every element a step touches lies inside its buffer, in every loop (after init: the
-// geometry is the runner's own).
+// Every element a step touches lies inside its buffer, in every loop and every repetition
+// (after init: the geometry and the ring order are the runner's own).
 bool checkBounds(const SimJob& j, std::string* error) {
   const Program& p = j.program;
+  const RunArgs& args = j.runner.args();
   for (int li = 0; li < p.nLanes; li++) {
     const Lane& l = p.lanes[li];
     const LaneGeometry& g = j.runner.laneGeometryOf(li);
     for (uint64_t loop = 0; loop < g.nLoops; loop++) {
       bool any = false;
       for (int k = l.firstStep; k < l.firstStep + l.nSteps; k++) {
-        const Step& s = p.steps[k];
-        uint64_t n = stepCount(g, s, loop);
-        if (n == 0) continue;
-        any = true;
-        bool inBad = (s.flags & kStepLocal) && stepInOffset(g, s, loop) + n > j.inElems[l.inBuf];
-        bool outBad = (s.flags & kStepOut) && stepOutOffset(g, s, loop) + n > j.outElems[l.outBuf];
-        if (inBad || outBad) {
+        for (uint32_t rep = 0; rep <= p.steps[k].repeat; rep++) {
+          const Step s =
+              stepRepetition(p.steps[k], l.chunksPerLoop, rep, args.ringRanks, p.ringSize);
+          uint64_t n = stepCount(g, s, loop);
+          if (n == 0) continue;
+          any = true;
+          bool inBad = (s.flags & kStepLocal) && stepInOffset(g, s, loop) + n > j.inElems[l.inBuf];
+          bool outBad =
+              (s.flags & kStepOut) && stepOutOffset(g, s, loop) + n > j.outElems[l.outBuf];
+          if (!inBad && !outBad) continue;
           *error = where(j, li) + " loop " + std::to_string(loop) + " step " + std::to_string(k) +
+                   (p.steps[k].repeat ? " repetition " + std::to_string(rep) : std::string()) +
                    ": " + (inBad ? "input" : "output") + " range [" +
                    std::to_string(inBad ? stepInOffset(g, s, loop) : stepOutOffset(g, s, loop)) +
                    ", +" + std::to_string(n) + ") exceeds the buffer of " +
@@ -132,7 +137,8 @@ std::string deadlockReport(const Queues& queues, const std::vector<size_t>& head
       const Step& s = j.program.steps[st.step];
       out += "\n  " + where(j, li) + ": ";
       if (j.caseIndex > 0) out += "collective " + std::to_string(j.caseIndex) + " ";
-      out += "loop " + std::to_string(st.loop) + " step " + std::to_string(st.step) + " (" +
+      out += "loop " + std::to_string(st.loop) + " step " + std::to_string(st.step) +
+             (s.repeat ? " repetition " + std::to_string(st.rep) : std::string()) + " (" +
              stepFlagsText(s.flags) + ") " + std::to_string(st.stepDone) + "/" +
              std::to_string(st.stepCount) + " elements, ";
       if (st.wait == kLaneWaitRecv || st.wait == kLaneWaitSend) {
@@ -186,7 +192,9 @@ void runJobs(std::vector<std::unique_ptr<SimJob>>& jobs, const EngineOptions& o,
         // LL memory starts with every flag at the initial counter value, which no slot of the
         // first lap expects (a transport's zero-filled memory with counters at 0 is the same).
         size_t llBytes = (size_t)o.nSlots * o.llSlotBytes;
-        f->llSlots.reset(static_cast<char*>(std::aligned_alloc(64, std::max<size_t>(64, llBytes))));
+        // aligned_alloc wants a whole number of alignments.
+        const size_t llAlloc = std::max<size_t>(64, (llBytes + 63) / 64 * 64);
+        f->llSlots.reset(static_cast<char*>(std::aligned_alloc(64, llAlloc)));
         LlLine* lines = reinterpret_cast<LlLine*>(f->llSlots.get());
         for (size_t i = 0; i < llBytes / sizeof(LlLine); i++)
           lines[i] = LlLine{0, o.counterStart, 0, o.counterStart};
@@ -433,7 +441,7 @@ bool prepareCase(const SimCase& c, CaseMemory* mem, SimResult* res) {
         break;
       case InPlace::InInsideOut:
         out = c.outputs[r];
-        std::memcpy(out.data() + off, c.inputs[r].data(), inBytes);
+        if (inBytes > 0) std::memcpy(out.data() + off, c.inputs[r].data(), inBytes);
         mem->outPtr[r] = (char*)out.data();
         mem->inPtr[r] = mem->outPtr[r] + off;
         break;
@@ -493,6 +501,7 @@ SimResult simulateBatch(std::vector<SimCase>* cases) {
           simContext(first.nranks, r, spec.protocol, slotBytes, llSlotBytes, first.nSlots,
                      spec.nChannels, spec.chunkElems * dataTypeSize(spec.type));
       ctx.rings = spec.rings;
+      ctx.compactRings = spec.compact;
       ctx.tune.algos = simAlgos(spec);
       if (!simTrees(spec, &ctx.trees, &res)) return res;
       CollArgs a = caseArgs(spec, mem[i], r);

@@ -57,6 +57,7 @@ struct SimSpec {
   uint32_t slicesPerTurn = 1;           // advance() budget per turn; ~0u = as much as possible
   uint32_t seed = 0;                    // non-zero: shuffle the turn order every round
   std::vector<std::vector<int>> rings;  // per channel ring order; missing/empty: 0..n-1
+  bool compact = false;  // ring bodies as repeated steps at any rank count (CollDesc::compact)
   // Test hook: change a Program after it was built (to break a schedule on purpose).
   std::function<void(int rank, int channel, Program* program)> mutate;
   // Test hook: change a planned job's run-time arguments (counts, chunk) after planning.

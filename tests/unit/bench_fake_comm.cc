@@ -7,6 +7,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <vector>
 
@@ -339,8 +340,15 @@ ncclResult_t fakeCommAbort(ncclComm_t comm) {
     c->world->aborted = true;
     c->world->cv.notify_all();
   }
-  // Threads may still be waking up inside calls on this world or communicator: both are left
-  // allocated (tests are short-lived), only the live count drops.
+  // Threads may still be waking up inside calls on this world or communicator: both stay
+  // allocated until the process exits (kept reachable, so leak checkers stay quiet), only the
+  // live count drops.
+  {
+    static std::mutex graveyardMu;
+    static std::vector<std::unique_ptr<FakeComm>> graveyard;
+    std::lock_guard<std::mutex> lock(graveyardMu);
+    graveyard.emplace_back(c);
+  }
   --g_live;
   return ncclSuccess;
 }

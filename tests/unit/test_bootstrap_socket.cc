@@ -196,6 +196,26 @@ TEST_CASE("NCCL_COMM_ID makes the same id everywhere and starts no root", "[sock
   CHECK(bootstrapGetUniqueId(nullptr) == ncclInvalidArgument);
 }
 
+TEST_CASE("RINGCC_COMM_SECRET gives NCCL_COMM_ID jobs a magic of their own", "[socket]") {
+  ScopedEnv c("NCCL_COMM_ID", "127.0.0.1:29500");
+  auto magicWith = [](std::optional<std::string> secret) {
+    ScopedEnv s("RINGCC_COMM_SECRET", secret);
+    ncclUniqueId id;
+    REQUIRE(bootstrapGetUniqueId(&id) == ncclSuccess);
+    BootstrapId f;
+    REQUIRE(bootstrapParseId(id, &f) == ncclSuccess);
+    return f.magic;
+  };
+  const uint64_t plain = magicWith(std::nullopt);
+  const uint64_t a = magicWith("correct horse battery staple");
+  CHECK(plain == kCommIdMagic);
+  CHECK(a != kCommIdMagic);
+  CHECK(a != 0);
+  CHECK(a == magicWith("correct horse battery staple"));  // every rank computes the same
+  CHECK(a != magicWith("correct horse battery stapler"));
+  CHECK(magicWith("") == kCommIdMagic);  // empty is unset
+}
+
 TEST_CASE("unique ids carry a random magic and a reachable root; garbage ids are refused",
           "[socket]") {
   ScopedEnv e("NCCL_COMM_ID", std::nullopt);
