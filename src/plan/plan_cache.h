@@ -2,9 +2,9 @@
 // same all-reduce every training step, at any message size) skips the builder.
 //
 // Programs are free of the message (src/sched/program.h), so the key is what a builder reads:
-// (collective, algorithm, nranks, rank, root, channel, compact, ring order, tree node). Any ring order is
-// accepted; the protocol is a run-time argument of the runner, not part of a Program. Bounded: a
-// batch that finds the cache full starts it over. Used by one thread at a time.
+// (collective, algorithm, nranks, rank, root, channel, compact, ring order, tree node). Any ring
+// order is accepted; the protocol is a run-time argument of the runner, not part of a Program.
+// Bounded: a batch that finds the cache full starts it over. Used by one thread at a time.
 #pragma once
 
 #include <array>
@@ -31,8 +31,7 @@ class PlanCache {
   size_t size() const { return plans_.size(); }
 
  private:
-  using Key =
-      std::tuple<int, int, int, int, int, int, bool, std::vector<int>, std::array<int, 4>>;
+  using Key = std::tuple<int, int, int, int, int, int, bool, std::vector<int>, std::array<int, 4>>;
   static constexpr size_t kMaxPlans = 1024;
   std::map<Key, std::unique_ptr<Program>> plans_;
 };

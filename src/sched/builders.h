@@ -84,7 +84,7 @@ struct CollDesc {
   // compact reduce-scatter or all-gather on a ring other than 0..n-1 needs the ring as the
   // runner's RunArgs::ringRanks.
   bool compact = false;
-  TreeNode tree;          // Tree: this rank's parent and children in this channel's tree
+  TreeNode tree;  // Tree: this rank's parent and children in this channel's tree
 };
 
 // One rank's part of `d` on one channel.

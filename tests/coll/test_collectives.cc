@@ -1078,8 +1078,8 @@ TEST_CASE("tree all-reduce (NCCL_ALGO=Tree) in forked processes: one host, and h
       // the ring under NCCL_ALGO=Tree) completes only once every rank has left the tree, so
       // the tree's data is consumed before any rank tears its connections down.
       std::vector<int32_t> mine(1, rank), all(n, -1);
-      if (bad == 0 && ncclAllGather(mine.data(), all.data(), 1, ncclInt32, comm, nullptr) !=
-                          ncclSuccess)
+      if (bad == 0 &&
+          ncclAllGather(mine.data(), all.data(), 1, ncclInt32, comm, nullptr) != ncclSuccess)
         ++bad;
       if (ncclCommDestroy(comm) != ncclSuccess) ++bad;
       return bad > 0 ? 1 : 0;
