@@ -1,50 +1,40 @@
 #!/usr/bin/env bash
-# Builds ringcc under the sanitizers and runs the tests there (docs/testing.md, "Sanitizers"):
-#   asan: AddressSanitizer + UndefinedBehaviorSanitizer (build-asan/), every C++ suite
-#         (torch and fuzz aside: the first runs our library inside Debian's Python, the second
-#         is its own sanitized clang build);
-#   tsan: ThreadSanitizer (build-tsan/), the suites whose ranks are threads of one process.
-# Usage: scripts/sanitize.sh [asan|tsan|all] [extra meson test arguments]
-# Assumes scripts/setup.sh has installed the packages. Each run leaves its testlog.json in
-# BUILD/meson-logs/ for .ci/summary.py.
+# Builds ringcc with AddressSanitizer and UndefinedBehaviorSanitizer (build-asan/) and runs
+# the test groups that are fit for it (docs/testing.md, "Sanitizers").
+#
+# Left out, each for a reason:
+#   - tests whose ranks are forked from a process that already runs threads (the bootstrap
+#     root, the proxy, the hang watcher): with GCC 12's ASan runtime a child can inherit the
+#     allocator's lock held by another thread and block forever. They need ranks that are
+#     exec'ed, not forked (issue 13, item 5, open).
+#   - install, preload, torch: programs built without ASan (or Python) load the instrumented
+#     library, which ASan refuses; fuzz: it is its own sanitized clang build.
+#   - timing checks (fault_revoke) and the 4096-rank simulation (sim_scale): ASan's slowdown.
+# Usage: scripts/sanitize.sh [extra meson test arguments]   (packages: scripts/setup.sh)
 set -uo pipefail
 cd "$(dirname "$0")/.."
-which=${1:-all}
-shift || true
+BUILD=build-asan
+start=$SECONDS
+if [ ! -f "$BUILD/build.ninja" ]; then
+  meson setup "$BUILD" -Db_sanitize=address,undefined -Db_lundef=false -Dpython=disabled \
+    -Dcuda=disabled -Dbuildtype=debugoptimized || exit 1
+fi
+ninja -C "$BUILD" || exit 1
+echo "sanitize: built in $((SECONDS - start)) s"
+
+# Test names as Meson lists them ("suite [tag]"), kept when they match TAKE.
+TAKE='^(core|reduce_copy|tune|abi|api_args|bootstrap|bench|topo|sched) |^sched_scale \[sched_scale\]$'
+TAKE+='|^transport |^lifecycle \[(lifecycle|split|shrink|abort)\]$|^collectives \[coll_(allreduce|reducescatter|rooted|gather|p2p|group|channels|large)\]$'
+TAKE+='|^monitor \[monitor_unit\]$|^soak$|^net \[net_hosts\]$'
+mapfile -t tests < <(meson test -C "$BUILD" --list 2>/dev/null | sed 's|^ringcc / ||' | grep -E "$TAKE")
+echo "sanitize: ${#tests[@]} test groups under ASan+UBSan"
+
 supp="$PWD/tests/sanitizers"
-status=0
-
-configure() {  # dir, sanitizers
-  if [ ! -f "$1/build.ninja" ]; then
-    meson setup "$1" -Db_sanitize="$2" -Db_lundef=false -Dpython=disabled -Dcuda=disabled \
-      -Dbuildtype=debugoptimized || return 1
-  fi
-  ninja -C "$1"
-}
-
-if [ "$which" = asan ] || [ "$which" = all ]; then
-  start=$SECONDS
-  if configure build-asan address,undefined; then
-    ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
-    LSAN_OPTIONS=suppressions=$supp/lsan.supp \
-    UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
-      meson test -C build-asan --num-processes 2 --no-suite torch --no-suite fuzz \
-        --timeout-multiplier 4 --print-errorlogs "$@" || status=1
-  else
-    status=1
-  fi
-  echo "sanitize: asan took $((SECONDS - start)) s"
-fi
-
-if [ "$which" = tsan ] || [ "$which" = all ]; then
-  start=$SECONDS
-  if configure build-tsan thread; then
-    TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$supp/tsan.supp" \
-      meson test -C build-tsan --num-processes 2 --timeout-multiplier 4 --print-errorlogs \
-        "${TSAN_TESTS[@]}" "$@" || status=1
-  else
-    status=1
-  fi
-  echo "sanitize: tsan took $((SECONDS - start)) s"
-fi
+ASAN_OPTIONS=detect_leaks=1:abort_on_error=1 \
+LSAN_OPTIONS=suppressions=$supp/lsan.supp \
+UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+  meson test -C "$BUILD" --no-rebuild --num-processes 2 --timeout-multiplier 4 \
+    --print-errorlogs "$@" "${tests[@]}"
+status=$?
+echo "sanitize: took $((SECONDS - start)) s"
 exit $status
