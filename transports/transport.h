@@ -285,6 +285,11 @@ class Connector {
     return ncclSuccess;
   }
 
+  // The data in flight no longer matters (its operation failed): the destructor may skip
+  // waiting for the peer to take what was published. Transports whose destructor never waits
+  // (p2p, shm) ignore it.
+  virtual void discard() {}
+
  protected:
   Connector(ConnSide side, int peerRank, const ConnectorView& view)
       : view_(view), side_(side), peerRank_(peerRank) {}

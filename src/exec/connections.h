@@ -61,8 +61,14 @@ class ConnectionTable {
                       int64_t timeoutMs = INT64_MAX);
 
   // Closes every connection: the peers see PeerState::Closed, and any of them still waiting
-  // on one of them gets an error instead of waiting on.
-  void closeAll() { conns_.clear(); }
+  // on one of them gets an error instead of waiting on. After a failed operation (`failed`),
+  // what was published but not yet delivered no longer matters, so no connection waits for
+  // its peer to take it (Connector::discard).
+  void closeAll(bool failed = false) {
+    if (failed)
+      for (auto& entry : conns_) entry.second->discard();
+    conns_.clear();
+  }
 
   template <typename F>
   void forEach(F&& f) const {

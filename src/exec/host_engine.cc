@@ -79,6 +79,9 @@ HostEngine::~HostEngine() {
   abortOps_.store(true);
   cv_.notify_all();
   thread_.join();
+  // An aborted or revoked communicator drops what it had in flight (ncclCommAbort's promise);
+  // a destroyed one lets its last sends reach the peers first.
+  conns_.closeAll(/*failed=*/comm_->abortFlag.load() || comm_->revoked.load());
 }
 
 namespace {
@@ -267,7 +270,7 @@ ncclResult_t HostEngine::runBatch(std::span<const CollArgs> ops) {
     failReason_ = kFailNone;
     for (auto& b : bound_) b->connectors.clear();
     plan_.clear();
-    conns_.closeAll();
+    conns_.closeAll(/*failed=*/true);
   }
   return r;
 }

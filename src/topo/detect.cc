@@ -126,6 +126,10 @@ bool detectHwloc(XmlNode* system, const std::vector<ProbedGpu>& gpus,
   hwloc_topology_t topo;
   if (hwloc_topology_init(&topo) != 0) return false;
   hwloc_topology_set_io_types_filter(topo, HWLOC_TYPE_FILTER_KEEP_IMPORTANT);
+  // The OpenCL and OpenGL plugins name GPUs we find through NVML anyway; loading them costs
+  // init time (they open their vendors' libraries) and leaves their allocations behind.
+  hwloc_topology_set_components(topo, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST, "opencl");
+  hwloc_topology_set_components(topo, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST, "gl");
   if (hwloc_topology_load(topo) != 0) {
     hwloc_topology_destroy(topo);
     return false;

@@ -20,12 +20,18 @@ namespace ringcc {
 namespace {
 
 // Longest a closing sender waits for its published slots to leave (see ~UcxConnector), and
-// how long without any send completing it waits: a connection whose operation failed (the
-// error closes every connection) must not hold the error's return for long. After one drain
-// stalled, the closes of the next kStallMemory skip the wait: they are most likely the same
-// failed operation's other connections, and n stalls in a row would add up.
+// how long without any send completing it waits. A peer that closed or died ends the wait at
+// once (drained() says so); the stall limit is for a peer that lives but does not read, as
+// after a failed operation, which must not hold the error's return for long. It must still be
+// long enough for a healthy peer whose proxy thread waits for a core on an oversubscribed
+// host: a sender that gives up early drops the last data of a finished operation, and its
+// peer fails with "peer died" (seen at 200 ms under a load of 15 on 2 cores). After one drain
+// stalled, the closes of the next kStallMemory wait kStallAfterStall at most: they are most
+// likely the same failed operation's other connections, and n full stalls would add up. (A
+// connection closed because its operation failed skips the wait altogether: discard().)
 constexpr auto kDrainWait = std::chrono::seconds(5);
-constexpr auto kDrainStall = std::chrono::milliseconds(200);
+constexpr auto kDrainStall = std::chrono::seconds(2);
+constexpr auto kStallAfterStall = std::chrono::milliseconds(250);
 constexpr auto kStallMemory = std::chrono::seconds(2);
 std::atomic<int64_t> gLastStallNs{0};
 
@@ -49,10 +55,10 @@ class UcxConnector final : public Connector {
     const auto until = now + kDrainWait;
     const bool recentStall = steadyNs(now) - gLastStallNs.load(std::memory_order_relaxed) <
                              std::chrono::nanoseconds(kStallMemory).count();
-    const auto stallLimit = recentStall ? std::chrono::steady_clock::duration::zero()
+    const auto stallLimit = recentStall ? std::chrono::steady_clock::duration(kStallAfterStall)
                                         : std::chrono::steady_clock::duration(kDrainStall);
     auto stalledSince = now;
-    for (uint32_t last = link_->sendsDone(); !link_->drained();) {
+    for (uint32_t last = link_->sendsDone(); !discarded_ && !link_->drained();) {
       if (now >= until || now - stalledSince >= stallLimit) {
         if (!recentStall) gLastStallNs.store(steadyNs(now), std::memory_order_relaxed);
         break;
@@ -72,10 +78,12 @@ class UcxConnector final : public Connector {
   PeerState peerState() const override { return link_->peerState(); }
   bool needsProgress() const override { return true; }
   ncclResult_t progress(bool* moved) override { return link_->progress(moved); }
+  void discard() override { discarded_ = true; }
 
  private:
   std::unique_ptr<UcxLink> link_;
   UcxWorker* worker_;
+  bool discarded_ = false;  // the operation failed: the destructor does not drain
 };
 
 class UcxPending final : public PendingConnection {
