@@ -33,7 +33,7 @@ supp="$PWD/tests/sanitizers"
 # Full stack unwinding at every allocation: hwloc's plugins are unloaded before the leak check,
 # and only a full stack still reaches the frame its suppression names (tests/sanitizers).
 ASAN_OPTIONS=detect_leaks=1:abort_on_error=1:fast_unwind_on_malloc=0 \
-LSAN_OPTIONS=suppressions=$supp/lsan.supp \
+LSAN_OPTIONS=suppressions=$supp/lsan.supp:print_suppressions=0 \
 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
   meson test -C "$BUILD" --no-rebuild --num-processes 2 --timeout-multiplier 4 \
     --print-errorlogs "$@" "${tests[@]}"

@@ -344,10 +344,11 @@ ncclResult_t fakeCommAbort(ncclComm_t comm) {
   // allocated until the process exits (kept reachable, so leak checkers stay quiet), only the
   // live count drops.
   {
+    // Never destroyed (a static vector would be, before the leak check runs at exit).
     static std::mutex graveyardMu;
-    static std::vector<std::unique_ptr<FakeComm>> graveyard;
+    static auto* graveyard = new std::vector<std::unique_ptr<FakeComm>>;
     std::lock_guard<std::mutex> lock(graveyardMu);
-    graveyard.emplace_back(c);
+    graveyard->emplace_back(c);
   }
   --g_live;
   return ncclSuccess;
