@@ -110,9 +110,14 @@ PeerState UcxLink::peerState() const {
   return PeerState::Open;
 }
 
+uint32_t UcxLink::consumed() const { return loadCounter(&control_->head); }
+
 bool UcxLink::drained() const {
   if (side_ == ConnSide::Recv || peerState() != PeerState::Open) return true;
-  return sendsDone_.load(std::memory_order_acquire) == loadCounter(&control_->tail);
+  // Consumed by the peer (its credits moved our head up to the tail), not only handed to UCX:
+  // a send UCX calls complete may still sit in a socket buffer, and a process that exits
+  // right after its last operation would cut it off (the peer sees the connection reset).
+  return loadCounter(&control_->head) == loadCounter(&control_->tail);
 }
 
 ncclResult_t UcxLink::fail(const char* fmt, ...) {
@@ -316,7 +321,8 @@ ncclResult_t UcxLink::progressSend(bool* moved) {
     void* m = postSend(&control_->meta[slot], sizeof(SlotMeta), ucxTag(kUcxMeta, peerId_, posted_),
                        false);
     if (UCS_PTR_IS_ERR(m))
-      return fail("sending step %u's size failed: %s", posted_, ucs_status_string(UCS_PTR_STATUS(m)));
+      return fail("sending step %u's size failed: %s", posted_,
+                  ucs_status_string(UCS_PTR_STATUS(m)));
     metaReqs_[slot] = m;
     void* r = postSend(slots_ + uint64_t{slot} * slotBytes_, size,
                        ucxTag(kUcxData, peerId_, posted_), true);
@@ -334,7 +340,6 @@ ncclResult_t UcxLink::progressSend(bool* moved) {
     if (st == UCS_OK) st = finish(req);
     if (st != UCS_OK) return fail("sending step %u failed: %s", completed_, ucs_status_string(st));
     ++completed_;
-    sendsDone_.store(completed_, std::memory_order_release);
     *moved = true;
   }
   // A slot is free once the receiver consumed it and UCX no longer reads it.

@@ -8,10 +8,11 @@
 // head goes back to the sender as a credit message.
 // Send side: a local FIFO of the same geometry that the runner fills as if it were the
 // receiver's. Each slot the runner publishes (tail) is sent from the slot itself (tag: data,
-// the receiver's link id, step), its SlotMeta beside it (tag: meta); head moves to the lower of the receiver's credited head and
-// our first send UCX has not finished with, so the runner never overwrites a slot in flight.
-// Both: a posted receive for the peer's close message, and an endpoint whose failure (peer
-// died, link down) UCX reports through the error handler. peerState() reads atomics only.
+// the receiver's link id, step), its SlotMeta beside it (tag: meta); head moves to the lower of the
+// receiver's credited head and our first send UCX has not finished with, so the runner never
+// overwrites a slot in flight. Both: a posted receive for the peer's close message, and an endpoint
+// whose failure (peer died, link down) UCX reports through the error handler. peerState() reads
+// atomics only.
 //
 // Threads: construction and the setters on the caller's thread before the proxy sees the
 // link; everything else on the proxy thread; peerState() anywhere.
@@ -60,7 +61,8 @@ class UcxLink {
   // waits for it (bounded) before it closes, so that data of a finished operation is not cut
   // off by a process that destroys its communicator and exits at once.
   bool drained() const;
-  uint32_t sendsDone() const { return sendsDone_.load(std::memory_order_acquire); }
+  // Send side: the slots the peer has consumed (and UCX completed), as published to the runner.
+  uint32_t consumed() const;
 
   // Proxy thread, after the Connector is gone: steps of an orderly close. Returns true once
   // every UCX resource is released and the link may be deleted. Never waits: call again.
@@ -109,8 +111,7 @@ class UcxLink {
   void* epCloseReq_ = nullptr;
   std::chrono::steady_clock::time_point releaseDeadline_{};
 
-  std::atomic<uint32_t> sendsDone_{0};  // send side: completed_, for drained()
-  std::atomic<int> epStatus_{0};        // ucs_status_t from the error handler; 0: fine
+  std::atomic<int> epStatus_{0};  // ucs_status_t from the error handler; 0: fine
   std::atomic<bool> peerClosed_{false};
   std::atomic<bool> failed_{false};
 };

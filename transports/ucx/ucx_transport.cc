@@ -48,9 +48,10 @@ class UcxConnector final : public Connector {
     Proxy::get().add(this);
   }
   ~UcxConnector() override {
-    // What the runner published is sent first (bounded: a peer that stops reading cannot hold
-    // us longer than kDrainWait); then, after remove(), the proxy no longer runs progress() on
-    // us, and it releases the link's UCX resources (it owns the worker) without waiting here.
+    // What the runner published is consumed by the peer first (bounded: a peer that stops reading
+    // cannot hold us longer than kDrainWait); then, after remove(), the proxy no longer runs
+    // progress() on us, and it releases the link's UCX resources (it owns the worker) without
+    // waiting here.
     auto now = std::chrono::steady_clock::now();
     const auto until = now + kDrainWait;
     const bool recentStall = steadyNs(now) - gLastStallNs.load(std::memory_order_relaxed) <
@@ -58,14 +59,14 @@ class UcxConnector final : public Connector {
     const auto stallLimit = recentStall ? std::chrono::steady_clock::duration(kStallAfterStall)
                                         : std::chrono::steady_clock::duration(kDrainStall);
     auto stalledSince = now;
-    for (uint32_t last = link_->sendsDone(); !discarded_ && !link_->drained();) {
+    for (uint32_t last = link_->consumed(); !discarded_ && !link_->drained();) {
       if (now >= until || now - stalledSince >= stallLimit) {
         if (!recentStall) gLastStallNs.store(steadyNs(now), std::memory_order_relaxed);
         break;
       }
       std::this_thread::sleep_for(std::chrono::microseconds(200));
       now = std::chrono::steady_clock::now();
-      if (uint32_t d = link_->sendsDone(); d != last) {
+      if (uint32_t d = link_->consumed(); d != last) {
         last = d;
         stalledSince = now;
       }
