@@ -19,8 +19,8 @@
 namespace ringcc {
 namespace {
 
-// Longest a closing sender waits for its published slots to leave (see ~UcxConnector), and
-// how long without any send completing it waits. A peer that closed or died ends the wait at
+// Longest a closing sender waits for the peer to consume its published slots (see
+// ~UcxConnector), and how long it waits without the peer consuming any. A peer that closed or died ends the wait at
 // once (drained() says so); the stall limit is for a peer that lives but does not read, as
 // after a failed operation, which must not hold the error's return for long. It must still be
 // long enough for a healthy peer whose proxy thread waits for a core on an oversubscribed
