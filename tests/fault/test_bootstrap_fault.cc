@@ -105,6 +105,14 @@ std::vector<int> waitChildren(const std::vector<pid_t>& pids, double limitS) {
   return status;
 }
 
+// A fresh unique id (its root runs in this process) and the fields it carries.
+BootstrapId freshId(ncclUniqueId* id) {
+  REQUIRE(bootstrapGetUniqueId(id) == ncclSuccess);
+  BootstrapId f;
+  REQUIRE(bootstrapParseId(*id, &f) == ncclSuccess);
+  return f;
+}
+
 // A socket that listens but never accepts or answers.
 SocketAddress silentRoot(Socket* holder) {
   REQUIRE(Socket::listen(SocketAddress::loopback(AF_INET), holder) == ncclSuccess);
@@ -117,9 +125,7 @@ TEST_CASE("strangers at the root are dropped and the real ranks complete", "[boo
   FaultEnv env("3000");
   CapturedLog log;
   ncclUniqueId id;
-  REQUIRE(bootstrapGetUniqueId(&id) == ncclSuccess);
-  BootstrapId f;
-  REQUIRE(bootstrapParseId(id, &f) == ncclSuccess);
+  const BootstrapId f = freshId(&id);
 
   Socket garbage = rawConnect(f.root);
   std::vector<char> junk(48, '\xab');
@@ -143,9 +149,7 @@ TEST_CASE("strangers at a rank's listener are dropped; the ranks keep working",
   FaultEnv env("1000");
   CapturedLog log;
   ncclUniqueId id;
-  REQUIRE(bootstrapGetUniqueId(&id) == ncclSuccess);
-  BootstrapId f;
-  REQUIRE(bootstrapParseId(id, &f) == ncclSuccess);
+  const BootstrapId f = freshId(&id);
   std::vector<ncclResult_t> rc;
   auto bs = createAll(id, 4, &rc);
   for (int r = 0; r < 4; ++r) REQUIRE(rc[r] == ncclSuccess);
@@ -189,9 +193,7 @@ TEST_CASE("well-formed messages without the secret are dropped, never delivered"
   FaultEnv env("2000");
   CapturedLog log;
   ncclUniqueId id;
-  REQUIRE(bootstrapGetUniqueId(&id) == ncclSuccess);
-  BootstrapId f;
-  REQUIRE(bootstrapParseId(id, &f) == ncclSuccess);
+  const BootstrapId f = freshId(&id);
   const uint64_t forgedMagic = f.magic ^ 0x1;
 
   // At the root: a hello for rank 0 of 2, with a listen address that works.
@@ -265,9 +267,7 @@ TEST_CASE("a flood of connections at the root and a listener: the ranks still co
   FaultEnv env("3000");
   CapturedLog log;
   ncclUniqueId id;
-  REQUIRE(bootstrapGetUniqueId(&id) == ncclSuccess);
-  BootstrapId f;
-  REQUIRE(bootstrapParseId(id, &f) == ncclSuccess);
+  const BootstrapId f = freshId(&id);
 
   auto flood = [](SocketAddress target, std::atomic<bool>* stop, std::vector<Socket>* held) {
     std::vector<char> junk(24, '\x77');
