@@ -195,6 +195,10 @@ ncclResult_t Bootstrap::barrier() {
 }
 
 ncclResult_t Bootstrap::send(int peer, int tag, const void* data, size_t size) {
+  return send(peer, tag, data, size, timeoutMs_);
+}
+
+ncclResult_t Bootstrap::send(int peer, int tag, const void* data, size_t size, int64_t timeoutMs) {
   if (peer < 0 || peer >= nranks_)
     return fail(ncclInvalidArgument, kWhere, "send: peer %d is out of range [0, %d)", peer,
                 nranks_);
@@ -202,7 +206,7 @@ ncclResult_t Bootstrap::send(int peer, int tag, const void* data, size_t size) {
   if (size > wire::kMaxMessageBytes)
     return fail(ncclInvalidArgument, kWhere, "send: size %zu exceeds %llu", size,
                 static_cast<unsigned long long>(wire::kMaxMessageBytes));
-  WaitLimit lim = limit();
+  WaitLimit lim(std::min(timeoutMs, timeoutMs_), abortFlag_, &aborted_);
   if (lim.aborted()) return ncclRemoteError;
   if (peer == rank_) {
     inbox_->putLocal(tag, data, size);

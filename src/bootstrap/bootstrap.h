@@ -69,6 +69,9 @@ class Bootstrap {
   // A message of `size` bytes (at most wire::kMaxMessageBytes) to `peer` (may be this rank).
   // Returns once it is handed to the peer's socket, not once it is received.
   ncclResult_t send(int peer, int tag, const void* data, size_t size);
+  // The same, giving up after timeoutMs when that comes before BOOTSTRAP_TIMEOUT (a peer
+  // that may have left: connecting to it retries until the deadline).
+  ncclResult_t send(int peer, int tag, const void* data, size_t size, int64_t timeoutMs);
   // The oldest message from `peer` with `tag`; its size must be `size`.
   ncclResult_t recv(int peer, int tag, void* data, size_t size);
   // The same for a caller with its own stop flag and deadline (an engine making connections
@@ -78,7 +81,8 @@ class Bootstrap {
                     int64_t timeoutMs);
 
   // Messages with `tag` are handed to `handler` on the listener thread as they arrive instead
-  // of waiting for recv() (src/monitor/hang_report.h). The handler must not block.
+  // of waiting for recv() (src/monitor/hang_report.h, src/exec/call_watch.h). The handler
+  // must not block; an empty one removes the tag's (Inbox::setHandler).
   void onMessage(int tag, std::function<void(int from, const std::vector<char>& data)> handler);
 
   // Makes waits in progress (within kAbortPollMs) and every later call return

@@ -242,15 +242,17 @@ bool Inbox::onHeader(Conn& c) {
 
 void Inbox::setHandler(int tag, Handler handler) {
   std::lock_guard<std::mutex> lock(mu_);
-  handlerTag_ = tag;
-  handler_ = std::move(handler);
+  if (handler)
+    handlers_[tag] = std::move(handler);
+  else
+    handlers_.erase(tag);
 }
 
 void Inbox::deliver(Conn& c) {
   Handler handler;
   {
     std::lock_guard<std::mutex> lock(mu_);
-    if (handler_ && c.hdr.tag == handlerTag_) handler = handler_;
+    if (auto it = handlers_.find(c.hdr.tag); it != handlers_.end()) handler = it->second;
   }
   if (handler) {
     handler(c.from, c.payload);  // outside the lock: it may post to another thread

@@ -21,6 +21,7 @@
 #include <condition_variable>
 #include <deque>
 #include <functional>
+#include <map>
 #include <mutex>
 #include <string>
 #include <thread>
@@ -51,7 +52,9 @@ class Inbox {
   // Queues a message this rank sends to itself.
   void putLocal(int tag, const void* data, size_t size);
   // Messages with `tag` go to `handler` (called on the listener thread, no lock held; it must
-  // not block) instead of the queue: requests nobody waits for with take() (hang reports).
+  // not block) instead of the queue: requests nobody waits for with take() (hang reports,
+  // posted calls). One handler per tag; an empty handler removes the tag's. A handler may
+  // still run, on its copy, after it was replaced: what it uses must outlive that.
   using Handler = std::function<void(int from, const std::vector<char>& data)>;
   void setHandler(int tag, Handler handler);
   // Wakes waiters in take()/takeRingPrev() so they see an abort flag at once.
@@ -89,9 +92,8 @@ class Inbox {
   std::vector<std::string> endedWhy_;  // per sender: why its last connection ended ("" if none)
   Socket ringLink_;
   bool ringLinkSeen_ = false;
-  std::string fatal_;  // the thread stopped on an error; every wait fails with this
-  int handlerTag_ = 0;
-  Handler handler_;
+  std::string fatal_;                // the thread stopped on an error; every wait fails with this
+  std::map<int, Handler> handlers_;  // by tag
 };
 
 }  // namespace ringcc

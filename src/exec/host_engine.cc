@@ -31,6 +31,11 @@ using Clock = std::chrono::steady_clock;
 // (measured: 4 ranks on 2 cores, 8 B all-reduce ~9-12 us with 32 polls, ~5-9 us with none).
 constexpr int kPollsBeforeYield = 32;
 
+// How long a rank whose network peer closed mid-operation waits for that peer's call told
+// over the bootstrap (src/exec/call_watch.h) before it reports the close: a mismatch found
+// by the peer is then named as one, not as a peer that left.
+constexpr auto kToldCallGrace = std::chrono::milliseconds(200);
+
 // Whether more ranks of `comm` run on this host than this process has cores to run on.
 bool oversubscribed(const ncclComm* comm) {
   int local = 0;
@@ -67,6 +72,7 @@ HostEngine::HostEngine(ncclComm* comm)
               std::chrono::milliseconds(positive("TIMEOUT")),
               oversubscribed(comm) ? 0 : kPollsBeforeYield},
       conns_(comm),
+      watch_(*comm->bootstrap),
       planner_(planContext(comm, conns_)) {
   thread_ = std::thread([this] { threadMain(); });
 }
@@ -77,6 +83,7 @@ HostEngine::~HostEngine() {
     exit_ = true;
   }
   abortOps_.store(true);
+  watch_.stopAll();
   cv_.notify_all();
   thread_.join();
   // An aborted or revoked communicator drops what it had in flight (ncclCommAbort's promise);
@@ -217,7 +224,10 @@ ncclResult_t HostEngine::wait(EngineHandle handle) {
   return result_;
 }
 
-void HostEngine::abortOps() { abortOps_.store(true); }
+void HostEngine::abortOps() {
+  abortOps_.store(true);
+  watch_.stopAll();
+}
 
 bool HostEngine::stopRequested() const {
   return abortOps_.load(std::memory_order_relaxed) ||
@@ -267,6 +277,12 @@ ncclResult_t HostEngine::runBatch(std::span<const CollArgs> ops) {
     LOG_INFO(kLogColl, "closing %zu connections after a failed operation", conns_.size());
     // Peers that wait on us learn why, so that a mismatch is the user's error on every rank.
     if (failReason_ != kFailNone) conns_.markFailed(failReason_);
+    if (failReason_ == kFailMismatch) {
+      // A network peer does not see failReason (it stays in this host's memory): it is told
+      // our call over the bootstrap instead, and names both calls (the gone-peer path).
+      batchSig_ = batchSig(batchOps_);
+      if (batchSig_.coll != kSigGroup) tellNetworkPeers();
+    }
     failReason_ = kFailNone;
     for (auto& b : bound_) b->connectors.clear();
     plan_.clear();
@@ -317,6 +333,11 @@ ncclResult_t HostEngine::planAndRun(std::span<const CollArgs> ops) {
   bool reused = false;
   RINGCC_CHECK(planner_.plan(ops, &plan_, &reused));
   if (plan_.nJobs == 0) return ncclSuccess;
+  // Numbered before its connections are made: a rank waiting for them tells its peers the
+  // batch number and call (bindJobs).
+  ++batchSeq_;
+  batchOps_ = ops;  // its call is posted only if the batch gets stuck (runJobs)
+  watch_.rearm();
   if (reused) {
     // Same jobs, counts and connections: the runners start over on the new buffers (the
     // planner wrote them into the tables the runners read).
@@ -325,8 +346,6 @@ ncclResult_t HostEngine::planAndRun(std::span<const CollArgs> ops) {
   } else {
     RINGCC_CHECK(bindJobs());
   }
-  ++batchSeq_;
-  batchOps_ = ops;  // its call is posted only if the batch gets stuck (runJobs)
   return runJobs();
 }
 
@@ -341,9 +360,13 @@ ncclResult_t HostEngine::bindJobs() {
     }
   }
   // Making connections waits on the peers like the rest of the operation does: until an
-  // abort or revoke, or NCCL_TIMEOUT.
-  ncclResult_t connected = conns_.ensure(keys, &abortOps_, params_.timeout.count());
-  if (connected != ncclSuccess && stopRequested()) return stopped("connecting");
+  // abort or revoke, NCCL_TIMEOUT, or a peer that told another call (watch_).
+  tellCallBeforeConnecting(keys);
+  ncclResult_t connected = conns_.ensure(keys, watch_.stopFlag(), params_.timeout.count());
+  if (connected != ncclSuccess) {
+    RINGCC_CHECK(findToldMismatch(/*tellBack=*/false));
+    if (stopRequested()) return stopped("connecting");
+  }
   RINGCC_CHECK(connected);
   while (bound_.size() < plan_.nJobs) bound_.push_back(std::make_unique<Bound>());
   for (size_t j = 0; j < plan_.nJobs; ++j) {
@@ -384,6 +407,7 @@ ncclResult_t HostEngine::runJobs() {
   int idleRounds = 0;
   Clock::time_point spinStart{};  // when the current spin started yielding (read lazily)
   GonePeer gone;
+  Clock::time_point goneAt{};  // when `gone` was found
   HostSync sync;
 
   while (true) {
@@ -424,6 +448,16 @@ ncclResult_t HostEngine::runJobs() {
                       "rank %d found that the ranks made different calls (its WARN names both) "
                       "and closed its connections",
                       gone.conn->peerRank());
+    if (gone.conn && gone.conn->needsProgress()) {
+      // A network peer that found a mismatch told us its call before it closed (runBatch):
+      // wait a moment for that message, which takes another socket than the close.
+      watch_.expect(batchSeq_, batchSig(batchOps_));
+      RINGCC_CHECK(findToldMismatch(/*tellBack=*/false));
+      if (Clock::now() - goneAt < kToldCallGrace) {
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+        continue;
+      }
+    }
     if (gone.conn)  // still stuck one round after it left: nothing more can come
       return failPeer(ncclRemoteError, gone.conn->peerRank(), gone.bound->job->name,
                       "channel %d: peer %s its connection mid-operation", gone.bound->job->channel,
@@ -459,13 +493,21 @@ ncclResult_t HostEngine::runJobs() {
       // looks at it only when it is stuck too.
       batchSig_ = batchSig(batchOps_);
       conns_.forEach([&](const Connector& c) { postCall(c, batchSeq_, batchSig_); });
+      // A network connection's posted call stays in this host's memory: its peer is told
+      // over the bootstrap instead (src/exec/call_watch.h), and told calls are compared too.
+      watch_.expect(batchSeq_, batchSig_);
+      if (batchSig_.coll != kSigGroup) tellNetworkPeers();
     }
     if (now - lastPeerCheck > std::chrono::milliseconds(20)) {
       lastPeerCheck = now;
       gone = findGonePeer();
       // Look once more before failing: what the peer sent before it left still counts.
-      if (gone.conn) continue;
+      if (gone.conn) {
+        goneAt = now;
+        continue;
+      }
       RINGCC_CHECK(findMismatchedPeer());
+      RINGCC_CHECK(findToldMismatch(/*tellBack=*/true));
     }
     if (now - lastProgress > params_.timeout) {
       const std::string first = reportStuck();
@@ -494,6 +536,43 @@ ncclResult_t HostEngine::findMismatchedPeer() {
                   "the ranks made different calls: rank %d called %s, rank %d called %s",
                   comm_->rank, describeCall(batchSig_).c_str(), w.conn->peerRank(),
                   describeCall(peer.sig).c_str());
+}
+
+void HostEngine::tellCallBeforeConnecting(const std::vector<PortKey>& keys) {
+  const OpSig sig = batchSig(batchOps_);
+  if (sig.coll == kSigGroup) return;  // groups are not compared (findMismatchedPeer)
+  std::vector<int> told;
+  for (const PortKey& k : keys) {
+    if (conns_.find(k) || std::find(told.begin(), told.end(), k.peer) != told.end()) continue;
+    if (told.empty()) watch_.expect(batchSeq_, sig);
+    // Best effort: a peer that cannot be told is found dead by the wait that follows.
+    (void)watch_.tell(k.peer, batchSeq_, sig);
+    told.push_back(k.peer);
+  }
+}
+
+void HostEngine::tellNetworkPeers() {
+  std::vector<int>& told = toldPeers_;
+  told.clear();
+  conns_.forEach([&](const Connector& c) {
+    if (!c.needsProgress() || c.peerState() != PeerState::Open ||
+        std::find(told.begin(), told.end(), c.peerRank()) != told.end())
+      return;
+    (void)watch_.tell(c.peerRank(), batchSeq_, batchSig_);  // best effort, as above
+    told.push_back(c.peerRank());
+  });
+}
+
+ncclResult_t HostEngine::findToldMismatch(bool tellBack) {
+  int peer = -1;
+  OpSig theirs{};
+  if (!watch_.mismatch(&peer, &theirs)) return ncclSuccess;
+  const OpSig mine = batchSig(batchOps_);
+  if (tellBack) (void)watch_.tell(peer, batchSeq_, mine);
+  failReason_ = kFailMismatch;
+  return failPeer(ncclInvalidUsage, peer, "collective",
+                  "the ranks made different calls: rank %d called %s, rank %d called %s",
+                  comm_->rank, describeCall(mine).c_str(), peer, describeCall(theirs).c_str());
 }
 
 ncclResult_t HostEngine::runFailed(const Bound& b, RunError e) {

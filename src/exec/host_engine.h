@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "kernels/prims.h"
+#include "src/exec/call_watch.h"
 #include "src/exec/connections.h"
 #include "src/exec/engine.h"
 #include "src/monitor/trace.h"
@@ -102,6 +103,15 @@ class HostEngine final : public CommEngine {
   // ncclInvalidUsage (named, failReason_ set) if a peer some lane waits on posted this batch
   // number with another call: ranks whose mismatched calls leave them all waiting.
   ncclResult_t findMismatchedPeer();
+  // The same for a peer that told its call over the bootstrap (watch_); `tellBack`: tells
+  // that peer our call first, so that it stops too if it waits for connection infos.
+  ncclResult_t findToldMismatch(bool tellBack);
+  // Tells every peer that `keys` has no connection to yet which call this batch is (watch_),
+  // before waiting for their connection infos.
+  void tellCallBeforeConnecting(const std::vector<PortKey>& keys);
+  // Tells the peers of this rank's network connections which call the stuck batch is: a
+  // network connection's posted call (postCall) is not in memory the peer sees.
+  void tellNetworkPeers();
   // Logs every lane that has not finished and what it waits for; returns the line of the
   // first one waiting on a peer, for the error text.
   std::string reportStuck() const;
@@ -120,6 +130,7 @@ class HostEngine final : public CommEngine {
   std::span<const CollArgs> batchOps_;  // the current batch's calls ...
   OpSig batchSig_ = {};  // ... as posted on every connection once the batch got stuck
   ConnectionTable conns_;
+  CallWatch watch_;  // calls told over the bootstrap, where connections cannot tell them
   Planner planner_;
   // The current batch: its plan and the jobs bound to connections, bound_[0, plan_.nJobs).
   // Kept between batches so that runners and tables are not allocated again.
@@ -129,6 +140,7 @@ class HostEngine final : public CommEngine {
   std::vector<PortKey> keys_;
   std::vector<std::vector<Bound*>> queues_;  // per channel, the jobs in call order
   std::vector<size_t> head_;                 // per channel, the job running now
+  std::vector<int> toldPeers_;               // tellNetworkPeers: each peer once
 
   std::mutex mu_;
   std::condition_variable cv_;

@@ -3,8 +3,11 @@
 //
 // Each scenario runs 2 ranks as forked processes (shm) and as threads of one process (p2p),
 // each rank making its own call, with the tuner's protocols and with each one forced (the
-// signature travels differently in LL lines and beside Simple slots). NCCL_TIMEOUT is far beyond
-// the scenario's limit, so only the signature check can end the calls in time.
+// signature travels differently in LL lines and beside Simple slots), and with each algorithm
+// forced: under Tree or Doubling an all-reduce uses point-to-point connections that a ring
+// collective never makes, so one rank waits for connection infos while the other waits on its
+// ring (src/exec/call_watch.h). NCCL_TIMEOUT and NCCL_BOOTSTRAP_TIMEOUT are far beyond the
+// scenario's limit, so only the ranks' checks can end the calls in time.
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -25,6 +28,11 @@ namespace {
 
 constexpr int kLimitS = 30;
 const char* const kProtocols[] = {"", "Simple", "LL", "Direct"};
+const char* const kAlgos[] = {"", "Tree", "Doubling"};
+
+std::optional<std::string> setting(const char* value) {
+  return value[0] ? std::optional<std::string>(value) : std::nullopt;
+}
 
 // One rank's call on a 2-rank communicator, over buffers big enough for any of them.
 using Call = std::function<ncclResult_t(ncclComm_t comm, int rank)>;
@@ -71,6 +79,15 @@ std::vector<Scenario> scenarios() {
   };
 }
 
+// Each protocol with the tuner's algorithms, and each forced algorithm with the tuner's protocols.
+std::vector<std::pair<const char*, const char*>> settings() {
+  std::vector<std::pair<const char*, const char*>> out;
+  for (const char* proto : kProtocols) out.push_back({proto, ""});
+  for (const char* algo : kAlgos)
+    if (algo[0]) out.push_back({"", algo});
+  return out;
+}
+
 // 0: the call failed with ncclInvalidUsage and its text names both calls; 3: it failed so and
 // says the peer found the mismatch (a rank that never received); otherwise 1 (wrong result)
 // or 2 (text), with the text on stderr.
@@ -95,10 +112,12 @@ int checkRank(const Scenario& s, ncclComm_t comm, int rank) {
 
 TEST_CASE("mismatched calls between processes: ncclInvalidUsage naming both calls", "[mismatch]") {
   ScopedEnv timeout("NCCL_TIMEOUT", "600000");
-  for (const char* proto : kProtocols) {
-    ScopedEnv forced("NCCL_PROTO", proto[0] ? std::optional<std::string>(proto) : std::nullopt);
+  ScopedEnv bootstrapTimeout("NCCL_BOOTSTRAP_TIMEOUT", "600000");
+  for (const auto& [proto, algo] : settings()) {
+    ScopedEnv forcedProto("NCCL_PROTO", setting(proto));
+    ScopedEnv forcedAlgo("NCCL_ALGO", setting(algo));
     for (const Scenario& s : scenarios()) {
-      INFO(s.name << ", NCCL_PROTO=" << proto);
+      INFO(s.name << ", NCCL_PROTO=" << proto << ", NCCL_ALGO=" << algo);
       ncclUniqueId id = newUniqueId();
       std::vector<int> status = runProcessesStatus(
           2,
@@ -125,10 +144,12 @@ TEST_CASE("mismatched calls between processes: ncclInvalidUsage naming both call
 
 TEST_CASE("mismatched calls between threads: ncclInvalidUsage naming both calls", "[mismatch]") {
   ScopedEnv timeout("NCCL_TIMEOUT", "600000");
-  for (const char* proto : kProtocols) {
-    ScopedEnv forced("NCCL_PROTO", proto[0] ? std::optional<std::string>(proto) : std::nullopt);
+  ScopedEnv bootstrapTimeout("NCCL_BOOTSTRAP_TIMEOUT", "600000");
+  for (const auto& [proto, algo] : settings()) {
+    ScopedEnv forcedProto("NCCL_PROTO", setting(proto));
+    ScopedEnv forcedAlgo("NCCL_ALGO", setting(algo));
     for (const Scenario& s : scenarios()) {
-      INFO(s.name << ", NCCL_PROTO=" << proto);
+      INFO(s.name << ", NCCL_PROTO=" << proto << ", NCCL_ALGO=" << algo);
       ncclComm_t comms[2] = {};
       REQUIRE(ncclCommInitAll(comms, 2, nullptr) == ncclSuccess);
       int codes[2] = {-1, -1};
