@@ -123,7 +123,10 @@ TEST_CASE("mismatched calls between processes: ncclInvalidUsage naming both call
   }
 }
 
-TEST_CASE("mismatched calls between threads: ncclInvalidUsage naming both calls", "[mismatch]") {
+// A tag of its own: its communicators leave the hang watcher's thread running, beside which
+// the [mismatch] cases could not fork their ranks (tests/support/ranks.h).
+TEST_CASE("mismatched calls between threads: ncclInvalidUsage naming both calls",
+          "[mismatch_threads]") {
   ScopedEnv timeout("NCCL_TIMEOUT", "600000");
   for (const char* proto : kProtocols) {
     ScopedEnv forced("NCCL_PROTO", proto[0] ? std::optional<std::string>(proto) : std::nullopt);
