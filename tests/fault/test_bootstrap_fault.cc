@@ -377,8 +377,9 @@ TEST_CASE("a rank that dies before the allgather: the others fail in bounded tim
   CHECK(secondsSince(t0) < 3.0);
 }
 
+// Its own tag: the only case here whose ranks are processes (scripts/tsan.sh runs the others).
 TEST_CASE("a process that dies during the allgather: the others fail in bounded time",
-          "[bootstrap_fault]") {
+          "[bootstrap_fault_fork]") {
   FaultEnv env("1000");
   // Its root in a helper process and its ranks forked by tests/support/ranks.h: this process
   // runs no thread when it forks them.
