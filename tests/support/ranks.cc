@@ -178,11 +178,23 @@ ncclUniqueId newUniqueId() {
   envp.push_back(nullptr);
   char arg0[] = "ringcc_test_root";
   char* argv[] = {arg0, nullptr};
-  // posix_spawn, not fork: it is safe from a process that runs threads (it runs no code of
-  // ours, nor malloc, between clone and exec).
+  // The write end goes to the helper's fd 3; were it fd 3 already, dup2 would be a no-op that
+  // leaves it close-on-exec, so it is moved above 3 first.
+  if (fds[1] <= 3) {
+    const int moved = fcntl(fds[1], F_DUPFD_CLOEXEC, 4);
+    close(fds[1]);
+    fds[1] = moved;
+    if (moved < 0) {
+      fprintf(stderr, "newUniqueId: fcntl(F_DUPFD) failed: %s\n", strerror(errno));
+      close(fds[0]);
+      return id;
+    }
+  }
   posix_spawn_file_actions_t actions;
   posix_spawn_file_actions_init(&actions);
   posix_spawn_file_actions_adddup2(&actions, fds[1], 3);
+  // posix_spawn, not fork: it is safe from a process that runs threads (it runs no code of
+  // ours, nor malloc, between clone and exec).
   pid_t pid = -1;
   int rc = posix_spawn(&pid, RINGCC_TEST_ROOT_HELPER, &actions, nullptr, argv, envp.data());
   posix_spawn_file_actions_destroy(&actions);
