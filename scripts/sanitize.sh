@@ -29,6 +29,8 @@ TAKE='^(core|reduce_copy|tune|abi|api_args|bootstrap|bench|topo|sched) |^sched_s
 TAKE+='|^transport |^lifecycle \[(lifecycle|split|shrink|abort)\]$|^collectives \[coll_(allreduce|reducescatter|rooted|gather|p2p|group|channels|large)\]$'
 TAKE+='|^monitor \[monitor_unit\]$|^soak$|^net \[net_hosts\]$'
 # Ranks in forked processes (tests/support/ranks.h).
+# Links over UCX closed as a process exits (the proxy drains them first: src/proxy/proxy.cc).
+TAKE+='|^lifecycle_ucx \[(lifecycle|split|shrink|abort)\]$'
 TAKE+='|^lifecycle \[lifecycle_fork\]$|^collectives \[coll_(fork|tree_fork)\]$|^bootstrap_fault \[bootstrap_fault_fork\]$'
 TAKE+='|^fault \[fault_(kill|exit|shrink|shm|abort|timeout|init|errors)\]$|^mismatch '
 TAKE+='|^monitor \[(trace|hang)\]$|^net \[net_faults\]$'

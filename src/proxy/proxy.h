@@ -19,6 +19,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -40,6 +41,9 @@ class WakeSource {
   virtual int eventFd() = 0;
   // Prepares eventFd() to signal new work; false if work is pending already (do not sleep).
   virtual bool arm() = 0;
+  // Whether it is still closing something that poll() finishes (any thread may ask): at exit
+  // the proxy keeps running until no source is, within a bound.
+  virtual bool closing() const { return false; }
 };
 
 class Proxy {
@@ -64,6 +68,8 @@ class Proxy {
 
   // Stops and joins the thread (at exit; the next add starts it again).
   void stop();
+  // Waits (at most `limit`) until no source is closing anything; the thread keeps running.
+  void drain(std::chrono::milliseconds limit);
 
   // How many times the thread went to sleep, and how many of those sleeps its doorbell's
   // eventfd ended (for tests: an idle proxy sleeps, and a publish wakes it).
