@@ -14,7 +14,8 @@
 // Threads: add/remove/addSource/removeSource from any thread. A sweep runs under the proxy's
 // lock, so once remove(c) returns, c->progress() is not running and never runs again; the
 // caller may destroy c. progress() and poll() must never block (transports/transport.h).
-// The thread starts on first add and is stopped at process exit (atexit); a forked child
+// The thread starts on first add and is stopped at process exit (atexit), once no source is
+// closing anything (WakeSource::closing, at most 3 s: UCX links still retiring); a forked child
 // gets a fresh proxy of its own (threads do not survive fork).
 #pragma once
 
