@@ -1,5 +1,5 @@
 """Prints 'N passed, N failed' from Meson's testlog.json files (one JSON object per line),
-summed over every file given (the main suite, then the sanitizer run).
+summed over every file given (the main suite, then the ASan+UBSan and TSan runs).
 
 Exit status: 0 when tests ran and none failed, 1 otherwise (including when no test ran, or a
 log is missing: its build failed before any test ran).

@@ -33,9 +33,18 @@ std::mutex gProxyMu;
 Proxy* gProxy = nullptr;
 pid_t gProxyPid = 0;
 
+// At most this long at exit for sources to finish closing (a UCX link waits up to 0.5 s for its
+// close message, then up to 2 s for UCX to finish the close).
+constexpr auto kExitDrain = std::chrono::seconds(3);
+
 void stopAtExit() {
   std::lock_guard<std::mutex> lock(gProxyMu);
-  if (gProxy && gProxyPid == getpid()) gProxy->stop();
+  if (gProxy && gProxyPid == getpid()) {
+    // A process that exits right after ncclCommDestroy still has links closing: without this
+    // their endpoints would never be closed (and the peer would not hear of it).
+    gProxy->drain(kExitDrain);
+    gProxy->stop();
+  }
 }
 
 }  // namespace
@@ -104,6 +113,21 @@ void Proxy::wake() {
   uint64_t one = 1;
   ssize_t n = write(eventFd_, &one, sizeof(one));
   (void)n;
+}
+
+void Proxy::drain(std::chrono::milliseconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < deadline) {
+    bool closing = false;
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (!thread_.joinable()) return;
+      for (const WakeSource* s : sources_) closing |= s->closing();
+    }
+    if (!closing) return;
+    wake();
+    std::this_thread::sleep_for(std::chrono::milliseconds(2));
+  }
 }
 
 void Proxy::stop() {

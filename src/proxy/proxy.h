@@ -14,11 +14,13 @@
 // Threads: add/remove/addSource/removeSource from any thread. A sweep runs under the proxy's
 // lock, so once remove(c) returns, c->progress() is not running and never runs again; the
 // caller may destroy c. progress() and poll() must never block (transports/transport.h).
-// The thread starts on first add and is stopped at process exit (atexit); a forked child
+// The thread starts on first add and is stopped at process exit (atexit), once no source is
+// closing anything (WakeSource::closing, at most 3 s: UCX links still retiring); a forked child
 // gets a fresh proxy of its own (threads do not survive fork).
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <mutex>
 #include <thread>
 #include <vector>
@@ -40,6 +42,9 @@ class WakeSource {
   virtual int eventFd() = 0;
   // Prepares eventFd() to signal new work; false if work is pending already (do not sleep).
   virtual bool arm() = 0;
+  // Whether it is still closing something that poll() finishes (any thread may ask): at exit
+  // the proxy keeps running until no source is, within a bound.
+  virtual bool closing() const { return false; }
 };
 
 class Proxy {
@@ -64,6 +69,8 @@ class Proxy {
 
   // Stops and joins the thread (at exit; the next add starts it again).
   void stop();
+  // Waits (at most `limit`) until no source is closing anything; the thread keeps running.
+  void drain(std::chrono::milliseconds limit);
 
   // How many times the thread went to sleep, and how many of those sleeps its doorbell's
   // eventfd ended (for tests: an idle proxy sleeps, and a publish wakes it).

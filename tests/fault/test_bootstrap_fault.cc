@@ -17,10 +17,13 @@
 #include "src/bootstrap/unique_id.h"
 #include "src/bootstrap/wire.h"
 #include "src/core/error.h"
+#include "support/ranks.h"
 #include "support/test_env.h"
 
 using namespace ringcc;
 using ringcc::test::CapturedLog;
+using ringcc::test::newUniqueId;
+using ringcc::test::runProcessesStatus;
 using ringcc::test::ScopedEnv;
 
 namespace {
@@ -84,25 +87,6 @@ Socket rawConnect(const SocketAddress& where) {
 
 void rawSend(Socket& s, const void* data, size_t size) {
   REQUIRE(s.sendAll(data, size, WaitLimit(2000)) == ncclSuccess);
-}
-
-// Waits for the children, at most limitS seconds in all; stragglers are killed (and then
-// fail the checks), so a stuck child can never hang the suite.
-std::vector<int> waitChildren(const std::vector<pid_t>& pids, double limitS) {
-  std::vector<int> status(pids.size(), -1);
-  auto t0 = Clock::now();
-  for (size_t r = 0; r < pids.size(); ++r) {
-    while (waitpid(pids[r], &status[r], WNOHANG) == 0) {
-      if (secondsSince(t0) > limitS) {
-        kill(pids[r], SIGKILL);
-        waitpid(pids[r], &status[r], 0);
-        status[r] = -1;
-        break;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-  }
-  return status;
 }
 
 // A fresh unique id (its root runs in this process) and the fields it carries.
@@ -393,36 +377,38 @@ TEST_CASE("a rank that dies before the allgather: the others fail in bounded tim
   CHECK(secondsSince(t0) < 3.0);
 }
 
+// Its own tag: the only case here whose ranks are processes (scripts/tsan.sh runs the others).
 TEST_CASE("a process that dies during the allgather: the others fail in bounded time",
-          "[bootstrap_fault]") {
+          "[bootstrap_fault_fork]") {
   FaultEnv env("1000");
-  ncclUniqueId id;
-  REQUIRE(bootstrapGetUniqueId(&id) == ncclSuccess);
+  // Its root in a helper process and its ranks forked by tests/support/ranks.h: this process
+  // runs no thread when it forks them.
+  const ncclUniqueId id = newUniqueId();
   const int n = 4, victim = 2;
-  std::vector<pid_t> pids(n);
-  for (int r = 0; r < n; ++r) {
-    pids[r] = fork();
-    if (pids[r] != 0) continue;
-    std::unique_ptr<Bootstrap> b;
-    if (Bootstrap::create(id, r, n, nullptr, &b) != ncclSuccess) _exit(3);
-    std::vector<char> buf(n * (4 << 20), static_cast<char>(r));
-    if (r == victim) {
-      // Die in the middle of the allgather, from another thread.
-      std::thread killer([] {
-        std::this_thread::sleep_for(std::chrono::milliseconds(20));
-        kill(getpid(), SIGKILL);
-      });
-      b->allGather(buf.data(), 4 << 20);
-      killer.join();
-      _exit(4);  // not reached unless the allgather was faster than the killer
-    }
-    auto t0 = Clock::now();
-    ncclResult_t res = b->allGather(buf.data(), 4 << 20);
-    if (res == ncclSuccess) res = b->barrier();
-    double s = secondsSince(t0);
-    _exit(res == ncclSuccess ? 1 : (s < 3.0 ? 0 : 2));
-  }
-  std::vector<int> status = waitChildren(pids, 20.0);
+  // A rank still running after 20 s is killed and fails the checks (status -1).
+  std::vector<int> status = runProcessesStatus(
+      n,
+      [&](int r) -> int {
+        std::unique_ptr<Bootstrap> b;
+        if (Bootstrap::create(id, r, n, nullptr, &b) != ncclSuccess) return 3;
+        std::vector<char> buf(n * (4 << 20), static_cast<char>(r));
+        if (r == victim) {
+          // Die in the middle of the allgather, from another thread.
+          std::thread killer([] {
+            std::this_thread::sleep_for(std::chrono::milliseconds(20));
+            kill(getpid(), SIGKILL);
+          });
+          b->allGather(buf.data(), 4 << 20);
+          killer.join();
+          return 4;  // not reached unless the allgather was faster than the killer
+        }
+        auto t0 = Clock::now();
+        ncclResult_t res = b->allGather(buf.data(), 4 << 20);
+        if (res == ncclSuccess) res = b->barrier();
+        double s = secondsSince(t0);
+        return res == ncclSuccess ? 1 : (s < 3.0 ? 0 : 2);
+      },
+      20);
   CHECK((WIFSIGNALED(status[victim]) || WEXITSTATUS(status[victim]) == 4));
   for (int r = 0; r < n; ++r) {
     if (r == victim) continue;

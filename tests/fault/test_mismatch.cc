@@ -142,7 +142,10 @@ TEST_CASE("mismatched calls between processes: ncclInvalidUsage naming both call
   }
 }
 
-TEST_CASE("mismatched calls between threads: ncclInvalidUsage naming both calls", "[mismatch]") {
+// A tag of its own: its communicators leave the hang watcher's thread running, beside which
+// the [mismatch] cases could not fork their ranks (tests/support/ranks.h).
+TEST_CASE("mismatched calls between threads: ncclInvalidUsage naming both calls",
+          "[mismatch_threads]") {
   ScopedEnv timeout("NCCL_TIMEOUT", "600000");
   ScopedEnv bootstrapTimeout("NCCL_BOOTSTRAP_TIMEOUT", "600000");
   for (const auto& [proto, algo] : settings()) {

@@ -45,6 +45,8 @@ struct NetReport {
 struct Shared {
   ncclUniqueId id;
   int idReady;
+  int64_t linkDownNs;       // survive(LinkDown): when the cable was pulled
+  char linkDownError[256];  // and what `ip` said ("" when it worked)
 };
 
 // The child's environment for `host` of `lab`. Called after fork, before the library.
@@ -236,61 +238,59 @@ void survive(Fault fault) {
   SharedArray<Shared> sh(1);
   SharedArray<NetReport> reps(n);
   REQUIRE((sh.ok() && reps.ok()));
-  std::atomic<int64_t> linkDownNs{0};
-  std::string linkDownError = "not tried";
-  std::vector<int> status;
-  {
-    // The cable is pulled from this thread once every rank has done a few iterations.
-    std::thread puller;
-    if (fault == Fault::LinkDown)
-      puller = std::thread([&] {
-        for (int i = 0; i < 30000; ++i) {
-          int least = 1 << 30;
-          for (int r = 0; r < n; ++r)
-            least = std::min(least, __atomic_load_n(&reps[r].iterations, __ATOMIC_ACQUIRE));
-          if (least >= 5) {
-            linkDownNs = nowNs();
-            linkDownError = lab.linkDown(1);
-            return;
+  std::snprintf(sh[0].linkDownError, sizeof(sh[0].linkDownError), "not tried");
+  // With LinkDown, one more process (index n) pulls the cable once every rank has done a few
+  // iterations: a process, not a thread of this one, since this one forks the ranks and must
+  // run no thread then (tests/support/ranks.h).
+  const int procs = fault == Fault::LinkDown ? n + 1 : n;
+  std::vector<int> status = runProcessesStatus(
+      procs,
+      [&](int rank) {
+        if (rank == n) {
+          for (int i = 0; i < 30000; ++i) {
+            int least = 1 << 30;
+            for (int r = 0; r < n; ++r)
+              least = std::min(least, __atomic_load_n(&reps[r].iterations, __ATOMIC_ACQUIRE));
+            if (least >= 5) {
+              __atomic_store_n(&sh[0].linkDownNs, nowNs(), __ATOMIC_RELEASE);
+              std::snprintf(sh[0].linkDownError, sizeof(sh[0].linkDownError), "%s",
+                            lab.linkDown(1).c_str());
+              return 0;
+            }
+            usleep(1000);
           }
-          usleep(1000);
+          return 0;
         }
-      });
-    status = runProcessesStatus(
-        n,
-        [&](int rank) {
-          NetReport* rep = &reps[static_cast<size_t>(rank)];
-          rep->pid = getpid();
-          if (!becomeHost(lab, hostOf[static_cast<size_t>(rank)], kTimeoutMs)) return 20;
-          ncclComm_t comm = nullptr;
-          rep->initResult = initRank(&sh[0], rank, n, &comm);
-          if (rep->initResult != ncclSuccess) return 10;
-          std::vector<float> in(1 << 18), out(in.size());
-          for (int iter = 0; iter < 100000; ++iter) {
-            if (fault == Fault::KillRemoteRank && rank == victim && iter == 10) {
-              rep->eventNs = nowNs();
-              raise(SIGKILL);
-            }
-            fillInput(in, rank, iter);
-            ncclResult_t r = ncclAllReduce(in.data(), out.data(), in.size(), ncclFloat32, ncclSum,
-                                           comm, nullptr);
-            if (r != ncclSuccess) {
-              rep->failEndNs = nowNs();
-              rep->failResult = r;
-              std::snprintf(rep->lastError, sizeof(rep->lastError), "%s", ncclGetLastError(comm));
-              break;
-            }
-            if (!isSumOfInputs(out, n, iter)) rep->badCases++;
-            __atomic_store_n(&rep->iterations, iter + 1, __ATOMIC_RELEASE);
+        NetReport* rep = &reps[static_cast<size_t>(rank)];
+        rep->pid = getpid();
+        if (!becomeHost(lab, hostOf[static_cast<size_t>(rank)], kTimeoutMs)) return 20;
+        ncclComm_t comm = nullptr;
+        rep->initResult = initRank(&sh[0], rank, n, &comm);
+        if (rep->initResult != ncclSuccess) return 10;
+        std::vector<float> in(1 << 18), out(in.size());
+        for (int iter = 0; iter < 100000; ++iter) {
+          if (fault == Fault::KillRemoteRank && rank == victim && iter == 10) {
+            rep->eventNs = nowNs();
+            raise(SIGKILL);
           }
-          ncclCommAbort(comm);
-          return rep->failResult != 0 ? 0 : 1;
-        },
-        60);
-    if (puller.joinable()) puller.join();
-  }
-  const int64_t eventNs = fault == Fault::LinkDown ? linkDownNs.load() : reps[victim].eventNs;
-  if (fault == Fault::LinkDown) REQUIRE(linkDownError == "");
+          fillInput(in, rank, iter);
+          ncclResult_t r =
+              ncclAllReduce(in.data(), out.data(), in.size(), ncclFloat32, ncclSum, comm, nullptr);
+          if (r != ncclSuccess) {
+            rep->failEndNs = nowNs();
+            rep->failResult = r;
+            std::snprintf(rep->lastError, sizeof(rep->lastError), "%s", ncclGetLastError(comm));
+            break;
+          }
+          if (!isSumOfInputs(out, n, iter)) rep->badCases++;
+          __atomic_store_n(&rep->iterations, iter + 1, __ATOMIC_RELEASE);
+        }
+        ncclCommAbort(comm);
+        return rep->failResult != 0 ? 0 : 1;
+      },
+      60);
+  const int64_t eventNs = fault == Fault::LinkDown ? sh[0].linkDownNs : reps[victim].eventNs;
+  if (fault == Fault::LinkDown) REQUIRE(std::string(sh[0].linkDownError) == "");
   REQUIRE(eventNs != 0);
   std::vector<int> pids;
   for (int r = 0; r < n; ++r) {

@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "support/ranks.h"
 #include "support/test_env.h"
 #include "tests/transport/conn_pair.h"
 #include "tests/transport/fifo_stream.h"
@@ -69,6 +70,8 @@ struct Child {
     int toChild[2], toParent[2];
     REQUIRE(pipe(toChild) == 0);
     REQUIRE(pipe(toParent) == 0);
+    // A child forked beside another thread could inherit a lock it holds (ranks.h).
+    REQUIRE(ringcc::test::otherThreads() == "");
     pid = fork();
     REQUIRE(pid >= 0);
     if (pid == 0) {

@@ -124,7 +124,8 @@ TEST_CASE("ucx: infos are checked", "[ucx]") {
   CHECK(conn == nullptr);
 }
 
-TEST_CASE("ucx: NCCL_IB_DISABLE=1 keeps UCX off InfiniBand unless UCX_TLS is set", "[ucx]") {
+// A tag of its own: it forks, which the other [ucx] cases (UCX's threads running) would forbid.
+TEST_CASE("ucx: NCCL_IB_DISABLE=1 keeps UCX off InfiniBand unless UCX_TLS is set", "[ucx_env]") {
   // The worker is made once per process, so each setting runs in a child of its own.
   for (const bool userTls : {false, true}) {
     int failed = runProcesses(1, [&](int) {

@@ -1,5 +1,6 @@
 // Bootstrap with real ranks: threads of one process and forked processes, on loopback.
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -7,6 +8,7 @@
 #include <chrono>
 #include <cstring>
 #include <functional>
+#include <new>
 #include <string>
 #include <thread>
 #include <vector>
@@ -16,6 +18,7 @@
 #include "src/bootstrap/root.h"
 #include "src/bootstrap/sub_group.h"
 #include "src/bootstrap/unique_id.h"
+#include "support/ranks.h"
 #include "support/test_env.h"
 
 using namespace ringcc;
@@ -34,14 +37,22 @@ std::vector<std::string> runThreads(int n, const RankBody& body) {
   return out;
 }
 
-// Runs body in n forked children (exit status = body's result) and returns their wait
-// statuses; children still running after limitS seconds are killed.
-std::vector<int> runForked(int n, const std::function<int(int)>& body, double limitS) {
+// Runs body in n forked children (exit status = body's result), then afterFork in this
+// process, and returns their wait statuses; children still running after limitS seconds are
+// killed. Forks only while this process runs no other thread (tests/support/ranks.h says why):
+// a root this process serves must start in afterFork.
+std::vector<int> runForked(int n, const std::function<int(int)>& body, double limitS,
+                           const std::function<void()>& afterFork = {}) {
+  // A root that just served its ranks may take a moment to end.
+  for (int i = 0; i < 200 && ringcc::test::otherThreads() != ""; ++i)
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+  REQUIRE(ringcc::test::otherThreads() == "");
   std::vector<pid_t> pids(n);
   for (int r = 0; r < n; ++r) {
     pids[r] = fork();
     if (pids[r] == 0) _exit(body(r));
   }
+  if (afterFork) afterFork();
   std::vector<int> status(n, -1);
   auto t0 = std::chrono::steady_clock::now();
   int left = n;
@@ -301,16 +312,35 @@ TEST_CASE("bootstrap with 4 forked processes", "[bootstrap_fork]") {
   ScopedEnv i("NCCL_SOCKET_IFNAME", "lo");
   ScopedEnv c("NCCL_COMM_ID", std::nullopt);
   const size_t before = runningRoots();
-  ncclUniqueId id;
-  REQUIRE(bootstrapGetUniqueId(&id) == ncclSuccess);  // the root lives in this process
+  // The root lives in this process, started once the ranks are forked; they read the id from
+  // memory shared with them.
+  struct SharedId {
+    ncclUniqueId id;
+    int ready;  // 1: id made, 2: making it failed
+  };
+  void* mem =
+      mmap(nullptr, sizeof(SharedId), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  REQUIRE(mem != MAP_FAILED);
+  auto* shared = new (mem) SharedId{};
+  ncclResult_t made = ncclInternalError;
   std::vector<int> status = runForked(
       4,
       [&](int r) {
+        for (int i = 0; i < 20000 && __atomic_load_n(&shared->ready, __ATOMIC_ACQUIRE) == 0; ++i)
+          usleep(1000);
+        if (__atomic_load_n(&shared->ready, __ATOMIC_ACQUIRE) != 1) return 2;
+        const ncclUniqueId id = shared->id;
         std::string err = createAndWorkout(id, r, 4);
         if (!err.empty()) fprintf(stderr, "rank %d: %s\n", r, err.c_str());
         return err.empty() ? 0 : 1;
       },
-      30.0);
+      30.0,
+      [&] {
+        made = bootstrapGetUniqueId(&shared->id);
+        __atomic_store_n(&shared->ready, made == ncclSuccess ? 1 : 2, __ATOMIC_RELEASE);
+      });
+  munmap(mem, sizeof(SharedId));
+  CHECK(made == ncclSuccess);
   for (int r = 0; r < 4; ++r) {
     INFO("rank " << r << " status " << status[r]);
     CHECK(WIFEXITED(status[r]));

@@ -123,6 +123,7 @@ void UcxWorker::retire(std::unique_ptr<UcxLink> link) {
   {
     std::lock_guard<std::mutex> lock(retireMu_);
     toRetire_.push_back(std::move(link));
+    closing_.fetch_add(1, std::memory_order_acq_rel);
   }
   Proxy::get().wake();
 }
@@ -139,6 +140,7 @@ bool UcxWorker::finishRetired() {
   for (size_t i = 0; i < retiring_.size();) {
     if (retiring_[i]->release(now)) {
       retiring_.erase(retiring_.begin() + static_cast<std::ptrdiff_t>(i));
+      closing_.fetch_sub(1, std::memory_order_acq_rel);
       moved = true;
     } else {
       ++i;

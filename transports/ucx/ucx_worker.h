@@ -51,6 +51,8 @@ class UcxWorker final : public WakeSource {
   bool poll() override;
   int eventFd() override { return efd_; }
   bool arm() override;
+  // Links handed to retire() and not yet released (any thread).
+  bool closing() const override { return closing_.load(std::memory_order_acquire) > 0; }
 
  private:
   UcxWorker() = default;
@@ -66,6 +68,7 @@ class UcxWorker final : public WakeSource {
   std::mutex retireMu_;
   std::vector<std::unique_ptr<UcxLink>> toRetire_;  // under retireMu_
   std::vector<std::unique_ptr<UcxLink>> retiring_;  // proxy thread only
+  std::atomic<int> closing_{0};                     // links retired, not yet released
 };
 
 }  // namespace ringcc
