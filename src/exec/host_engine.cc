@@ -324,6 +324,7 @@ ncclResult_t HostEngine::planAndRun(std::span<const CollArgs> ops) {
       bound_[j]->runner.restart(plan_.jobs[j].op, plan_.jobs[j].sigOp);
   } else {
     RINGCC_CHECK(bindJobs());
+    queueJobs();
   }
   ++batchSeq_;
   batchOps_ = ops;  // its call is posted only if the batch gets stuck (runJobs)
@@ -367,17 +368,23 @@ ncclResult_t HostEngine::bindJobs() {
   return ncclSuccess;
 }
 
-ncclResult_t HostEngine::runJobs() {
+void HostEngine::queueJobs() {
   // Per channel, jobs run in call order; channels run side by side.
   int nChannels = 0;
   for (size_t j = 0; j < plan_.nJobs; ++j)
     nChannels = std::max(nChannels, plan_.jobs[j].channel + 1);
+  queues_.resize(nChannels);  // exactly: findGonePeer walks every queue
+  for (auto& q : queues_) q.clear();
+  for (size_t j = 0; j < plan_.nJobs; ++j)
+    queues_[plan_.jobs[j].channel].push_back(bound_[j].get());
+  head_.resize(nChannels);
+}
+
+ncclResult_t HostEngine::runJobs() {
   std::vector<std::vector<Bound*>>& queues = queues_;
   std::vector<size_t>& head = head_;
-  queues.resize(nChannels);  // exactly: findGonePeer walks every queue
-  for (auto& q : queues) q.clear();
-  for (size_t j = 0; j < plan_.nJobs; ++j) queues[plan_.jobs[j].channel].push_back(bound_[j].get());
-  head.assign(nChannels, 0);
+  const int nChannels = static_cast<int>(queues.size());
+  std::fill(head.begin(), head.end(), 0);
 
   // The clock is read only once the loop has gone idle, not on every round.
   Clock::time_point lastProgress{}, lastPeerCheck{};
