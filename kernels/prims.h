@@ -348,10 +348,13 @@ class ProgramRunner {
 #endif
     const uint32_t es = args_.elemSize;
     const uint64_t perUnit = es >= 16 ? 1 : 16 / es;
-    const uint64_t units = divUp64(s.elems, perUnit);
-    uint64_t lo = units * w / n * perUnit;
-    uint64_t hi = units * (w + 1) / n * perUnit;
-    if (hi > s.elems) hi = s.elems;
+    uint64_t lo = 0, hi = s.elems;
+    if (n > 1) {  // one worker (the host's usual case) takes it all, with no divisions
+      const uint64_t units = divUp64(s.elems, perUnit);
+      lo = units * w / n * perUnit;
+      hi = units * (w + 1) / n * perUnit;
+      if (hi > s.elems) hi = s.elems;
+    }
     if (lo >= hi) return kRunOk;
     const uint64_t n64 = hi - lo;
     const char* local = s.local ? (const char*)s.local + lo * es : nullptr;
@@ -558,7 +561,8 @@ class ProgramRunner {
         st.rep = 0;
         if (++st.step >= l.nSteps) {
           st.step = 0;
-          st.loop++;
+          // The lane's last loop ended: finish above, without resolving a step never run.
+          if (++st.loop >= st.geo.nLoops) continue;
         }
       }
       loadStep(st, l);

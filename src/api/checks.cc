@@ -1,4 +1,7 @@
+#include <sched.h>
+
 #include <algorithm>
+#include <atomic>
 #include <mutex>
 #include <vector>
 
@@ -7,10 +10,29 @@
 namespace ringcc {
 namespace {
 
+// Guards the live set. Every API call holds it for a binary search and an increment, so it is
+// a spin lock (an exchange to take, a store to give back: a few instructions, where a mutex
+// costs ~55); a waiter yields its core after a few tries, so a holder preempted on a host with
+// more threads than cores gets to finish.
+class LiveLock {
+ public:
+  void lock() {
+    int tries = 0;
+    while (held_.exchange(true, std::memory_order_acquire)) {
+      while (held_.load(std::memory_order_relaxed))
+        if (++tries > 64) sched_yield();
+    }
+  }
+  void unlock() { held_.store(false, std::memory_order_release); }
+
+ private:
+  std::atomic<bool> held_{false};
+};
+
 // The live communicators, sorted by address: every API call looks its handle up here, and a
 // binary search of a few pointers costs less than hashing (no division, no bucket walk).
 // Never freed, so that a communicator destroyed during exit still finds it.
-std::mutex gLiveMu;
+LiveLock gLiveMu;
 std::vector<const Communicator*>& gLive = *new std::vector<const Communicator*>();
 
 bool liveLocked(const Communicator* comm) {
@@ -20,19 +42,19 @@ bool liveLocked(const Communicator* comm) {
 }  // namespace
 
 void registerComm(Communicator* comm) {
-  std::lock_guard<std::mutex> lock(gLiveMu);
+  std::lock_guard<LiveLock> lock(gLiveMu);
   auto at = std::lower_bound(gLive.begin(), gLive.end(), comm, std::less<>());
   if (at == gLive.end() || *at != comm) gLive.insert(at, comm);
 }
 
 void unregisterComm(Communicator* comm) {
-  std::lock_guard<std::mutex> lock(gLiveMu);
+  std::lock_guard<LiveLock> lock(gLiveMu);
   auto at = std::lower_bound(gLive.begin(), gLive.end(), comm, std::less<>());
   if (at != gLive.end() && *at == comm) gLive.erase(at);
 }
 
 bool isLiveComm(const Communicator* comm) {
-  std::lock_guard<std::mutex> lock(gLiveMu);
+  std::lock_guard<LiveLock> lock(gLiveMu);
   return liveLocked(comm);
 }
 
@@ -57,7 +79,7 @@ ApiGuard::~ApiGuard() {
 ncclResult_t ApiGuard::enter(Communicator* comm, const char* where) {
   if (comm == nullptr) return fail(ncclInvalidArgument, where, "comm is NULL");
   {
-    std::lock_guard<std::mutex> lock(gLiveMu);
+    std::lock_guard<LiveLock> lock(gLiveMu);
     if (liveLocked(comm)) {
       comm->enterCall();
       comm_ = comm;
@@ -70,7 +92,7 @@ ncclResult_t ApiGuard::enter(Communicator* comm, const char* where) {
 }
 
 bool ApiGuard::tryEnter(Communicator* comm) {
-  std::lock_guard<std::mutex> lock(gLiveMu);
+  std::lock_guard<LiveLock> lock(gLiveMu);
   if (comm == nullptr || !liveLocked(comm)) return false;
   comm->enterCall();
   comm_ = comm;

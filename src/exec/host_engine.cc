@@ -384,7 +384,7 @@ ncclResult_t HostEngine::runJobs() {
   std::vector<std::vector<Bound*>>& queues = queues_;
   std::vector<size_t>& head = head_;
   const int nChannels = static_cast<int>(queues.size());
-  std::fill(head.begin(), head.end(), 0);
+  for (int c = 0; c < nChannels; ++c) head[c] = 0;
 
   // The clock is read only once the loop has gone idle, not on every round.
   Clock::time_point lastProgress{}, lastPeerCheck{};
