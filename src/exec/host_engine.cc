@@ -384,7 +384,11 @@ ncclResult_t HostEngine::runJobs() {
   std::vector<std::vector<Bound*>>& queues = queues_;
   std::vector<size_t>& head = head_;
   const int nChannels = static_cast<int>(queues.size());
-  for (int c = 0; c < nChannels; ++c) head[c] = 0;
+  // (One channel, the small-message case, without the call to memset a loop would become.)
+  if (nChannels == 1)
+    head[0] = 0;
+  else
+    std::fill(head.begin(), head.end(), 0);
 
   // The clock is read only once the loop has gone idle, not on every round.
   Clock::time_point lastProgress{}, lastPeerCheck{};
