@@ -41,7 +41,8 @@
 //           caller may reuse its buffers as soon as the operation returns. Receivers take both
 //           kinds of slot under Simple and Direct.
 //   LL      recv: ready when every line of the slot carries flag == epoch (slot number + 1);
-//           the receiver never reads tail except to sleep. send: as Simple; lines are written
+//           the receiver never reads tail (a blocked lane names it, at the slot number, for
+//           the executor to sleep on). send: as Simple; lines are written
 //           with their flags in one 8-byte store per {data, flag} pair, so a reader that sees
 //           the flag sees the data. Each side still publishes its counter: head frees slots,
 //           tail wakes sleepers.
@@ -597,13 +598,13 @@ class ProgramRunner {
       if (ll) {
         const LlLine* lines = (const LlLine*)(v.llSlots + (size_t)slot * v.llSlotBytes);
         const uint32_t withSig = bytes + (uint32_t)sizeof(OpSig);
-        if (!llReady(lines, withSig, c + 1)) {
-          // Tail moves after the lines are written: if it already covers this slot, the
-          // lines are there now; else sleeping on tail is safe.
-          uint32_t tail = sync.load(&v.control->tail.value);
-          if (tail == c || !llReady(lines, withSig, c + 1))
-            return block(st, kLaneWaitRecv, s.recvPort, &v.control->tail, tail);
-        }
+        // Not there yet: blocked on tail at c, the value it keeps until this slot is
+        // published. Tail itself is not read while polling: the sender's store to it (a full
+        // barrier on the host) would wait for this poll's copy of its cache line on every
+        // message. A tail already past c while the lines stay unready (a mismatched call
+        // wrote fewer) is the waiting executor's to notice (src/exec/host_engine.cc).
+        if (!llReady(lines, withSig, c + 1))
+          return block(st, kLaneWaitRecv, s.recvPort, &v.control->tail, c);
         OpSig sig;
         llUnpack(lines, 0, sizeof(OpSig), (char*)&sig);
         if (!checkSig(i, sig, s.recvPort, error)) return kRunError;

@@ -31,6 +31,12 @@ using Clock = std::chrono::steady_clock;
 // (measured: 4 ranks on 2 cores, 8 B all-reduce ~9-12 us with 32 polls, ~5-9 us with none).
 constexpr int kPollsBeforeYield = 32;
 
+// Slow rounds (past NCCL_SPIN_COUNT) on which the counter a lane waits on had already moved
+// past the value it named, before the engine naps on the counter's current value instead
+// (runJobs). One or two such rounds are a publish racing the poll; more mean the lane waits
+// for something else.
+constexpr int kStaleNaps = 8;
+
 // Whether more ranks of `comm` run on this host than this process has cores to run on.
 bool oversubscribed(const ncclComm* comm) {
   int local = 0;
@@ -396,6 +402,7 @@ ncclResult_t HostEngine::runJobs() {
   Clock::time_point spinStart{};  // when the current spin started yielding (read lazily)
   GonePeer gone;
   HostSync sync;
+  int staleNaps = 0;  // slow rounds whose counter had moved past the value waited for
 
   while (true) {
     bool allDone = true, progressed = false;
@@ -425,6 +432,7 @@ ncclResult_t HostEngine::runJobs() {
     if (stopRequested()) return stopped("running");
     if (progressed) {
       idleRounds = 0;
+      staleNaps = 0;
       spinStart = Clock::time_point{};
       gone = GonePeer{};
       continue;
@@ -487,8 +495,16 @@ ncclResult_t HostEngine::runJobs() {
                   static_cast<long long>(params_.timeout.count()), first.c_str());
     }
     // Sleep on one counter we wait for; with several blocked lanes the nap is shorter,
-    // since the one that moves first may be another.
-    if (waitOn) napOnCounter(waitOn, waitValue, blocked > 1 ? 200 : 1000);
+    // since the one that moves first may be another. An LL receiver names tail at the slot
+    // it waits for without reading it (kernels/prims.h), so the nap returns at once if tail
+    // moved meanwhile, and the next round finds the lines. If tail is past that value round
+    // after round, the lines it announced are not coming (a mismatched call wrote fewer):
+    // nap on its current value rather than spin until the mismatch is found.
+    if (waitOn) {
+      uint32_t value = waitValue;
+      if (loadCounter(waitOn) != value && ++staleNaps > kStaleNaps) value = loadCounter(waitOn);
+      napOnCounter(waitOn, value, blocked > 1 ? 200 : 1000);
+    }
   }
 }
 
