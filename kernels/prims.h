@@ -370,6 +370,14 @@ class ProgramRunner {
 #endif
     const void* peer = nullptr;
     if (args_.protocol == kProtoLL) {
+      // A slice that sends its input as it is (nothing received, no output, no pre or post:
+      // the first step of most schedules) is packed into the lines straight from the input,
+      // without the copy through llOut_. llPack loads 4-byte words: the input must be aligned.
+      if (s.send && !s.peer && !out && local && !s.post &&
+          opOf(s.noPre != 0).kind != RedOpKind::PreMulSum && ((uintptr_t)local & 3) == 0) {
+        llPack((LlLine*)s.send, lo * es, n64 * es, local, s.sendEpoch);
+        return kRunOk;
+      }
       if (s.peer) {
         llUnpack((const LlLine*)s.peer, lo * es, n64 * es, (char*)llIn_ + lo * es);
         peer = (const char*)llIn_ + lo * es;
