@@ -20,8 +20,10 @@ struct GroupState {
 
 // NCCL defines groups per calling thread. The depth is a plain int apart from the state:
 // every call asks for it, and a thread_local with a constructor costs an initialization check
-// on each access; the vectors are touched only inside a group.
-thread_local int tGroupDepth = 0;
+// on each access; the vectors are touched only inside a group. Local-dynamic, like the
+// scopes' variables (src/core/error.h), so that enqueueOp reaches all three through one
+// lookup of the library's TLS block.
+__thread int tGroupDepth __attribute__((tls_model("local-dynamic"))) = 0;
 thread_local GroupState tGroup;
 
 // Runs deferred work (communicator inits) concurrently: inits of several ranks in one group
