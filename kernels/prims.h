@@ -41,7 +41,8 @@
 //           caller may reuse its buffers as soon as the operation returns. Receivers take both
 //           kinds of slot under Simple and Direct.
 //   LL      recv: ready when every line of the slot carries flag == epoch (slot number + 1);
-//           the receiver never reads tail except to sleep. send: as Simple; lines are written
+//           the receiver never reads tail (a blocked lane names it, at the slot number, for
+//           the executor to sleep on). send: as Simple; lines are written
 //           with their flags in one 8-byte store per {data, flag} pair, so a reader that sees
 //           the flag sees the data. Each side still publishes its counter: head frees slots,
 //           tail wakes sleepers.
@@ -348,10 +349,13 @@ class ProgramRunner {
 #endif
     const uint32_t es = args_.elemSize;
     const uint64_t perUnit = es >= 16 ? 1 : 16 / es;
-    const uint64_t units = divUp64(s.elems, perUnit);
-    uint64_t lo = units * w / n * perUnit;
-    uint64_t hi = units * (w + 1) / n * perUnit;
-    if (hi > s.elems) hi = s.elems;
+    uint64_t lo = 0, hi = s.elems;
+    if (n > 1) {  // one worker (the host's usual case) takes it all, with no divisions
+      const uint64_t units = divUp64(s.elems, perUnit);
+      lo = units * w / n * perUnit;
+      hi = units * (w + 1) / n * perUnit;
+      if (hi > s.elems) hi = s.elems;
+    }
     if (lo >= hi) return kRunOk;
     const uint64_t n64 = hi - lo;
     const char* local = s.local ? (const char*)s.local + lo * es : nullptr;
@@ -366,6 +370,14 @@ class ProgramRunner {
 #endif
     const void* peer = nullptr;
     if (args_.protocol == kProtoLL) {
+      // A slice that sends its input as it is (nothing received, no output, no pre or post:
+      // the first step of most schedules) is packed into the lines straight from the input,
+      // without the copy through llOut_. llPack loads 4-byte words: the input must be aligned.
+      if (s.send && !s.peer && !out && local && !s.post &&
+          opOf(s.noPre != 0).kind != RedOpKind::PreMulSum && ((uintptr_t)local & 3) == 0) {
+        llPack((LlLine*)s.send, lo * es, n64 * es, local, s.sendEpoch);
+        return kRunOk;
+      }
       if (s.peer) {
         llUnpack((const LlLine*)s.peer, lo * es, n64 * es, (char*)llIn_ + lo * es);
         peer = (const char*)llIn_ + lo * es;
@@ -558,7 +570,8 @@ class ProgramRunner {
         st.rep = 0;
         if (++st.step >= l.nSteps) {
           st.step = 0;
-          st.loop++;
+          // The lane's last loop ended: finish above, without resolving a step never run.
+          if (++st.loop >= st.geo.nLoops) continue;
         }
       }
       loadStep(st, l);
@@ -593,13 +606,13 @@ class ProgramRunner {
       if (ll) {
         const LlLine* lines = (const LlLine*)(v.llSlots + (size_t)slot * v.llSlotBytes);
         const uint32_t withSig = bytes + (uint32_t)sizeof(OpSig);
-        if (!llReady(lines, withSig, c + 1)) {
-          // Tail moves after the lines are written: if it already covers this slot, the
-          // lines are there now; else sleeping on tail is safe.
-          uint32_t tail = sync.load(&v.control->tail.value);
-          if (tail == c || !llReady(lines, withSig, c + 1))
-            return block(st, kLaneWaitRecv, s.recvPort, &v.control->tail, tail);
-        }
+        // Not there yet: blocked on tail at c, the value it keeps until this slot is
+        // published. Tail itself is not read while polling: the sender's store to it (a full
+        // barrier on the host) would wait for this poll's copy of its cache line on every
+        // message. A tail already past c while the lines stay unready (a mismatched call
+        // wrote fewer) is the waiting executor's to notice (src/exec/host_engine.cc).
+        if (!llReady(lines, withSig, c + 1))
+          return block(st, kLaneWaitRecv, s.recvPort, &v.control->tail, c);
         OpSig sig;
         llUnpack(lines, 0, sizeof(OpSig), (char*)&sig);
         if (!checkSig(i, sig, s.recvPort, error)) return kRunError;

@@ -7,7 +7,7 @@ BUILD=${1:-build}
 
 PACKAGES=(meson ninja-build pkg-config gcc g++ binutils python3 catch2 libucx-dev libhwloc-dev libnuma-dev
           iproute2 openmpi-bin libopenmpi-dev python3-matplotlib python3-torch
-          clang libclang-rt-14-dev)
+          clang libclang-rt-14-dev valgrind)
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

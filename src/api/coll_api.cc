@@ -61,23 +61,26 @@ int rawEnum(const Enum& e) {
   return v;
 }
 
-ncclResult_t checkAndEnqueue(const CollArgs& a, const char* where) {
+// `args` by value: the entry point builds it in place, and it is completed here (operator,
+// call time) without another copy.
+ncclResult_t checkAndEnqueue(CollArgs args, const char* where) {
+  const CollArgs& a = args;
   ApiGuard guard;
   RINGCC_CHECK(guard.enterReady(a.comm, where));
   const ncclComm* comm = a.comm;
   const int datatype = rawEnum(a.datatype);
   if (datatype < 0 || datatype >= ncclNumTypes)
     return fail(ncclInvalidArgument, where, "datatype %d is not a valid ncclDataType_t", datatype);
-  CollArgs args = a;
   // Traced calls inside a group note when they were made; a lone call's is when it starts.
   if (comm->tracer && groupActive()) [[unlikely]]
     args.callUs = traceNowUs();
-  args.redOp = makeRedOp(ncclSum, a.datatype, comm->nranks);
-  if (collReduces(a.kind)) {
-    UserOp userOp;
+  if (!collReduces(a.kind)) {
+    args.redOp = makeRedOp(ncclSum, a.datatype, comm->nranks);
+  } else {
     if (rawEnum(a.op) < 0)
       return fail(ncclInvalidArgument, where, "op %d is not a valid ncclRedOp_t", rawEnum(a.op));
     if (a.op >= ncclNumOps) {
+      UserOp userOp;
       if (!comm->userOps.find(a.op, &userOp))
         return fail(ncclInvalidArgument, where,
                     "op %d is neither a built-in operator nor a live operator of this "

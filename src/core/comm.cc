@@ -57,10 +57,6 @@ void ncclComm::noteWorkError(const ringcc::ErrorCause& cause) {
   workError_ = cause;
 }
 
-void ncclComm::enterCall() { activeCalls_.fetch_add(1); }
-
-void ncclComm::leaveCall() { activeCalls_.fetch_sub(1); }
-
 void ncclComm::waitForCalls() {
   while (activeCalls_.load() != 0) std::this_thread::sleep_for(std::chrono::microseconds(100));
 }

@@ -59,7 +59,7 @@ struct ncclComm {
   ringcc::MemoryKind memKind = ringcc::MemoryKind::Host;
   int cudaDev = -1;
   std::vector<ringcc::PeerInfo> peers;  // indexed by rank
-  ringcc::CommTopology topo;  // rings per channel and trees (src/topo/comm_topo.h)
+  ringcc::CommTopology topo;            // rings per channel and trees (src/topo/comm_topo.h)
 
   std::unique_ptr<ringcc::Bootstrap> bootstrap;
   std::unique_ptr<ringcc::CommEngine> engine;
@@ -88,8 +88,8 @@ struct ncclComm {
   // are one atomic each, since they bracket every call; the leaving decrement is a call's last
   // touch of the communicator, so waitForCalls polls (every 100 us) instead of being woken:
   // a wake-up after the decrement could reach a communicator already freed.
-  void enterCall();
-  void leaveCall();
+  void enterCall() { activeCalls_.fetch_add(1); }
+  void leaveCall() { activeCalls_.fetch_sub(1); }
   void waitForCalls();
 
  private:

@@ -10,7 +10,6 @@ namespace {
 
 // Per thread, like the groups of ncclGroupStart: nothing here needs a lock.
 thread_local ErrorCause tLast;
-thread_local ErrorScope* tScope = nullptr;
 
 ncclResult_t record(ncclResult_t code, int peer, const char* where, const char* fmt, va_list ap) {
   char what[768];
@@ -26,7 +25,7 @@ ncclResult_t record(ncclResult_t code, int peer, const char* where, const char* 
   tLast.what = what;
   tLast.peer = peer;
   tLast.message = line;
-  if (tScope) tScope->onError(tLast);
+  if (detail::tErrorScope) detail::tErrorScope->onError(tLast);
   return code;
 }
 
@@ -54,9 +53,9 @@ ErrorCause lastError() { return tLast; }
 
 void adoptError(const ErrorCause& cause) { tLast = cause; }
 
-ErrorScope::ErrorScope() : outer_(tScope) { tScope = this; }
-
-ErrorScope::~ErrorScope() { tScope = outer_; }
+namespace detail {
+__thread ErrorScope* tErrorScope = nullptr;
+}  // namespace detail
 
 const char* errorString(ncclResult_t code) {
   switch (code) {

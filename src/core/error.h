@@ -44,12 +44,23 @@ ErrorCause lastError();
 // ncclCommInitAll), so that the thread the call returns to can still say why.
 void adoptError(const ErrorCause& cause);
 
+class ErrorScope;
+namespace detail {
+// The innermost ErrorScope open on this thread. `__thread` (constant-initialized, so no
+// per-access initialization check) and hidden, so the inline constructor and destructor below
+// reach it through the library's TLS block, whose address a function computes once for all
+// its thread-local variables, rather than with a call per access: every API call opens a
+// scope (src/core/comm.h, CommScope).
+extern __thread ErrorScope* tErrorScope
+    __attribute__((visibility("hidden"), tls_model("local-dynamic")));
+}  // namespace detail
+
 // Hears about every error raised on the thread that opened it, while it is the innermost
 // scope open there. Scopes nest; they must end in reverse order of opening (stack objects).
 class ErrorScope {
  public:
-  ErrorScope();
-  virtual ~ErrorScope();
+  ErrorScope() : outer_(detail::tErrorScope) { detail::tErrorScope = this; }
+  virtual ~ErrorScope() { detail::tErrorScope = outer_; }
   ErrorScope(const ErrorScope&) = delete;
   ErrorScope& operator=(const ErrorScope&) = delete;
 

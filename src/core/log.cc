@@ -40,7 +40,6 @@ void unlockAfterFork() { state().mu.unlock(); }
 // Fast path: -1 until the environment was read, then the level as int.
 std::atomic<int> gLevel{-1};
 std::atomic<uint64_t> gSubsys{0};
-thread_local int tRank = -1;
 
 struct SubsysName {
   const char* name;
@@ -170,7 +169,7 @@ void logMessage(LogLevel level, uint64_t /*subsys*/, const char* file, int line,
   vsnprintf(msg, sizeof(msg), fmt, ap);
   va_end(ap);
   char rank[16] = "";
-  if (tRank >= 0) snprintf(rank, sizeof(rank), "%d", tRank);
+  if (detail::tLogRank >= 0) snprintf(rank, sizeof(rank), "%d", detail::tLogRank);
   const char* base = strrchr(file, '/');
   base = base ? base + 1 : file;
   std::lock_guard<std::mutex> lock(s.mu);
@@ -190,7 +189,8 @@ void resetLogging() {
   loadLocked(s);
 }
 
-LogRankScope::LogRankScope(int rank) : saved_(tRank) { tRank = rank; }
-LogRankScope::~LogRankScope() { tRank = saved_; }
+namespace detail {
+__thread int tLogRank = -1;
+}  // namespace detail
 
 }  // namespace ringcc

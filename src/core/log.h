@@ -51,11 +51,17 @@ uint64_t parseSubsysMask(const char* text);
 // Expands %h and %p in a NCCL_DEBUG_FILE value (exposed for tests).
 std::string expandLogFileName(const char* pattern);
 
+namespace detail {
+// The rank in this thread's log prefix (-1: none). `__thread` and hidden for the same reason
+// as detail::tErrorScope (src/core/error.h): every API call sets it through a CommScope.
+extern __thread int tLogRank __attribute__((visibility("hidden"), tls_model("local-dynamic")));
+}  // namespace detail
+
 // Sets the rank shown in this thread's log prefix for the scope's lifetime.
 class LogRankScope {
  public:
-  explicit LogRankScope(int rank);
-  ~LogRankScope();
+  explicit LogRankScope(int rank) : saved_(detail::tLogRank) { detail::tLogRank = rank; }
+  ~LogRankScope() { detail::tLogRank = saved_; }
   LogRankScope(const LogRankScope&) = delete;
   LogRankScope& operator=(const LogRankScope&) = delete;
 

@@ -14,12 +14,16 @@ namespace ringcc {
 namespace {
 
 struct GroupState {
-  int depth = 0;
   std::vector<CollArgs> ops;
   std::vector<std::function<ncclResult_t()>> deferred;
 };
 
-// NCCL defines groups per calling thread.
+// NCCL defines groups per calling thread. The depth is a plain int apart from the state:
+// every call asks for it, and a thread_local with a constructor costs an initialization check
+// on each access; the vectors are touched only inside a group. Local-dynamic, like the
+// scopes' variables (src/core/error.h), so that enqueueOp reaches all three through one
+// lookup of the library's TLS block.
+__thread int tGroupDepth __attribute__((tls_model("local-dynamic"))) = 0;
 thread_local GroupState tGroup;
 
 // Runs deferred work (communicator inits) concurrently: inits of several ranks in one group
@@ -94,17 +98,17 @@ ncclResult_t launchOps(const std::vector<CollArgs>& ops) {
 
 }  // namespace
 
-bool groupActive() { return tGroup.depth > 0; }
+bool groupActive() { return tGroupDepth > 0; }
 
 ncclResult_t groupStart() {
-  ++tGroup.depth;
+  ++tGroupDepth;
   return ncclSuccess;
 }
 
 ncclResult_t groupEnd() {
-  if (tGroup.depth == 0)
+  if (tGroupDepth == 0)
     return fail(ncclInvalidUsage, "ncclGroupEnd", "no group is open (ncclGroupStart missing)");
-  if (--tGroup.depth > 0) return ncclSuccess;
+  if (--tGroupDepth > 0) return ncclSuccess;
   std::vector<CollArgs> ops;
   std::vector<std::function<ncclResult_t()>> deferred;
   ops.swap(tGroup.ops);
@@ -114,10 +118,10 @@ ncclResult_t groupEnd() {
 }
 
 ncclResult_t groupSimulateEnd(float* estimatedMicros) {
-  if (tGroup.depth == 0)
+  if (tGroupDepth == 0)
     return fail(ncclInvalidUsage, "ncclGroupSimulateEnd",
                 "no group is open (ncclGroupStart missing)");
-  if (--tGroup.depth > 0) {
+  if (--tGroupDepth > 0) {
     *estimatedMicros = 0;
     return ncclSuccess;
   }

@@ -36,6 +36,12 @@ constexpr int kPollsBeforeYield = 32;
 // by the peer is then named as one, not as a peer that left.
 constexpr auto kToldCallGrace = std::chrono::milliseconds(200);
 
+// Slow rounds (past NCCL_SPIN_COUNT) on which the counter a lane waits on had already moved
+// past the value it named, before the engine naps on the counter's current value instead
+// (runJobs). One or two such rounds are a publish racing the poll; more mean the lane waits
+// for something else.
+constexpr int kStaleNaps = 8;
+
 // Whether more ranks of `comm` run on this host than this process has cores to run on.
 bool oversubscribed(const ncclComm* comm) {
   int local = 0;
@@ -345,6 +351,7 @@ ncclResult_t HostEngine::planAndRun(std::span<const CollArgs> ops) {
       bound_[j]->runner.restart(plan_.jobs[j].op, plan_.jobs[j].sigOp);
   } else {
     RINGCC_CHECK(bindJobs());
+    queueJobs();
   }
   return runJobs();
 }
@@ -390,17 +397,27 @@ ncclResult_t HostEngine::bindJobs() {
   return ncclSuccess;
 }
 
-ncclResult_t HostEngine::runJobs() {
+void HostEngine::queueJobs() {
   // Per channel, jobs run in call order; channels run side by side.
   int nChannels = 0;
   for (size_t j = 0; j < plan_.nJobs; ++j)
     nChannels = std::max(nChannels, plan_.jobs[j].channel + 1);
+  queues_.resize(nChannels);  // exactly: findGonePeer walks every queue
+  for (auto& q : queues_) q.clear();
+  for (size_t j = 0; j < plan_.nJobs; ++j)
+    queues_[plan_.jobs[j].channel].push_back(bound_[j].get());
+  head_.resize(nChannels);
+}
+
+ncclResult_t HostEngine::runJobs() {
   std::vector<std::vector<Bound*>>& queues = queues_;
   std::vector<size_t>& head = head_;
-  queues.resize(nChannels);  // exactly: findGonePeer walks every queue
-  for (auto& q : queues) q.clear();
-  for (size_t j = 0; j < plan_.nJobs; ++j) queues[plan_.jobs[j].channel].push_back(bound_[j].get());
-  head.assign(nChannels, 0);
+  const int nChannels = static_cast<int>(queues.size());
+  // (One channel, the small-message case, without the call to memset a loop would become.)
+  if (nChannels == 1)
+    head[0] = 0;
+  else
+    std::fill(head.begin(), head.end(), 0);
 
   // The clock is read only once the loop has gone idle, not on every round.
   Clock::time_point lastProgress{}, lastPeerCheck{};
@@ -409,6 +426,7 @@ ncclResult_t HostEngine::runJobs() {
   GonePeer gone;
   Clock::time_point goneAt{};  // when `gone` was found
   HostSync sync;
+  int staleNaps = 0;  // slow rounds whose counter had moved past the value waited for
 
   while (true) {
     bool allDone = true, progressed = false;
@@ -438,6 +456,7 @@ ncclResult_t HostEngine::runJobs() {
     if (stopRequested()) return stopped("running");
     if (progressed) {
       idleRounds = 0;
+      staleNaps = 0;
       spinStart = Clock::time_point{};
       gone = GonePeer{};
       continue;
@@ -518,8 +537,16 @@ ncclResult_t HostEngine::runJobs() {
                   static_cast<long long>(params_.timeout.count()), first.c_str());
     }
     // Sleep on one counter we wait for; with several blocked lanes the nap is shorter,
-    // since the one that moves first may be another.
-    if (waitOn) napOnCounter(waitOn, waitValue, blocked > 1 ? 200 : 1000);
+    // since the one that moves first may be another. An LL receiver names tail at the slot
+    // it waits for without reading it (kernels/prims.h), so the nap returns at once if tail
+    // moved meanwhile, and the next round finds the lines. If tail is past that value round
+    // after round, the lines it announced are not coming (a mismatched call wrote fewer):
+    // nap on its current value rather than spin until the mismatch is found.
+    if (waitOn) {
+      uint32_t value = waitValue;
+      if (loadCounter(waitOn) != value && ++staleNaps > kStaleNaps) value = loadCounter(waitOn);
+      napOnCounter(waitOn, value, blocked > 1 ? 200 : 1000);
+    }
   }
 }
 

@@ -87,6 +87,8 @@ class HostEngine final : public CommEngine {
   std::string callNumber(const PlanJob& job) const;
   ncclResult_t planAndRun(std::span<const CollArgs> ops);
   ncclResult_t bindJobs();
+  // Sorts the bound jobs into per-channel queues (kept while the plan is reused).
+  void queueJobs();
   ncclResult_t runJobs();
   // The error of a runner that cannot go on: a mismatch between the ranks' calls is the
   // user's (ncclInvalidUsage), an unreadable peer buffer the peer's (ncclRemoteError).

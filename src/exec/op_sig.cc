@@ -45,25 +45,6 @@ const char* opName(uint8_t op) {
   return op <= ncclNumOps ? kNames[op] : "unknown op";
 }
 
-OpSig callSig(const CollArgs& a) {
-  OpSig sig{};
-  sig.count = a.count;
-  sig.coll = static_cast<uint8_t>(a.kind);
-  sig.type = static_cast<uint8_t>(a.datatype);
-  sig.root = collRooted(a.kind) ? a.root : -1;
-  sig.op =
-      collReduces(a.kind) ? static_cast<uint8_t>(a.op < ncclNumOps ? a.op : ncclNumOps) : kSigNoOp;
-  return sig;
-}
-
-OpSig batchSig(std::span<const CollArgs> ops) {
-  if (ops.size() == 1 && ops[0].kind != Coll::Send && ops[0].kind != Coll::Recv)
-    return callSig(ops[0]);
-  OpSig sig{};
-  sig.coll = kSigGroup;
-  return sig;
-}
-
 void postCall(const Connector& conn, uint64_t seq, const OpSig& sig) {
   PostedCall& p = conn.view().control->posted[sideIndex(conn.side())];
   __atomic_store_n(&p.seq, uint64_t{0}, __ATOMIC_RELAXED);

@@ -13,11 +13,30 @@ namespace ringcc {
 
 // The signature of one call (count: NCCL's count): the collective, the root of rooted ones,
 // the op of reducing ones (built-in ops by their value; every PreMulSum made by the user as
-// ncclNumOps, since handles may be numbered differently on each rank).
-OpSig callSig(const CollArgs& a);
+// ncclNumOps, since handles may be numbered differently on each rank). Inline: every call
+// computes it, on the path a repeated small collective takes.
+inline uint8_t callSigOp(const CollArgs& a) {
+  return collReduces(a.kind) ? static_cast<uint8_t>(a.op < ncclNumOps ? a.op : ncclNumOps)
+                             : kSigNoOp;
+}
+inline OpSig callSig(const CollArgs& a) {
+  OpSig sig{};
+  sig.count = a.count;
+  sig.coll = static_cast<uint8_t>(a.kind);
+  sig.type = static_cast<uint8_t>(a.datatype);
+  sig.root = collRooted(a.kind) ? a.root : -1;
+  sig.op = callSigOp(a);
+  return sig;
+}
 
 // What a batch posts on its connections: the call of a lone collective, else kSigGroup.
-OpSig batchSig(std::span<const CollArgs> ops);
+inline OpSig batchSig(std::span<const CollArgs> ops) {
+  if (ops.size() == 1 && ops[0].kind != Coll::Send && ops[0].kind != Coll::Recv)
+    return callSig(ops[0]);
+  OpSig sig{};
+  sig.coll = kSigGroup;
+  return sig;
+}
 
 // Posts this side's batch number and call on `conn` (FifoControl::posted).
 void postCall(const Connector& conn, uint64_t seq, const OpSig& sig);

@@ -493,15 +493,6 @@ const char* algoName(Algo algo) {
   }
 }
 
-bool collRooted(Coll coll) {
-  return coll == Coll::Broadcast || coll == Coll::Reduce || coll == Coll::Gather ||
-         coll == Coll::Scatter;
-}
-
-bool collReduces(Coll coll) {
-  return coll == Coll::AllReduce || coll == Coll::ReduceScatter || coll == Coll::Reduce;
-}
-
 PortKind collPortKind(Coll coll, Algo algo) {
   if (algo == Algo::Doubling) return kPortP2p;
   switch (coll) {

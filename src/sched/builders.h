@@ -48,11 +48,17 @@ enum class Coll : uint8_t {
 
 const char* collName(Coll coll);
 
-// True for the collectives whose steps reduce (the runner then needs the real RedOp).
-bool collReduces(Coll coll);
+// True for the collectives whose steps reduce (the runner then needs the real RedOp). Inline:
+// every call's signature asks (src/exec/op_sig.h).
+inline bool collReduces(Coll coll) {
+  return coll == Coll::AllReduce || coll == Coll::ReduceScatter || coll == Coll::Reduce;
+}
 
 // True for the collectives with a root (broadcast, reduce, gather, scatter).
-bool collRooted(Coll coll);
+inline bool collRooted(Coll coll) {
+  return coll == Coll::Broadcast || coll == Coll::Reduce || coll == Coll::Gather ||
+         coll == Coll::Scatter;
+}
 
 // How a collective moves. Ring: NCCL's ring and chain schedules, for every collective (the
 // ports are ring connections). Doubling: recursive-doubling all-reduce for a power of two
