@@ -14,11 +14,12 @@
 #include "src/core/error.h"
 #include "src/core/log.h"
 #include "src/core/param.h"
+#include "src/cuda/mem_kind.h"
 #include "src/exec/engine.h"
-#include "src/topo/comm_topo.h"
-#include "src/topo/detect.h"
 #include "src/monitor/hang_report.h"
 #include "src/monitor/trace.h"
+#include "src/topo/comm_topo.h"
+#include "src/topo/detect.h"
 
 namespace ringcc {
 namespace {
@@ -52,7 +53,7 @@ ncclResult_t initBody(Communicator* comm, const BootstrapMaker& makeBootstrap) {
   CommScope scope(comm);
   showVersionOnce();
   RINGCC_CHECK(makeBootstrap(comm));
-  RINGCC_CHECK(chooseMemKind(&comm->memKind));
+  RINGCC_CHECK(chooseMemKind(&comm->memKind, &comm->cudaDev));
 
   // The host's topology (NCCL_TOPO_FILE or detection) before the allgather: every rank
   // tells the others where it runs and what its host looks like.
@@ -139,20 +140,6 @@ ncclResult_t startMemberInit(Communicator* parent, const std::vector<int>& membe
 
 }  // namespace
 
-ncclResult_t chooseMemKind(MemoryKind* out) {
-  std::string device = paramString("DEVICE");
-  if (device.empty() || device == "host") {
-    *out = MemoryKind::Host;
-    return ncclSuccess;
-  }
-  if (device == "cuda")
-    return fail(ncclInvalidUsage, "init",
-                "RINGCC_DEVICE=cuda: CUDA communicators are not implemented yet in ringcc; "
-                "use host communicators (RINGCC_DEVICE=host)");
-  return fail(ncclInvalidArgument, "init", "RINGCC_DEVICE=%s: expected host or cuda",
-              device.c_str());
-}
-
 ncclResult_t commInitRank(Communicator** out, int nranks, const ncclUniqueId& id, int rank,
                           const CommConfig& config) {
   Communicator* comm = newComm(rank, nranks, config);
@@ -174,7 +161,8 @@ ncclResult_t commInitAll(Communicator** comms, int nranks, const int* devlist) {
     threads.emplace_back([&, r] {
       CommConfig config;
       results[r] = commInitRank(&comms[r], nranks, id, r, config);
-      if (results[r] == ncclSuccess)
+      // A host communicator reports the device it was given; a CUDA one keeps its own.
+      if (results[r] == ncclSuccess && comms[r]->memKind == MemoryKind::Host)
         comms[r]->cudaDev = devlist ? devlist[r] : r;
       else
         causes[r] = lastError();

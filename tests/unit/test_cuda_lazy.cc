@@ -1,0 +1,211 @@
+// Lazy CUDA (issue 12): libnccl.so.2 needs no CUDA to load, the driver is opened only on
+// need, the memory kind is chosen as NCCL's users expect, and buffers that do not match the
+// communicator's kind are refused. The driver's answers are faked where this machine has none.
+#include <dlfcn.h>
+
+#include <catch2/catch.hpp>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <thread>
+
+#include "nccl.h"
+#include "src/core/error.h"
+#include "src/cuda/cuda_driver.h"
+#include "src/cuda/mem_kind.h"
+#include "support/test_env.h"
+
+using ringcc::test::ScopedEnv;
+using namespace ringcc;
+
+namespace {
+
+// A fake driver: one context on device 3; kDevice is device memory, kPinned page-locked host
+// memory, anything else pageable.
+char gDeviceBytes[64];
+char gPinnedBytes[64];
+CuContext const kFakeContext = reinterpret_cast<CuContext>(0x1000);
+
+CudaDriver fakeDriver(bool withContext) {
+  CudaDriver d;
+  d.cuGetErrorName = [](CuResult, const char** name) {
+    *name = "CUDA_ERROR_FAKE";
+    return kCuSuccess;
+  };
+  if (withContext) {
+    d.cuCtxGetCurrent = [](CuContext* ctx) {
+      *ctx = kFakeContext;
+      return kCuSuccess;
+    };
+  } else {
+    d.cuCtxGetCurrent = [](CuContext* ctx) {
+      *ctx = nullptr;
+      return kCuSuccess;
+    };
+  }
+  d.cuCtxGetDevice = [](CuDevice* dev) {
+    *dev = 3;
+    return kCuSuccess;
+  };
+  d.cuPointerGetAttribute = [](void* data, int attribute, CuDevicePtr ptr) -> CuResult {
+    if (attribute != kCuPointerAttributeMemoryType) return 1;
+    auto* p = reinterpret_cast<const char*>(ptr);
+    if (p >= gDeviceBytes && p < gDeviceBytes + sizeof gDeviceBytes) {
+      *static_cast<unsigned*>(data) = kCuMemoryTypeDevice;
+      return kCuSuccess;
+    }
+    if (p >= gPinnedBytes && p < gPinnedBytes + sizeof gPinnedBytes) {
+      *static_cast<unsigned*>(data) = kCuMemoryTypeHost;
+      return kCuSuccess;
+    }
+    return 1;  // CUDA_ERROR_INVALID_VALUE: not CUDA's memory
+  };
+  return d;
+}
+
+struct FakeDriverScope {
+  explicit FakeDriverScope(const CudaDriver* d) { setCudaDriverForTesting(d); }
+  ~FakeDriverScope() { setCudaDriverForTesting(nullptr); }
+};
+
+}  // namespace
+
+TEST_CASE("libnccl.so.2 has no link-time dependency on CUDA", "[cuda_driver]") {
+  std::string cmd = std::string("readelf -d '") + RINGCC_BUILD_ROOT + "/libnccl.so.2' 2>&1";
+  FILE* p = popen(cmd.c_str(), "r");
+  REQUIRE(p != nullptr);
+  std::string out;
+  char line[512];
+  int needed = 0;
+  while (fgets(line, sizeof line, p)) {
+    out += line;
+    if (strstr(line, "(NEEDED)")) ++needed;
+  }
+  pclose(p);
+  INFO(out);
+  REQUIRE(needed > 0);  // readelf ran and listed the library's dependencies
+  CHECK(out.find("libcuda") == std::string::npos);
+  CHECK(out.find("libcudart") == std::string::npos);
+  CHECK(out.find("libnvidia") == std::string::npos);
+}
+
+TEST_CASE("RINGCC_DEVICE=cuda without a usable driver names what is missing", "[cuda_driver]") {
+  void* probe = dlopen("libcuda.so.1", RTLD_NOW | RTLD_LOCAL);
+  if (probe) dlclose(probe);
+  ScopedEnv device("RINGCC_DEVICE", "cuda");
+  ncclResult_t r = ncclSuccess;
+  std::string why;
+  std::thread([&] {
+    ncclComm_t comms[2] = {};
+    r = ncclCommInitAll(comms, 2, nullptr);
+    why = ncclGetLastError(nullptr);
+  }).join();
+  INFO(why);
+  CHECK(r != ncclSuccess);
+  CHECK(why.find("RINGCC_DEVICE=cuda") != std::string::npos);
+  if (!probe) {
+    // This machine (and CI) has no driver: the error says so by name.
+    CHECK(r == ncclSystemError);
+    CHECK(why.find("libcuda.so.1") != std::string::npos);
+    CHECK(why.find("cannot be loaded") != std::string::npos);
+  }
+}
+
+TEST_CASE("the memory-kind decision", "[mem_kind]") {
+  CHECK(decideMemKind("", false, false) == KindChoice::Host);
+  CHECK(decideMemKind(nullptr, false, false) == KindChoice::Host);
+  CHECK(decideMemKind("", true, false) == KindChoice::Host);  // driver loaded, no context
+  CHECK(decideMemKind("", true, true) == KindChoice::Cuda);
+  CHECK(decideMemKind("host", true, true) == KindChoice::Host);
+  CHECK(decideMemKind("cuda", false, false) == KindChoice::CudaNeedsDriver);
+  CHECK(decideMemKind("gpu", false, false) == KindChoice::Invalid);
+}
+
+TEST_CASE("host communicators never load the CUDA driver", "[mem_kind]") {
+  ScopedEnv device("RINGCC_DEVICE", std::nullopt);
+  ncclComm_t comm = nullptr;
+  REQUIRE(ncclCommInitAll(&comm, 1, nullptr) == ncclSuccess);
+  float x[4] = {1, 2, 3, 4};
+  REQUIRE(ncclAllReduce(x, x, 4, ncclFloat, ncclSum, comm, nullptr) == ncclSuccess);
+  CHECK(x[3] == 4.0f);
+  CHECK(ncclCommDestroy(comm) == ncclSuccess);
+  // Nothing above opened libcuda.so.1: the loader does not have it.
+  void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+  CHECK(lib == nullptr);
+  if (lib) dlclose(lib);
+  CHECK(cudaDriverIfLoaded() == nullptr);
+}
+
+TEST_CASE("pointers are classified by the driver's memory type", "[mem_kind]") {
+  CudaDriver fake = fakeDriver(true);
+  char pageable[8];
+  CHECK(classifyPointer(nullptr, gDeviceBytes) == PointerKind::Unknown);  // no driver
+  CHECK(classifyPointer(&fake, gDeviceBytes + 8) == PointerKind::Device);
+  CHECK(classifyPointer(&fake, gPinnedBytes) == PointerKind::HostPinned);
+  CHECK(classifyPointer(&fake, pageable) == PointerKind::Unknown);
+}
+
+TEST_CASE("buffers of the wrong memory kind are invalid arguments", "[mem_kind]") {
+  char pageable[8];
+  {
+    // Before the driver is loaded no pointer can be device memory: nothing to refuse.
+    CHECK(checkBufferKind(MemoryKind::Host, gDeviceBytes, "sendbuff", "test") == ncclSuccess);
+  }
+  CudaDriver fake = fakeDriver(true);
+  FakeDriverScope scope(&fake);
+  CHECK(checkBufferKind(MemoryKind::Host, pageable, "sendbuff", "test") == ncclSuccess);
+  CHECK(checkBufferKind(MemoryKind::Host, gPinnedBytes, "sendbuff", "test") == ncclSuccess);
+  CHECK(checkBufferKind(MemoryKind::Host, gDeviceBytes, "sendbuff", "test") == ncclInvalidArgument);
+  CHECK(lastErrorMessage().find("sendbuff") != std::string::npos);
+  CHECK(lastErrorMessage().find("device memory") != std::string::npos);
+  CHECK(checkBufferKind(MemoryKind::Cuda, gDeviceBytes, "recvbuff", "test") == ncclSuccess);
+  CHECK(checkBufferKind(MemoryKind::Cuda, gPinnedBytes, "recvbuff", "test") == ncclSuccess);
+  CHECK(checkBufferKind(MemoryKind::Cuda, pageable, "recvbuff", "test") == ncclInvalidArgument);
+  CHECK(lastErrorMessage().find("recvbuff") != std::string::npos);
+  CHECK(lastErrorMessage().find("pageable host memory") != std::string::npos);
+}
+
+TEST_CASE("a host communicator refuses device buffers at the call", "[mem_kind]") {
+  ScopedEnv device("RINGCC_DEVICE", "host");
+  ncclComm_t comm = nullptr;
+  REQUIRE(ncclCommInitAll(&comm, 1, nullptr) == ncclSuccess);
+  CudaDriver fake = fakeDriver(true);
+  FakeDriverScope scope(&fake);
+  float host[4] = {1, 2, 3, 4};
+  auto* dev = reinterpret_cast<float*>(gDeviceBytes);
+  CHECK(ncclAllReduce(dev, host, 4, ncclFloat, ncclSum, comm, nullptr) == ncclInvalidArgument);
+  CHECK(ncclGetLastError(comm) != nullptr);
+  CHECK(std::string(ncclGetLastError(comm)).find("sendbuff") != std::string::npos);
+  CHECK(ncclAllReduce(host, dev, 4, ncclFloat, ncclSum, comm, nullptr) == ncclInvalidArgument);
+  CHECK(std::string(ncclGetLastError(comm)).find("recvbuff") != std::string::npos);
+  CHECK(ncclAllReduce(host, host, 4, ncclFloat, ncclSum, comm, nullptr) == ncclSuccess);
+  CHECK(ncclCommDestroy(comm) == ncclSuccess);
+}
+
+TEST_CASE("a current CUDA context makes new communicators CUDA ones", "[mem_kind]") {
+  ScopedEnv device("RINGCC_DEVICE", std::nullopt);
+  MemoryKind kind = MemoryKind::Host;
+  int dev = -1;
+  {
+    CudaDriver fake = fakeDriver(true);
+    FakeDriverScope scope(&fake);
+    REQUIRE(chooseMemKind(&kind, &dev) == ncclSuccess);
+    CHECK(kind == MemoryKind::Cuda);
+    CHECK(dev == 3);
+  }
+  {
+    CudaDriver fake = fakeDriver(false);
+    FakeDriverScope scope(&fake);
+    dev = -1;
+    REQUIRE(chooseMemKind(&kind, &dev) == ncclSuccess);
+    CHECK(kind == MemoryKind::Host);
+    CHECK(dev == -1);
+  }
+  {
+    ScopedEnv forced("RINGCC_DEVICE", "host");
+    CudaDriver fake = fakeDriver(true);
+    FakeDriverScope scope(&fake);
+    REQUIRE(chooseMemKind(&kind, &dev) == ncclSuccess);
+    CHECK(kind == MemoryKind::Host);
+  }
+}
