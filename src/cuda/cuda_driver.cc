@@ -1,9 +1,11 @@
 #include "src/cuda/cuda_driver.h"
 
 #include <dlfcn.h>
+#include <link.h>
 
 #include <atomic>
 #include <cstdio>
+#include <cstring>
 #include <mutex>
 #include <string>
 #include <type_traits>
@@ -117,16 +119,42 @@ ncclResult_t cudaDriver(const CudaDriver** out, const char* why) {
   return ncclSuccess;
 }
 
+// Called on every collective of a host communicator, so it must be cheap: dlopen(RTLD_NOLOAD)
+// searches the library path (about 30 us here), while the loader's count of objects ever added
+// (dlpi_adds) tells in one callback whether anything was loaded since the last look; only then
+// are the names scanned.
+bool libraryInProcess(const char* name) {
+  struct Scan {
+    const char* name;
+    unsigned long long adds;
+  } scan{name, 0};
+  dl_iterate_phdr(
+      [](dl_phdr_info* info, size_t, void* data) {
+        static_cast<Scan*>(data)->adds = info->dlpi_adds;
+        return 1;  // the count is the same in every entry: one is enough
+      },
+      &scan);
+  static std::atomic<unsigned long long> scannedAt{~0ull};
+  if (strcmp(name, kLibCuda) == 0 && scan.adds == scannedAt.load(std::memory_order_acquire))
+    return false;  // nothing loaded since libcuda.so.1 was last looked for
+  bool present =
+      dl_iterate_phdr(
+          [](dl_phdr_info* info, size_t, void* data) {
+            const char* path = info->dlpi_name ? info->dlpi_name : "";
+            const char* slash = strrchr(path, '/');
+            return strcmp(slash ? slash + 1 : path, static_cast<Scan*>(data)->name) == 0 ? 1 : 0;
+          },
+          &scan) != 0;
+  if (strcmp(name, kLibCuda) == 0) scannedAt.store(scan.adds, std::memory_order_release);
+  return present;
+}
+
 const CudaDriver* cudaDriverIfLoaded() {
   if (const CudaDriver* fake = gFake.load()) return fake;
-  // Once loaded it stays loaded; until then each call asks the loader (RTLD_NOLOAD neither
-  // loads nor initializes anything).
-  static std::atomic<bool> seen{false};
-  if (!seen.load(std::memory_order_acquire)) {
-    void* lib = dlopen(kLibCuda, RTLD_NOW | RTLD_LOCAL | RTLD_NOLOAD);
-    if (!lib) return nullptr;
-    dlclose(lib);  // drops only the reference RTLD_NOLOAD took
-    seen.store(true, std::memory_order_release);
+  static std::atomic<bool> found{false};  // loaded once, loaded for good
+  if (!found.load(std::memory_order_acquire)) {
+    if (!libraryInProcess(kLibCuda)) return nullptr;
+    found.store(true, std::memory_order_release);
   }
   Loaded& l = loaded();
   std::call_once(l.once, [&] { load(l, RTLD_NOW | RTLD_LOCAL); });

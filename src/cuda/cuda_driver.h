@@ -76,6 +76,10 @@ ncclResult_t cudaDriver(const CudaDriver** out, const char* why);
 // The driver if this process has loaded libcuda.so.1 already (and it initialized), else null.
 const CudaDriver* cudaDriverIfLoaded();
 
+// Whether a library of this file name ("libcuda.so.1") is loaded in the process; cheap when
+// nothing was loaded since the last look for libcuda.so.1.
+bool libraryInProcess(const char* name);
+
 // "CUDA_ERROR_NO_DEVICE (100)", for messages.
 const char* cuErrorName(const CudaDriver& cu, CuResult r, char* buf, size_t size);
 

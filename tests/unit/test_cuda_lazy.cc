@@ -111,6 +111,22 @@ TEST_CASE("RINGCC_DEVICE=cuda without a usable driver names what is missing", "[
   }
 }
 
+TEST_CASE("a library is seen in the process once it is loaded", "[cuda_driver]") {
+  CHECK(libraryInProcess("libc.so.6"));
+  CHECK_FALSE(libraryInProcess("libringcc-no-such-library.so.1"));
+  // Asked again with nothing loaded in between (the cheap path), then after a load.
+  CHECK_FALSE(libraryInProcess("libcuda.so.1"));
+  CHECK_FALSE(libraryInProcess("libcuda.so.1"));
+  const char* other = "libresolv.so.2";
+  bool before = libraryInProcess(other);
+  void* lib = dlopen(other, RTLD_NOW | RTLD_LOCAL);
+  REQUIRE(lib != nullptr);
+  CHECK(libraryInProcess(other));
+  CHECK_FALSE(libraryInProcess("libcuda.so.1"));
+  dlclose(lib);
+  INFO("libresolv.so.2 was loaded before the test: " << before);
+}
+
 TEST_CASE("the memory-kind decision", "[mem_kind]") {
   CHECK(decideMemKind("", false, false) == KindChoice::Host);
   CHECK(decideMemKind(nullptr, false, false) == KindChoice::Host);
