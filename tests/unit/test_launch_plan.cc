@@ -2,12 +2,14 @@
 // each launch's argument block for a batch (jobs, channels, buffers, counts, sizes) and the
 // limits, without a GPU. Also the embedded kernel image of a CUDA build.
 #include <catch2/catch.hpp>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
 
 #include "ringcc_config.h"
 #include "src/core/error.h"
+#include "src/cuda/device_uploads.h"
 #include "src/cuda/kernel_module.h"
 #include "src/cuda/launch_plan.h"
 #include "src/plan/planner.h"
@@ -224,4 +226,69 @@ TEST_CASE("a CUDA build embeds the batch kernel's fatbin", "[launch_plan]") {
   CHECK(image == nullptr);
   CHECK(size == 0);
 #endif
+}
+
+namespace {
+
+// A fake driver whose device memory is host memory: enough to test what is uploaded when.
+int gAllocs = 0, gFrees = 0, gCopies = 0;
+CudaDriver hostMemoryDriver() {
+  CudaDriver d;
+  d.cuGetErrorName = [](CuResult, const char** name) {
+    *name = "FAKE";
+    return kCuSuccess;
+  };
+  d.cuMemAlloc = [](CuDevicePtr* p, size_t bytes) {
+    ++gAllocs;
+    *p = reinterpret_cast<CuDevicePtr>(malloc(bytes));
+    return kCuSuccess;
+  };
+  d.cuMemFree = [](CuDevicePtr p) {
+    ++gFrees;
+    free(reinterpret_cast<void*>(p));
+    return kCuSuccess;
+  };
+  d.cuMemcpyHtoD = [](CuDevicePtr dst, const void* src, size_t bytes) {
+    ++gCopies;
+    memcpy(reinterpret_cast<void*>(dst), src, bytes);
+    return kCuSuccess;
+  };
+  return d;
+}
+
+}  // namespace
+
+TEST_CASE("long-lived tables are uploaded once per contents", "[launch_plan]") {
+  gAllocs = gFrees = gCopies = 0;
+  CudaDriver cu = hostMemoryDriver();
+  {
+    DeviceUploads uploads(cu);
+    int ring[4] = {0, 2, 1, 3};
+    const int* d1 = nullptr;
+    const int* d2 = nullptr;
+    REQUIRE(uploads.get(ring, 4, &d1) == ncclSuccess);
+    CHECK(d1 != ring);
+    CHECK(std::memcmp(d1, ring, sizeof ring) == 0);
+    REQUIRE(uploads.get(ring, 4, &d2) == ncclSuccess);
+    CHECK(d2 == d1);  // same contents: no new upload
+    CHECK(uploads.uploads() == 1);
+    ring[1] = 3;  // rewritten in place (the planner's grouped send/recv Programs are)
+    REQUIRE(uploads.get(ring, 4, &d2) == ncclSuccess);
+    CHECK(d2 != d1);
+    CHECK(d2[1] == 3);
+    CHECK(d1[1] == 2);  // the old copy stays valid for kernels still queued
+    ring[1] = 2;        // back to the first contents: its copy is found again
+    REQUIRE(uploads.get(ring, 4, &d2) == ncclSuccess);
+    CHECK(d2 == d1);
+    CHECK(uploads.uploads() == 2);
+    // Beyond kMaxVersions, the oldest copy is retired (freed at the end), not reused.
+    for (int v = 0; v < static_cast<int>(DeviceUploads::kMaxVersions) + 2; ++v) {
+      ring[0] = 100 + v;
+      REQUIRE(uploads.get(ring, 4, &d2) == ncclSuccess);
+      CHECK(d2[0] == 100 + v);
+    }
+    CHECK(gFrees == 0);
+  }
+  CHECK(gAllocs == gCopies);
+  CHECK(gFrees == gAllocs);  // every copy freed with the communicator's uploads
 }
