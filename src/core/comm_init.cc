@@ -157,15 +157,24 @@ ncclResult_t commInitAll(Communicator** comms, int nranks, const int* devlist) {
   std::vector<ncclResult_t> results(nranks, ncclSuccess);
   std::vector<ErrorCause> causes(nranks);  // raised on the helper threads
   std::vector<std::thread> threads;
+  // Helper threads have no current CUDA context: where the caller would make CUDA
+  // communicators, each binds to its rank's device first (devlist, else rank r on device r).
+  const char* bindWhy = initThreadsNeedDevice();
+  // Every device checked before any rank starts: a rank failing to bind would leave the others
+  // waiting for it in the bootstrap.
+  for (int r = 0; bindWhy && r < nranks; ++r)
+    RINGCC_CHECK(bindThreadToDevice(devlist ? devlist[r] : r, bindWhy, /*makeCurrent=*/false));
   for (int r = 0; r < nranks; ++r) {
     threads.emplace_back([&, r] {
       CommConfig config;
-      results[r] = commInitRank(&comms[r], nranks, id, r, config);
-      // A host communicator reports the device it was given; a CUDA one keeps its own.
-      if (results[r] == ncclSuccess && comms[r]->memKind == MemoryKind::Host)
-        comms[r]->cudaDev = devlist ? devlist[r] : r;
-      else
+      comms[r] = nullptr;
+      results[r] =
+          bindWhy ? bindThreadToDevice(devlist ? devlist[r] : r, bindWhy, true) : ncclSuccess;
+      if (results[r] == ncclSuccess) results[r] = commInitRank(&comms[r], nranks, id, r, config);
+      if (results[r] != ncclSuccess)
         causes[r] = lastError();
+      else if (comms[r]->memKind == MemoryKind::Host)  // a CUDA one knows its device
+        comms[r]->cudaDev = devlist ? devlist[r] : r;
     });
   }
   for (auto& t : threads) t.join();

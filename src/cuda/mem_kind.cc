@@ -99,6 +99,28 @@ ncclResult_t chooseMemKind(MemoryKind* out, int* cudaDev) {
   return fail(ncclInvalidArgument, "init", "RINGCC_DEVICE=%s: expected host or cuda", env.c_str());
 }
 
+const char* initThreadsNeedDevice() {
+  std::string env = paramString("DEVICE");
+  if (env == "cuda") return "RINGCC_DEVICE=cuda";
+  if (!env.empty()) return nullptr;
+  const CudaDriver* loaded = cudaDriverIfLoaded();
+  return loaded && currentContext(*loaded) ? "a current CUDA context" : nullptr;
+}
+
+ncclResult_t bindThreadToDevice(int dev, const char* why, bool makeCurrent) {
+  const CudaDriver* cu = nullptr;
+  RINGCC_CHECK(cudaDriver(&cu, why));
+  char name[96];
+  CuContext ctx = nullptr;
+  CuResult r = cu->cuDevicePrimaryCtxRetain(&ctx, dev);
+  if (r == kCuSuccess && makeCurrent) r = cu->cuCtxSetCurrent(ctx);
+  if (r != kCuSuccess)
+    return fail(ncclInvalidArgument, "ncclCommInitAll",
+                "device %d cannot be used (its primary context: %s); devlist names CUDA devices",
+                dev, cuErrorName(*cu, r, name, sizeof name));
+  return ncclSuccess;
+}
+
 ncclResult_t checkBufferKind(MemoryKind kind, const void* ptr, const char* what,
                              const char* where) {
   if (ptr == nullptr) return ncclSuccess;  // null buffers are the callers' checks

@@ -33,6 +33,15 @@ KindChoice decideMemKind(const char* env, bool driverLoaded, bool hasContext);
 // takes device 0's primary context, as the CUDA runtime would.
 ncclResult_t chooseMemKind(MemoryKind* out, int* cudaDev);
 
+// ncclCommInitAll makes its ranks on helper threads, which have no current context. Non-null
+// when the calling thread would make CUDA communicators (RINGCC_DEVICE=cuda, or unset with a
+// current context), saying which: each helper thread then binds to its rank's device first.
+const char* initThreadsNeedDevice();
+// Makes device `dev`'s primary context current on the calling thread (as cudaSetDevice does),
+// or with makeCurrent false only checks that it can; `why` (from the above) goes into the error
+// if the driver cannot be loaded.
+ncclResult_t bindThreadToDevice(int dev, const char* why, bool makeCurrent);
+
 // ncclInvalidArgument with a WARN if `ptr` (the argument `what` of `where`) is not memory a
 // communicator of `kind` can use.
 ncclResult_t checkBufferKind(MemoryKind kind, const void* ptr, const char* what, const char* where);

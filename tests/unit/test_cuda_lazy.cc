@@ -3,11 +3,14 @@
 // communicator's kind are refused. The driver's answers are faked where this machine has none.
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstdio>
 #include <cstring>
+#include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "nccl.h"
 #include "src/core/error.h"
@@ -224,4 +227,69 @@ TEST_CASE("a current CUDA context makes new communicators CUDA ones", "[mem_kind
     REQUIRE(chooseMemKind(&kind, &dev) == ncclSuccess);
     CHECK(kind == MemoryKind::Host);
   }
+}
+
+namespace {
+
+// A fake driver with per-thread current contexts: context 0x1000 + d is device d's.
+thread_local CuContext tCurrent = nullptr;
+std::mutex gRetainedMu;
+std::vector<int> gRetained;
+
+CudaDriver perThreadDriver() {
+  CudaDriver d = fakeDriver(true);
+  d.cuCtxGetCurrent = [](CuContext* ctx) {
+    *ctx = tCurrent;
+    return kCuSuccess;
+  };
+  d.cuCtxSetCurrent = [](CuContext ctx) {
+    tCurrent = ctx;
+    return kCuSuccess;
+  };
+  d.cuDevicePrimaryCtxRetain = [](CuContext* ctx, CuDevice dev) -> CuResult {
+    if (dev < 0 || dev > 3) return 101;  // CUDA_ERROR_INVALID_DEVICE
+    std::lock_guard<std::mutex> lock(gRetainedMu);
+    gRetained.push_back(dev);
+    *ctx = reinterpret_cast<CuContext>(0x1000 + dev);
+    return kCuSuccess;
+  };
+  d.cuCtxGetDevice = [](CuDevice* dev) {
+    *dev = static_cast<CuDevice>(reinterpret_cast<uintptr_t>(tCurrent) - 0x1000);
+    return kCuSuccess;
+  };
+  return d;
+}
+
+}  // namespace
+
+TEST_CASE("ncclCommInitAll binds its helper threads to the ranks' devices", "[mem_kind]") {
+  ScopedEnv device("RINGCC_DEVICE", std::nullopt);
+  CudaDriver fake = perThreadDriver();
+  FakeDriverScope scope(&fake);
+  ncclComm_t comms[3] = {};
+  {
+    // The caller has no context: host communicators, no device touched.
+    gRetained.clear();
+    tCurrent = nullptr;
+    REQUIRE(ncclCommInitAll(comms, 2, nullptr) == ncclSuccess);
+    CHECK(gRetained.empty());
+    for (int r = 0; r < 2; ++r) CHECK(ncclCommDestroy(comms[r]) == ncclSuccess);
+  }
+  // The caller has one: every rank binds to its device and becomes a CUDA communicator (whose
+  // engine is not built yet, so init fails saying so, on every rank).
+  tCurrent = reinterpret_cast<CuContext>(0x1000);
+  gRetained.clear();
+  int devs[3] = {2, 2, 1};
+  CHECK(ncclCommInitAll(comms, 3, devs) == ncclInvalidUsage);
+  CHECK(std::string(ncclGetLastError(nullptr)).find("CUDA communicators are not implemented yet") !=
+        std::string::npos);
+  std::sort(gRetained.begin(), gRetained.end());
+  CHECK(gRetained == std::vector<int>{1, 1, 2, 2, 2, 2});  // checked first, then bound
+  CHECK(comms[0] == nullptr);
+  // A device the driver refuses is an invalid argument naming it, before any rank starts (so
+  // none waits for the failed one).
+  int bad[2] = {0, 7};
+  CHECK(ncclCommInitAll(comms, 2, bad) == ncclInvalidArgument);
+  CHECK(std::string(ncclGetLastError(nullptr)).find("device 7") != std::string::npos);
+  tCurrent = nullptr;
 }
