@@ -68,13 +68,23 @@ __device__ int acquireWaiting(const BatchArgs& args, ChannelScratch* s, Slice* s
   }
 }
 
+// Thread 0's `value` for every thread of the block. The second barrier keeps thread 0 from
+// writing the next value before every thread has read this one.
+__device__ int fromThread0(int* slot, int value) {
+  if (threadIdx.x == 0) *slot = value;
+  __syncthreads();
+  const int v = *slot;
+  __syncthreads();
+  return v;
+}
+
 }  // namespace
 
 extern "C" __global__ void __launch_bounds__(kLaunchThreads)
     ringccBatchKernel(const BatchArgs args) {
   ChannelScratch* s = args.scratch + blockIdx.x;
   __shared__ Slice slice;
-  __shared__ int state;
+  __shared__ int shared;
   for (uint32_t j = 0; j < args.nJobs; ++j) {
     const DeviceJob& job = args.jobs[j];
     if (job.channel != blockIdx.x) continue;
@@ -83,22 +93,18 @@ extern "C" __global__ void __launch_bounds__(kLaunchThreads)
     for (uint32_t k = threadIdx.x; k < nWords; k += blockDim.x)
       s->words[k] = args.words[job.wordsAt + k];
     __syncthreads();
-    if (threadIdx.x == 0) state = bindJob(args, job, s) ? kRunReady : kStop;
-    __syncthreads();
+    int state = fromThread0(&shared, threadIdx.x == 0 && bindJob(args, job, s) ? kRunReady : kStop);
     while (state == kRunReady) {
-      if (threadIdx.x == 0) state = acquireWaiting(args, s, &slice);
-      __syncthreads();
+      state = fromThread0(&shared, threadIdx.x == 0 ? acquireWaiting(args, s, &slice) : 0);
       if (state != kRunReady) break;
       s->runner.reduceCopy(slice, threadIdx.x, blockDim.x);
-      __syncthreads();
+      __syncthreads();  // every share done before the slice is handed on
       if (threadIdx.x == 0) {
         DeviceSync sync;
         s->runner.publish(sync, slice);
       }
-      __syncthreads();
     }
     if (state != kRunDone) return;
-    __syncthreads();  // every thread has read `state` before the next job's bind rewrites it
   }
 }
 

@@ -1,5 +1,6 @@
 #include "src/cuda/launch_plan.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "src/core/error.h"
