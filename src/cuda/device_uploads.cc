@@ -12,7 +12,7 @@ DeviceUploads::~DeviceUploads() {
   for (CuDevicePtr p : retired_) cu_.cuMemFree(p);
 }
 
-ncclResult_t DeviceUploads::get(const void* host, size_t bytes, CuDevicePtr* out) {
+ncclResult_t DeviceUploads::get(const void* host, size_t bytes, CuStream stream, CuDevicePtr* out) {
   std::vector<Version>& versions = copies_[host];
   for (Version& v : versions) {
     if (v.contents.size() == bytes && std::memcmp(v.contents.data(), host, bytes) == 0) {
@@ -21,8 +21,18 @@ ncclResult_t DeviceUploads::get(const void* host, size_t bytes, CuDevicePtr* out
     }
   }
   char name[96];
+  int capture = kCuStreamCaptureStatusNone;
+  CuResult r = cu_.cuStreamIsCapturing(stream, &capture);
+  if (r != kCuSuccess)
+    return fail(ncclUnhandledCudaError, "cuda", "cuStreamIsCapturing failed: %s",
+                cuErrorName(cu_, r, name, sizeof name));
+  if (capture != kCuStreamCaptureStatusNone)
+    return fail(ncclInvalidUsage, "cuda",
+                "this call's first run on the communicator uploads its schedule to the GPU, "
+                "which cannot happen while the stream is captured into a CUDA graph: run the "
+                "same call once before capturing");
   Version v;
-  CuResult r = cu_.cuMemAlloc(&v.device, bytes);
+  r = cu_.cuMemAlloc(&v.device, bytes);
   if (r != kCuSuccess)
     return fail(ncclUnhandledCudaError, "cuda", "cuMemAlloc of %zu bytes failed: %s", bytes,
                 cuErrorName(cu_, r, name, sizeof name));

@@ -30,12 +30,15 @@ class DeviceUploads {
   DeviceUploads(const DeviceUploads&) = delete;
   DeviceUploads& operator=(const DeviceUploads&) = delete;
 
-  // The device copy of `bytes` bytes at `host`, uploading them if no copy matches.
-  ncclResult_t get(const void* host, size_t bytes, CuDevicePtr* out);
+  // The device copy of `bytes` bytes at `host`, uploading them if no copy matches. An upload
+  // is a synchronous copy, which a stream being captured into a CUDA graph forbids: while
+  // `stream` captures, a table with no matching copy is ncclInvalidUsage saying to run the call
+  // once before capturing (graph-capture bookkeeping).
+  ncclResult_t get(const void* host, size_t bytes, CuStream stream, CuDevicePtr* out);
   template <class T>
-  ncclResult_t get(const T* host, size_t n, const T** out) {
+  ncclResult_t get(const T* host, size_t n, CuStream stream, const T** out) {
     CuDevicePtr p = 0;
-    ncclResult_t r = get(static_cast<const void*>(host), n * sizeof(T), &p);
+    ncclResult_t r = get(static_cast<const void*>(host), n * sizeof(T), stream, &p);
     *out = reinterpret_cast<const T*>(p);
     return r;
   }

@@ -232,6 +232,7 @@ namespace {
 
 // A fake driver whose device memory is host memory: enough to test what is uploaded when.
 int gAllocs = 0, gFrees = 0, gCopies = 0;
+CuStream const kCapturing = reinterpret_cast<CuStream>(0x42);
 CudaDriver hostMemoryDriver() {
   CudaDriver d;
   d.cuGetErrorName = [](CuResult, const char** name) {
@@ -246,6 +247,10 @@ CudaDriver hostMemoryDriver() {
   d.cuMemFree = [](CuDevicePtr p) {
     ++gFrees;
     free(reinterpret_cast<void*>(p));
+    return kCuSuccess;
+  };
+  d.cuStreamIsCapturing = [](CuStream stream, int* status) {
+    *status = stream == kCapturing ? 1 : kCuStreamCaptureStatusNone;  // 1: ..._ACTIVE
     return kCuSuccess;
   };
   d.cuMemcpyHtoD = [](CuDevicePtr dst, const void* src, size_t bytes) {
@@ -266,29 +271,44 @@ TEST_CASE("long-lived tables are uploaded once per contents", "[launch_plan]") {
     int ring[4] = {0, 2, 1, 3};
     const int* d1 = nullptr;
     const int* d2 = nullptr;
-    REQUIRE(uploads.get(ring, 4, &d1) == ncclSuccess);
+    REQUIRE(uploads.get(ring, 4, nullptr, &d1) == ncclSuccess);
     CHECK(d1 != ring);
     CHECK(std::memcmp(d1, ring, sizeof ring) == 0);
-    REQUIRE(uploads.get(ring, 4, &d2) == ncclSuccess);
+    REQUIRE(uploads.get(ring, 4, nullptr, &d2) == ncclSuccess);
     CHECK(d2 == d1);  // same contents: no new upload
     CHECK(uploads.uploads() == 1);
     ring[1] = 3;  // rewritten in place (the planner's grouped send/recv Programs are)
-    REQUIRE(uploads.get(ring, 4, &d2) == ncclSuccess);
+    REQUIRE(uploads.get(ring, 4, nullptr, &d2) == ncclSuccess);
     CHECK(d2 != d1);
     CHECK(d2[1] == 3);
     CHECK(d1[1] == 2);  // the old copy stays valid for kernels still queued
     ring[1] = 2;        // back to the first contents: its copy is found again
-    REQUIRE(uploads.get(ring, 4, &d2) == ncclSuccess);
+    REQUIRE(uploads.get(ring, 4, nullptr, &d2) == ncclSuccess);
     CHECK(d2 == d1);
     CHECK(uploads.uploads() == 2);
     // Beyond kMaxVersions, the oldest copy is retired (freed at the end), not reused.
     for (int v = 0; v < static_cast<int>(DeviceUploads::kMaxVersions) + 2; ++v) {
       ring[0] = 100 + v;
-      REQUIRE(uploads.get(ring, 4, &d2) == ncclSuccess);
+      REQUIRE(uploads.get(ring, 4, nullptr, &d2) == ncclSuccess);
       CHECK(d2[0] == 100 + v);
     }
     CHECK(gFrees == 0);
   }
   CHECK(gAllocs == gCopies);
   CHECK(gFrees == gAllocs);  // every copy freed with the communicator's uploads
+}
+
+TEST_CASE("a stream being captured finds its copies but cannot upload", "[launch_plan]") {
+  CudaDriver cu = hostMemoryDriver();
+  DeviceUploads uploads(cu);
+  int ring[2] = {1, 0};
+  const int* first = nullptr;
+  const int* again = nullptr;
+  REQUIRE(uploads.get(ring, 2, nullptr, &first) == ncclSuccess);   // the warm-up call
+  CHECK(uploads.get(ring, 2, kCapturing, &again) == ncclSuccess);  // captured: found, no upload
+  CHECK(again == first);
+  ring[0] = 5;  // a new shape while capturing
+  CHECK(uploads.get(ring, 2, kCapturing, &again) == ncclInvalidUsage);
+  CHECK(lastErrorMessage().find("before capturing") != std::string::npos);
+  CHECK(uploads.uploads() == 1);
 }
