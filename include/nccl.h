@@ -6,8 +6,13 @@
  * NVIDIA's header loads libnccl.so.2 from ringcc unchanged. tests/unit/test_abi.cc checks
  * this header against the real one whenever the real one is installed.
  *
- * Unlike NVIDIA's header this one does not need the CUDA toolkit: cudaStream_t is declared
- * here with the very typedef CUDA uses, so both headers can be included in either order.
+ * Source compatibility: like NVIDIA's header, this one includes cuda_runtime.h, cuda_fp16.h
+ * and cuda_bf16.h when the CUDA toolkit's headers are on the include path, so programs written
+ * against NVIDIA's header (nccl-tests uses `half` after including only nccl.h) compile
+ * unchanged. Without them it needs no CUDA at all: cudaStream_t is declared here with the very
+ * typedef CUDA uses, so a later cuda_runtime.h redeclares it harmlessly. Defining
+ * RINGCC_NCCL_NO_CUDA_HEADERS before including it keeps the CUDA-free form (ringcc's own host
+ * sources never have the toolkit on their include path).
  */
 #ifndef NCCL_H_
 #define NCCL_H_
@@ -24,8 +29,26 @@
 #define NCCL_VERSION(X, Y, Z) \
   (((X) <= 2 && (Y) <= 8) ? (X)*1000 + (Y)*100 + (Z) : (X)*10000 + (Y)*100 + (Z))
 
+/* Marks ringcc's header: ringcc's own sources check that this, not NVIDIA's nccl.h (which sits
+ * in /usr/local/cuda/include on CUDA machines), is the one they compile against. */
+#define RINGCC_NCCL_H 1
+
+#if !defined(RINGCC_NCCL_NO_CUDA_HEADERS) && defined(__has_include)
+#if __has_include(<cuda_runtime.h>)
+#define RINGCC_NCCL_H_WITH_CUDA 1
+#endif
+#endif
+
+#if defined(RINGCC_NCCL_H_WITH_CUDA)
+#include <cuda_runtime.h>
+#include <cuda_fp16.h>
+#if CUDART_VERSION >= 11000
+#include <cuda_bf16.h>
+#endif
+#else
 /* Same typedef as cuda_runtime_api.h, so a redeclaration there is harmless. */
 typedef struct CUstream_st* cudaStream_t;
+#endif
 
 #ifdef __cplusplus
 extern "C" {

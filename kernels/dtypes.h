@@ -31,6 +31,9 @@
 
 #include "kernels/device_clean.h"
 #include "nccl.h"
+#ifndef RINGCC_NCCL_H  // nvcc has /usr/local/cuda/include (and NVIDIA's nccl.h) on its path
+#error "NVIDIA's nccl.h was found before ringcc's include/nccl.h"
+#endif
 
 namespace ringcc {
 

@@ -7,6 +7,16 @@
 #include "src/core/comm.h"
 #include "src/core/error.h"
 
+// The exported entry points must be compiled against ringcc's nccl.h (include/ first on every
+// include path), never NVIDIA's from /usr/local/cuda/include, and without the CUDA toolkit's
+// headers: the host library needs no CUDA to build.
+#ifndef RINGCC_NCCL_H
+#error "NVIDIA's nccl.h was found before ringcc's include/nccl.h"
+#endif
+#ifdef RINGCC_NCCL_H_WITH_CUDA
+#error "ringcc's host sources must not have the CUDA toolkit's headers on their include path"
+#endif
+
 // Declares `name` as an exported C function together with its profiling alias p<name>;
 // the definition follows the macro: NCCL_API(ncclResult_t, ncclFoo, int x) { ... }
 #define NCCL_API(ret, name, ...)                                                            \

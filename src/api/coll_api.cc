@@ -4,6 +4,7 @@
 
 #include "kernels/dtypes.h"
 #include "src/api/api.h"
+#include "src/cuda/mem_kind.h"
 #include "src/exec/coll_args.h"
 #include "src/exec/group.h"
 #include "src/monitor/trace.h"
@@ -114,6 +115,8 @@ ncclResult_t checkAndEnqueue(CollArgs args, const char* where) {
       return fail(ncclInvalidArgument, where, "sendbuff is NULL with count %zu", a.count);
     if (needs.recv && a.recvbuff == nullptr)
       return fail(ncclInvalidArgument, where, "recvbuff is NULL with count %zu", a.count);
+    if (needs.send) RINGCC_CHECK(checkBufferKind(comm->memKind, a.sendbuff, "sendbuff", where));
+    if (needs.recv) RINGCC_CHECK(checkBufferKind(comm->memKind, a.recvbuff, "recvbuff", where));
   }
   return enqueueOp(args);
 }

@@ -14,11 +14,12 @@
 #include "src/core/error.h"
 #include "src/core/log.h"
 #include "src/core/param.h"
+#include "src/cuda/mem_kind.h"
 #include "src/exec/engine.h"
-#include "src/topo/comm_topo.h"
-#include "src/topo/detect.h"
 #include "src/monitor/hang_report.h"
 #include "src/monitor/trace.h"
+#include "src/topo/comm_topo.h"
+#include "src/topo/detect.h"
 
 namespace ringcc {
 namespace {
@@ -52,7 +53,7 @@ ncclResult_t initBody(Communicator* comm, const BootstrapMaker& makeBootstrap) {
   CommScope scope(comm);
   showVersionOnce();
   RINGCC_CHECK(makeBootstrap(comm));
-  RINGCC_CHECK(chooseMemKind(&comm->memKind));
+  RINGCC_CHECK(chooseMemKind(&comm->memKind, &comm->cudaDev));
 
   // The host's topology (NCCL_TOPO_FILE or detection) before the allgather: every rank
   // tells the others where it runs and what its host looks like.
@@ -139,20 +140,6 @@ ncclResult_t startMemberInit(Communicator* parent, const std::vector<int>& membe
 
 }  // namespace
 
-ncclResult_t chooseMemKind(MemoryKind* out) {
-  std::string device = paramString("DEVICE");
-  if (device.empty() || device == "host") {
-    *out = MemoryKind::Host;
-    return ncclSuccess;
-  }
-  if (device == "cuda")
-    return fail(ncclInvalidUsage, "init",
-                "RINGCC_DEVICE=cuda: CUDA communicators are not implemented yet in ringcc; "
-                "use host communicators (RINGCC_DEVICE=host)");
-  return fail(ncclInvalidArgument, "init", "RINGCC_DEVICE=%s: expected host or cuda",
-              device.c_str());
-}
-
 ncclResult_t commInitRank(Communicator** out, int nranks, const ncclUniqueId& id, int rank,
                           const CommConfig& config) {
   Communicator* comm = newComm(rank, nranks, config);
@@ -170,14 +157,24 @@ ncclResult_t commInitAll(Communicator** comms, int nranks, const int* devlist) {
   std::vector<ncclResult_t> results(nranks, ncclSuccess);
   std::vector<ErrorCause> causes(nranks);  // raised on the helper threads
   std::vector<std::thread> threads;
+  // Helper threads have no current CUDA context: where the caller would make CUDA
+  // communicators, each binds to its rank's device first (devlist, else rank r on device r).
+  const char* bindWhy = initThreadsNeedDevice();
+  // Every device checked before any rank starts: a rank failing to bind would leave the others
+  // waiting for it in the bootstrap.
+  for (int r = 0; bindWhy && r < nranks; ++r)
+    RINGCC_CHECK(bindThreadToDevice(devlist ? devlist[r] : r, bindWhy, /*makeCurrent=*/false));
   for (int r = 0; r < nranks; ++r) {
     threads.emplace_back([&, r] {
       CommConfig config;
-      results[r] = commInitRank(&comms[r], nranks, id, r, config);
-      if (results[r] == ncclSuccess)
-        comms[r]->cudaDev = devlist ? devlist[r] : r;
-      else
+      comms[r] = nullptr;
+      results[r] =
+          bindWhy ? bindThreadToDevice(devlist ? devlist[r] : r, bindWhy, true) : ncclSuccess;
+      if (results[r] == ncclSuccess) results[r] = commInitRank(&comms[r], nranks, id, r, config);
+      if (results[r] != ncclSuccess)
         causes[r] = lastError();
+      else if (comms[r]->memKind == MemoryKind::Host)  // a CUDA one knows its device
+        comms[r]->cudaDev = devlist ? devlist[r] : r;
     });
   }
   for (auto& t : threads) t.join();

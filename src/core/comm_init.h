@@ -35,7 +35,4 @@ ncclResult_t commRevoke(Communicator* comm);
 ncclResult_t commDestroy(Communicator* comm);
 ncclResult_t commAbort(Communicator* comm);
 
-// The memory kind new communicators get (RINGCC_DEVICE, else host where no GPU is usable).
-ncclResult_t chooseMemKind(MemoryKind* out);
-
 }  // namespace ringcc

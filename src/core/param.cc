@@ -33,7 +33,10 @@ constexpr ParamDef kParams[] = {
     {"DEBUG", "", "Log level: VERSION, WARN, INFO or TRACE."},
     {"DEBUG_FILE", "", "Log file instead of stderr; %h is the host name, %p the pid."},
     {"DEBUG_SUBSYS", "INIT,ENV", "Subsystems logged at INFO (comma list, ^ to exclude, ALL)."},
-    {"DEVICE", "", "Memory kind of new communicators: host or cuda (default: cuda if usable)."},
+    {"DEVICE", "",
+     "Memory kind of new communicators: host or cuda. Default: cuda when the process has "
+     "loaded the CUDA driver and the initializing thread has a current context, host "
+     "otherwise."},
     {"HOSTID", "",
      "Host identity: ranks whose HOSTID is equal share a host (shm between them), others use "
      "the network. Default: the host name and the kernel's boot id."},

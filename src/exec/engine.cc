@@ -8,7 +8,10 @@ namespace ringcc {
 
 ncclResult_t CommEngine::create(ncclComm* comm, std::unique_ptr<CommEngine>* out) {
   if (comm->memKind != MemoryKind::Host)
-    return fail(ncclInvalidUsage, "init", "only host communicators have an engine so far");
+    return fail(ncclInvalidUsage, "init",
+                "CUDA communicators are not implemented yet in ringcc: the CUDA engine (kernel "
+                "launches on the user's stream) is still to come; use host buffers with "
+                "RINGCC_DEVICE=host");
   auto engine = std::make_unique<HostEngine>(comm);
   RINGCC_CHECK(engine->checkSettingsAgree());
   RINGCC_CHECK(engine->connectRing());
