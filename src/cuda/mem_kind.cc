@@ -4,6 +4,7 @@
 #include <string>
 
 #include "src/core/error.h"
+#include "src/core/log.h"
 #include "src/core/param.h"
 
 namespace ringcc {
@@ -88,6 +89,16 @@ ncclResult_t chooseMemKind(MemoryKind* out, int* cudaDev) {
       *out = MemoryKind::Host;
       return ncclSuccess;
     case KindChoice::Cuda:
+      if (!kCudaEngineBuilt) {
+        // Until the CUDA engine exists, a process with a current context keeps host
+        // communicators (its host buffers work; device buffers are refused per call, naming
+        // the reason) rather than failing at init: RINGCC_DEVICE=cuda asks for the error.
+        LOG_INFO(kLogInit,
+                 "a CUDA context is current, but CUDA communicators are not built "
+                 "yet: this communicator works on host memory");
+        *out = MemoryKind::Host;
+        return ncclSuccess;
+      }
       *out = MemoryKind::Cuda;
       return currentDevice(*loaded, cudaDev);
     case KindChoice::CudaNeedsDriver:
@@ -104,7 +115,7 @@ const char* initThreadsNeedDevice() {
   if (env == "cuda") return "RINGCC_DEVICE=cuda";
   if (!env.empty()) return nullptr;
   const CudaDriver* loaded = cudaDriverIfLoaded();
-  return loaded && currentContext(*loaded) ? "a current CUDA context" : nullptr;
+  return kCudaEngineBuilt && loaded && currentContext(*loaded) ? "a current CUDA context" : nullptr;
 }
 
 ncclResult_t bindThreadToDevice(int dev, const char* why, bool makeCurrent) {
@@ -129,7 +140,8 @@ ncclResult_t checkBufferKind(MemoryKind kind, const void* ptr, const char* what,
     if (classifyPointer(cu, ptr) == PointerKind::Device)
       return fail(ncclInvalidArgument, where,
                   "%s %p is CUDA device memory, but the communicator works on host memory "
-                  "(created without a current CUDA context, or with RINGCC_DEVICE=host)",
+                  "(CUDA communicators are not built yet in ringcc, see docs/cuda.md; or "
+                  "RINGCC_DEVICE=host)",
                   what, ptr);
     return ncclSuccess;
   }

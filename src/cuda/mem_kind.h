@@ -26,6 +26,11 @@ PointerKind classifyPointer(const CudaDriver* cu, const void* ptr);
 // The pure decision, for tests: RINGCC_DEVICE's value, whether the driver is loaded in this
 // process, and whether the calling thread has a current context.
 enum class KindChoice { Host, Cuda, CudaNeedsDriver, Invalid };
+
+// Whether the CUDA engine exists. Until it does, chooseMemKind turns the automatic choice of
+// CUDA (a current context) into host communicators, so that host users in CUDA processes
+// keep working; RINGCC_DEVICE=cuda still reaches the engine's "not implemented yet" error.
+inline constexpr bool kCudaEngineBuilt = false;
 KindChoice decideMemKind(const char* env, bool driverLoaded, bool hasContext);
 
 // The kind a new communicator gets, with its CUDA device (-1 for host). RINGCC_DEVICE=cuda
