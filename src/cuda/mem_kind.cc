@@ -132,10 +132,11 @@ ncclResult_t bindThreadToDevice(int dev, const char* why, bool makeCurrent) {
   return ncclSuccess;
 }
 
-ncclResult_t checkBufferKind(MemoryKind kind, const void* ptr, const char* what,
-                             const char* where) {
+namespace {
+
+ncclResult_t checkWith(const CudaDriver* cu, MemoryKind kind, const void* ptr, const char* what,
+                       const char* where) {
   if (ptr == nullptr) return ncclSuccess;  // null buffers are the callers' checks
-  const CudaDriver* cu = cudaDriverIfLoaded();
   if (kind == MemoryKind::Host) {
     if (classifyPointer(cu, ptr) == PointerKind::Device)
       return fail(ncclInvalidArgument, where,
@@ -150,6 +151,22 @@ ncclResult_t checkBufferKind(MemoryKind kind, const void* ptr, const char* what,
                 "%s %p is pageable host memory, but the communicator is a CUDA one: pass "
                 "device memory (or page-locked host memory)",
                 what, ptr);
+  return ncclSuccess;
+}
+
+}  // namespace
+
+ncclResult_t checkBufferKind(MemoryKind kind, const void* ptr, const char* what,
+                             const char* where) {
+  return checkWith(ptr ? cudaDriverIfLoaded() : nullptr, kind, ptr, what, where);
+}
+
+ncclResult_t checkCallBuffers(MemoryKind kind, const void* sendbuff, const void* recvbuff,
+                              const char* where) {
+  if (sendbuff == nullptr && recvbuff == nullptr) return ncclSuccess;
+  const CudaDriver* cu = cudaDriverIfLoaded();
+  if (sendbuff) RINGCC_CHECK(checkWith(cu, kind, sendbuff, "sendbuff", where));
+  if (recvbuff) RINGCC_CHECK(checkWith(cu, kind, recvbuff, "recvbuff", where));
   return ncclSuccess;
 }
 

@@ -50,5 +50,9 @@ ncclResult_t bindThreadToDevice(int dev, const char* why, bool makeCurrent);
 // ncclInvalidArgument with a WARN if `ptr` (the argument `what` of `where`) is not memory a
 // communicator of `kind` can use.
 ncclResult_t checkBufferKind(MemoryKind kind, const void* ptr, const char* what, const char* where);
+// Both buffers of a call (null: not used), with one look at whether the driver is loaded: that
+// look (the loader's object count) is most of the check's cost on a host communicator.
+ncclResult_t checkCallBuffers(MemoryKind kind, const void* sendbuff, const void* recvbuff,
+                              const char* where);
 
 }  // namespace ringcc

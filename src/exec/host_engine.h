@@ -132,7 +132,8 @@ class HostEngine final : public CommEngine {
   std::span<const CollArgs> batchOps_;  // the current batch's calls ...
   OpSig batchSig_ = {};  // ... as posted on every connection once the batch got stuck
   ConnectionTable conns_;
-  CallWatch watch_;  // calls told over the bootstrap, where connections cannot tell them
+  CallWatch watch_;          // calls told over the bootstrap, where connections cannot tell them
+  bool watchArmed_ = false;  // watch_ expects a call: rearm it at the next batch
   Planner planner_;
   // The current batch: its plan and the jobs bound to connections, bound_[0, plan_.nJobs).
   // Kept between batches so that runners and tables are not allocated again.
