@@ -70,6 +70,10 @@ void CallWatch::stopAll() {
 }
 
 void CallWatch::rearm() {
+  // The stop flag is set only by stopAll() (kept anyway) or by a mismatch with an expected
+  // call: with nothing expected since the last rearm there is nothing to clear.
+  if (!armed_) return;
+  armed_ = false;
   std::lock_guard<std::mutex> lock(state_->mu);
   state_->expected = ToldCall{};
   state_->foundPeer = -1;
@@ -79,6 +83,7 @@ void CallWatch::rearm() {
 }
 
 void CallWatch::expect(uint64_t seq, const OpSig& sig) {
+  armed_ = true;
   std::lock_guard<std::mutex> lock(state_->mu);
   state_->expected = ToldCall{seq, sig};
   for (int peer = 0; peer < static_cast<int>(state_->told.size()); ++peer) state_->compare(peer);

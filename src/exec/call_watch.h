@@ -43,7 +43,8 @@ class CallWatch {
   // Sets the stop flag for good (abort, revoke): rearm() keeps it set.
   void stopAll();
   // A new batch: forgets the expected call and a mismatch found for an earlier batch, and
-  // clears the stop flag unless stopAll() was called.
+  // clears the stop flag unless stopAll() was called. Nothing to do (no lock taken) unless
+  // expect() was called since the last rearm: it runs on every batch.
   void rearm();
 
   // This rank is in batch `seq`, call `sig`: peers' calls under the same number are compared
@@ -58,6 +59,7 @@ class CallWatch {
  private:
   struct State;
   Bootstrap& bootstrap_;
+  bool armed_ = false;  // expect() called since the last rearm() (the engine thread's only)
   // Shared with the handler: a handler that runs on while the watch is destroyed still finds
   // its state.
   std::shared_ptr<State> state_;

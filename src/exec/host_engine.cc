@@ -342,11 +342,8 @@ ncclResult_t HostEngine::planAndRun(std::span<const CollArgs> ops) {
   // Numbered before its connections are made: a rank waiting for them tells its peers the
   // batch number and call (bindJobs).
   ++batchSeq_;
-  batchOps_ = ops;    // its call is posted only if the batch gets stuck (runJobs)
-  if (watchArmed_) {  // only after a batch that told or expected a call: nothing per call
-    watch_.rearm();
-    watchArmed_ = false;
-  }
+  batchOps_ = ops;  // its call is posted only if the batch gets stuck (runJobs)
+  watch_.rearm();
   if (reused) {
     // Same jobs, counts and connections: the runners start over on the new buffers (the
     // planner wrote them into the tables the runners read).
@@ -473,7 +470,6 @@ ncclResult_t HostEngine::runJobs() {
     if (gone.conn && gone.conn->needsProgress()) {
       // A network peer that found a mismatch told us its call before it closed (runBatch):
       // wait a moment for that message, which takes another socket than the close.
-      watchArmed_ = true;
       watch_.expect(batchSeq_, batchSig(batchOps_));
       RINGCC_CHECK(findToldMismatch(/*tellBack=*/false));
       if (Clock::now() - goneAt < kToldCallGrace) {
@@ -518,7 +514,6 @@ ncclResult_t HostEngine::runJobs() {
       conns_.forEach([&](const Connector& c) { postCall(c, batchSeq_, batchSig_); });
       // A network connection's posted call stays in this host's memory: its peer is told
       // over the bootstrap instead (src/exec/call_watch.h), and told calls are compared too.
-      watchArmed_ = true;
       watch_.expect(batchSeq_, batchSig_);
       if (batchSig_.coll != kSigGroup) tellNetworkPeers();
     }
@@ -573,13 +568,11 @@ ncclResult_t HostEngine::findMismatchedPeer() {
 void HostEngine::tellCallBeforeConnecting(const std::vector<PortKey>& keys) {
   const OpSig sig = batchSig(batchOps_);
   if (sig.coll == kSigGroup) return;  // groups are not compared (findMismatchedPeer)
-  std::vector<int> told;
+  std::vector<int>& told = toldPeers_;
+  told.clear();
   for (const PortKey& k : keys) {
     if (conns_.find(k) || std::find(told.begin(), told.end(), k.peer) != told.end()) continue;
-    if (told.empty()) {
-      watchArmed_ = true;
-      watch_.expect(batchSeq_, sig);
-    }
+    if (told.empty()) watch_.expect(batchSeq_, sig);
     // Best effort: a peer that cannot be told is found dead by the wait that follows.
     (void)watch_.tell(k.peer, batchSeq_, sig);
     told.push_back(k.peer);

@@ -132,8 +132,7 @@ class HostEngine final : public CommEngine {
   std::span<const CollArgs> batchOps_;  // the current batch's calls ...
   OpSig batchSig_ = {};  // ... as posted on every connection once the batch got stuck
   ConnectionTable conns_;
-  CallWatch watch_;          // calls told over the bootstrap, where connections cannot tell them
-  bool watchArmed_ = false;  // watch_ expects a call: rearm it at the next batch
+  CallWatch watch_;  // calls told over the bootstrap, where connections cannot tell them
   Planner planner_;
   // The current batch: its plan and the jobs bound to connections, bound_[0, plan_.nJobs).
   // Kept between batches so that runners and tables are not allocated again.
@@ -143,7 +142,7 @@ class HostEngine final : public CommEngine {
   std::vector<PortKey> keys_;
   std::vector<std::vector<Bound*>> queues_;  // per channel, the jobs in call order
   std::vector<size_t> head_;                 // per channel, the job running now
-  std::vector<int> toldPeers_;               // tellNetworkPeers: each peer once
+  std::vector<int> toldPeers_;               // tellCallBeforeConnecting, tellNetworkPeers
 
   std::mutex mu_;
   std::condition_variable cv_;
