@@ -12,7 +12,7 @@ import sys
 
 TAIL_LINES = 25
 
-passed = failed = skipped = 0
+passed = skipped = 0
 failures = []
 missing = []
 for path in sys.argv[1:]:
@@ -29,7 +29,6 @@ for path in sys.argv[1:]:
                 elif result == "SKIP":
                     skipped += 1
                 else:
-                    failed += 1
                     failures.append((path, test))
     except FileNotFoundError:
         missing.append(path)
@@ -43,5 +42,5 @@ for path in missing:
     print(f"no {path}: its build failed before any test ran")
 for path, test in failures:
     print(f"failed: {test['name']} ({path})")
-print(f"{passed} passed, {failed} failed" + (f", {skipped} skipped" if skipped else ""))
-sys.exit(0 if passed and not failed and not missing else 1)
+print(f"{passed} passed, {len(failures)} failed" + (f", {skipped} skipped" if skipped else ""))
+sys.exit(0 if passed and not failures and not missing else 1)
