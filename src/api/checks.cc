@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <atomic>
 #include <mutex>
+#include <new>
 #include <vector>
 
 #include "src/api/api.h"
@@ -31,9 +32,13 @@ class LiveLock {
 
 // The live communicators, sorted by address: every API call looks its handle up here, and a
 // binary search of a few pointers costs less than hashing (no division, no bucket walk).
-// Never freed, so that a communicator destroyed during exit still finds it.
+// Built in static storage and never destroyed, so that a communicator destroyed during exit
+// still finds it. Not on the heap either: a copy of the library that is dlopened and closed
+// again would otherwise leave the vector behind, unreachable, for LeakSanitizer to report.
 LiveLock gLiveMu;
-std::vector<const Communicator*>& gLive = *new std::vector<const Communicator*>();
+using LiveList = std::vector<const Communicator*>;
+alignas(LiveList) unsigned char gLiveStorage[sizeof(LiveList)];
+LiveList& gLive = *new (gLiveStorage) LiveList();
 
 bool liveLocked(const Communicator* comm) {
   return std::binary_search(gLive.begin(), gLive.end(), comm, std::less<>());
