@@ -1,5 +1,6 @@
 #include "coll/coll_check.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
@@ -150,9 +151,34 @@ bool isFinite(ncclDataType_t t, const void* p) { return std::isfinite(decodeFloa
 
 // Integer range [lo, hi] drawn uniformly from h.
 int64_t drawInt(uint64_t h, int64_t lo, int64_t hi) {
-  // In unsigned arithmetic: hi - lo overflows int64 for the widest ranges.
+  // In unsigned arithmetic: hi - lo overflows int64 for the widest ranges. The high half of
+  // h * span maps h onto [0, span) without a division (the soak draws billions of these).
   const uint64_t span = static_cast<uint64_t>(hi) - static_cast<uint64_t>(lo) + 1;
-  return static_cast<int64_t>(static_cast<uint64_t>(lo) + (span == 0 ? h : h % span));
+  const uint64_t off =
+      span == 0 ? h : static_cast<uint64_t>((static_cast<unsigned __int128>(h) * span) >> 64);
+  return static_cast<int64_t>(static_cast<uint64_t>(lo) + off);
+}
+
+// Random bits for element `index` of `size` bytes: a slice of the hash of the 8-byte word
+// that holds it, so that narrow types cost one hash per word rather than one per element.
+void randomBits(uint64_t key, uint64_t index, size_t size, void* out) {
+  const uint64_t byte = index * size;
+  const uint64_t h = hashAt(key, byte / 8);
+  std::memcpy(out, reinterpret_cast<const uint8_t*>(&h) + byte % 8, size);
+}
+
+// Elements [first, first + count) of random bits, a word at a time (same bits as randomBits).
+void randomBitsRange(uint64_t key, uint64_t first, size_t count, size_t size, uint8_t* out) {
+  uint64_t byte = first * size;
+  const uint64_t end = (first + count) * size;
+  while (byte < end) {
+    const uint64_t h = hashAt(key, byte / 8);
+    const size_t from = byte % 8;
+    const size_t n = static_cast<size_t>(std::min<uint64_t>(8 - from, end - byte));
+    std::memcpy(out, reinterpret_cast<const uint8_t*>(&h) + from, n);
+    out += n;
+    byte += n;
+  }
 }
 
 }  // namespace
@@ -235,13 +261,13 @@ void genElemKeyed(const DataSpec& s, int rank, uint64_t key, uint64_t index, voi
   };
   switch (s.op) {
     case Op::Copy:
-      std::memcpy(out, &h, size);
+      randomBits(key, index, size, out);
       return;
     case Op::Sum:
     case Op::PreMulHost:
     case Op::PreMulDevice: {
       if (!f) {
-        std::memcpy(out, &h, size);
+        randomBits(key, index, size, out);
         return;
       }
       double scale = s.op == Op::Sum ? 1.0 : std::max(1.0, std::fabs(s.scalar));
@@ -260,6 +286,10 @@ void genElemKeyed(const DataSpec& s, int rank, uint64_t key, uint64_t index, voi
     }
     case Op::Max:
     case Op::Min: {
+      if (!f) {
+        randomBits(key, index, size, out);
+        return;
+      }
       uint64_t bits = h;
       std::memcpy(out, &bits, size);
       while (f && !isFinite(t, out)) {
@@ -309,6 +339,14 @@ void genInput(const DataSpec& spec, int rank, uint64_t first, size_t count, void
   const size_t size = typeSize(spec.type);
   const uint64_t key = keyOf(spec.seed, static_cast<uint64_t>(rank));
   uint8_t* p = static_cast<uint8_t*>(out);
+  const bool bits =
+      spec.op == Op::Copy ||
+      (!typeIsFloat(spec.type) && (spec.op == Op::Sum || spec.op == Op::Max || spec.op == Op::Min ||
+                                   spec.op == Op::PreMulHost || spec.op == Op::PreMulDevice));
+  if (bits) {
+    randomBitsRange(key, first, count, size, p);
+    return;
+  }
   for (size_t k = 0; k < count; ++k) genElemKeyed(spec, rank, key, first + k, p + k * size);
 }
 
@@ -421,9 +459,9 @@ void reduceInto(const DataSpec& s, const std::vector<const uint8_t*>& inputs, si
 
 void fillGarbage(uint64_t seed, void* out, size_t bytes) {
   uint8_t* p = static_cast<uint8_t*>(out);
-  uint64_t h = mix(seed ^ 0x6a09e667f3bcc908ull);
+  const uint64_t base = mix(seed ^ 0x6a09e667f3bcc908ull);
   for (size_t i = 0; i < bytes; i += 8) {
-    h = mix(h + i);
+    const uint64_t h = mix(base + i);  // independent words: the loop pipelines
     std::memcpy(p + i, &h, std::min<size_t>(8, bytes - i));
   }
 }
