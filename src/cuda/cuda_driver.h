@@ -27,6 +27,7 @@ using CuContext = struct CUctx_st*;
 using CuModule = struct CUmod_st*;
 using CuFunction = struct CUfunc_st*;
 using CuStream = struct CUstream_st*;  // the same type as cudaStream_t
+using CuEvent = struct CUevent_st*;
 using CuDevicePtr = unsigned long long;
 
 constexpr CuResult kCuSuccess = 0;
@@ -38,6 +39,10 @@ constexpr unsigned kCuMemoryTypeArray = 3;
 constexpr unsigned kCuMemoryTypeUnified = 4;
 constexpr int kCuStreamCaptureStatusNone = 0;        // CUstreamCaptureStatus
 constexpr unsigned kCuMemHostAllocDeviceMap = 0x02;  // CU_MEMHOSTALLOC_DEVICEMAP
+constexpr unsigned kCuMemHostAllocPortable = 0x01;   // CU_MEMHOSTALLOC_PORTABLE
+constexpr unsigned kCuStreamNonBlocking = 0x1;       // CU_STREAM_NON_BLOCKING
+constexpr unsigned kCuEventDisableTiming = 0x2;      // CU_EVENT_DISABLE_TIMING
+constexpr CuResult kCuErrorPeerAccessAlreadyEnabled = 704;
 
 // The entry points ringcc uses. Every pointer is set once the table is loaded.
 struct CudaDriver {
@@ -66,6 +71,21 @@ struct CudaDriver {
   CuResult (*cuStreamQuery)(CuStream stream) = nullptr;
   CuResult (*cuStreamSynchronize)(CuStream stream) = nullptr;
   CuResult (*cuStreamIsCapturing)(CuStream stream, int* status) = nullptr;
+  // The CUDA engine's own: a private stream for uploads and FIFO setup (non-blocking, so it
+  // never waits for kernels on the legacy default stream), events that order a communicator's
+  // launches across the user's streams, and peer access between GPUs of one process.
+  CuResult (*cuStreamCreate)(CuStream* stream, unsigned flags) = nullptr;
+  CuResult (*cuStreamDestroy)(CuStream stream) = nullptr;
+  CuResult (*cuMemcpyHtoDAsync)(CuDevicePtr dst, const void* src, size_t bytes,
+                                CuStream stream) = nullptr;
+  CuResult (*cuMemsetD8Async)(CuDevicePtr dst, unsigned char value, size_t bytes,
+                              CuStream stream) = nullptr;
+  CuResult (*cuEventCreate)(CuEvent* event, unsigned flags) = nullptr;
+  CuResult (*cuEventRecord)(CuEvent event, CuStream stream) = nullptr;
+  CuResult (*cuEventSynchronize)(CuEvent event) = nullptr;
+  CuResult (*cuEventDestroy)(CuEvent event) = nullptr;
+  CuResult (*cuStreamWaitEvent)(CuStream stream, CuEvent event, unsigned flags) = nullptr;
+  CuResult (*cuCtxEnablePeerAccess)(CuContext peer, unsigned flags) = nullptr;
 };
 
 // The driver, loading it (and calling cuInit) on first need. On failure *out is null and the

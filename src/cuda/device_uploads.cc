@@ -36,7 +36,8 @@ ncclResult_t DeviceUploads::get(const void* host, size_t bytes, CuStream stream,
   if (r != kCuSuccess)
     return fail(ncclUnhandledCudaError, "cuda", "cuMemAlloc of %zu bytes failed: %s", bytes,
                 cuErrorName(cu_, r, name, sizeof name));
-  r = cu_.cuMemcpyHtoD(v.device, host, bytes);
+  r = cu_.cuMemcpyHtoDAsync(v.device, host, bytes, copyStream_);
+  if (r == kCuSuccess) r = cu_.cuStreamSynchronize(copyStream_);
   if (r != kCuSuccess) {
     cu_.cuMemFree(v.device);
     return fail(ncclUnhandledCudaError, "cuda", "uploading %zu bytes failed: %s", bytes,

@@ -25,13 +25,16 @@ class DeviceUploads {
  public:
   static constexpr size_t kMaxVersions = 8;
 
-  explicit DeviceUploads(const CudaDriver& cu) : cu_(cu) {}
+  // Copies go through `copyStream`, the engine's private non-blocking stream: a copy on the
+  // legacy default stream would wait for every kernel on the device's blocking streams, some
+  // of which may be waiting for this very rank's next kernel (a peer's, on the same GPU).
+  DeviceUploads(const CudaDriver& cu, CuStream copyStream) : cu_(cu), copyStream_(copyStream) {}
   ~DeviceUploads();
   DeviceUploads(const DeviceUploads&) = delete;
   DeviceUploads& operator=(const DeviceUploads&) = delete;
 
   // The device copy of `bytes` bytes at `host`, uploading them if no copy matches. An upload
-  // is a synchronous copy, which a stream being captured into a CUDA graph forbids: while
+  // is a copy the host waits for, which a stream being captured into a CUDA graph forbids: while
   // `stream` captures, a table with no matching copy is ncclInvalidUsage saying to run the call
   // once before capturing (graph-capture bookkeeping).
   ncclResult_t get(const void* host, size_t bytes, CuStream stream, CuDevicePtr* out);
@@ -51,6 +54,7 @@ class DeviceUploads {
     CuDevicePtr device = 0;
   };
   const CudaDriver& cu_;
+  CuStream copyStream_;
   std::map<const void*, std::vector<Version>> copies_;
   std::vector<CuDevicePtr> retired_;  // copies evicted beyond kMaxVersions: freed at the end
   size_t uploads_ = 0;

@@ -253,11 +253,12 @@ CudaDriver hostMemoryDriver() {
     *status = stream == kCapturing ? 1 : kCuStreamCaptureStatusNone;  // 1: ..._ACTIVE
     return kCuSuccess;
   };
-  d.cuMemcpyHtoD = [](CuDevicePtr dst, const void* src, size_t bytes) {
+  d.cuMemcpyHtoDAsync = [](CuDevicePtr dst, const void* src, size_t bytes, CuStream) {
     ++gCopies;
     memcpy(reinterpret_cast<void*>(dst), src, bytes);
     return kCuSuccess;
   };
+  d.cuStreamSynchronize = [](CuStream) { return kCuSuccess; };
   return d;
 }
 
@@ -267,7 +268,7 @@ TEST_CASE("long-lived tables are uploaded once per contents", "[launch_plan]") {
   gAllocs = gFrees = gCopies = 0;
   CudaDriver cu = hostMemoryDriver();
   {
-    DeviceUploads uploads(cu);
+    DeviceUploads uploads(cu, nullptr);
     int ring[4] = {0, 2, 1, 3};
     const int* d1 = nullptr;
     const int* d2 = nullptr;
@@ -300,7 +301,7 @@ TEST_CASE("long-lived tables are uploaded once per contents", "[launch_plan]") {
 
 TEST_CASE("a stream being captured finds its copies but cannot upload", "[launch_plan]") {
   CudaDriver cu = hostMemoryDriver();
-  DeviceUploads uploads(cu);
+  DeviceUploads uploads(cu, nullptr);
   int ring[2] = {1, 0};
   const int* first = nullptr;
   const int* again = nullptr;

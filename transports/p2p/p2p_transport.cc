@@ -1,16 +1,14 @@
-// p2p: one heap block per connection, shared by pointer between two ranks of one process.
+// p2p: one FIFO per connection, shared by pointer between two ranks of one process.
 //
-// Block layout (64-byte aligned):
-//   [P2pBlock header | FifoControl (+ sizes) | Simple slots | LL slots (zeroed)]
+// A P2pBlock (host heap) holds the connection's shared state and points to the FIFO memory
+// (transports/p2p/fifo_memory.h: heap or device memory), laid out 64-byte aligned as
+//   [FifoControl (+ sizes) | Simple slots | LL slots (zeroed)]
 #include "transports/p2p/p2p_transport.h"
 
 #include <unistd.h>
 
 #include <atomic>
-#include <cstdlib>
-#include <cstring>
 #include <mutex>
-#include <new>
 #include <unordered_map>
 #include <utility>
 
@@ -18,6 +16,7 @@
 #include "src/core/log.h"
 #include "transports/fifo_host.h"
 #include "transports/fifo_layout.h"
+#include "transports/p2p/fifo_memory.h"
 
 namespace ringcc {
 namespace {
@@ -32,9 +31,8 @@ struct alignas(64) P2pBlock {
   uint32_t nSlots;
   uint32_t slotBytes;
   uint32_t llSlotBytes;
-  uint64_t controlOffset;
-  uint64_t slotsOffset;
-  uint64_t llSlotsOffset;
+  FifoLayout layout;  // within fifo
+  FifoMemory fifo;
   uint64_t serial;
 };
 
@@ -73,9 +71,8 @@ OpenBlocks& openBlocks() {
 }
 
 ConnectorView blockView(const P2pBlock* b) {
-  const FifoLayout l{b->controlOffset, b->slotsOffset, b->llSlotsOffset, 0};
   const ConnGeometry g{b->nSlots, b->slotBytes, b->llSlotBytes, 0};
-  return fifoView(reinterpret_cast<char*>(const_cast<P2pBlock*>(b)), l, g);
+  return fifoView(b->fifo.base, b->layout, g);
 }
 
 // One side's reference to a block. Releasing it (destruction) tells the other side, and frees
@@ -91,13 +88,15 @@ class BlockRef {
     if (side_ == ConnSide::Recv) openBlocks().remove(block_->serial);
     block_->closed[static_cast<int>(side_)].store(1, std::memory_order_release);
     // Wake a peer asleep on either counter so that it sees the close now, not at its next
-    // timeout.
-    ConnectorView v = blockView(block_);
-    wakeCounter(&v.control->tail);
-    wakeCounter(&v.control->head);
+    // timeout. (Kernels on device memory never sleep: an abort flag stops them.)
+    if (block_->fifo.kind == MemoryKind::Host) {
+      ConnectorView v = blockView(block_);
+      wakeCounter(&v.control->tail);
+      wakeCounter(&v.control->head);
+    }
     if (block_->refs.fetch_sub(1, std::memory_order_acq_rel) == 1) {
-      block_->~P2pBlock();
-      std::free(block_);
+      freeFifoMemory(block_->fifo);
+      delete block_;
     }
   }
 
@@ -135,6 +134,16 @@ ncclResult_t checkSameProcess(int32_t pid, const ConnSpec& spec, const char* whe
                   pid, static_cast<int>(getpid()));
 }
 
+// Both sides work on the same kind of memory (a communicator's ranks all do).
+ncclResult_t checkSameMemory(uint32_t peerMemory, const ConnSpec& spec, const char* where) {
+  if (peerMemory == static_cast<uint32_t>(spec.self.memory)) return ncclSuccess;
+  return failPeer(ncclInvalidUsage, spec.peer.rank, where,
+                  "the peer's buffers are %s memory and this rank's %s: ranks of a communicator "
+                  "must all use host memory or all CUDA memory",
+                  peerMemory == static_cast<uint32_t>(MemoryKind::Cuda) ? "CUDA" : "host",
+                  spec.self.memory == MemoryKind::Cuda ? "CUDA" : "host");
+}
+
 // Receiver between setup and connect: owns the block (and its entry in OpenBlocks), so a
 // sender may attach even before the receiver's connect.
 class P2pPendingRecv final : public PendingConnection {
@@ -149,6 +158,7 @@ class P2pPendingRecv final : public PendingConnection {
     RINGCC_CHECK(unpackConnInfo(remote, "p2p", kP2pInfoVersion, ConnSide::Send, &s,
                                 spec().peer.rank, where));
     RINGCC_CHECK(checkSameProcess(s.pid, spec(), where));
+    RINGCC_CHECK(checkSameMemory(s.memory, spec(), where));
     RINGCC_CHECK(checkConnGeometry(spec(), s.geometry, where));
     *conn = std::make_unique<P2pConnector>(ConnSide::Recv, spec().peer.rank, std::move(block_));
     return ncclSuccess;
@@ -171,7 +181,12 @@ class P2pPendingSend final : public PendingConnection {
                                 spec().peer.rank, where));
     // Check the pid before the address is so much as looked up.
     RINGCC_CHECK(checkSameProcess(r.pid, spec(), where));
+    RINGCC_CHECK(checkSameMemory(r.memory, spec(), where));
     RINGCC_CHECK(checkConnGeometry(spec(), r.geometry, where));
+    // A kernel on another GPU writes into the receiver's device memory through peer access.
+    if (spec().self.memory == MemoryKind::Cuda && r.cudaDev != spec().self.cudaDev)
+      RINGCC_CHECK(enablePeerAccess(reinterpret_cast<CuContext>(r.context), spec().self.cudaDev,
+                                    r.cudaDev, spec().peer.rank));
     P2pBlock* block = openBlocks().acquire(r.serial, r.block);
     if (block == nullptr)
       return failPeer(ncclRemoteError, spec().peer.rank, where,
@@ -194,8 +209,8 @@ class P2pTransport final : public Transport {
       if (why) *why = "not the same process";
       return false;
     }
-    if (self.memory != MemoryKind::Host || peer.memory != MemoryKind::Host) {
-      if (why) *why = "device memory needs the CUDA p2p transport (not available yet)";
+    if (self.memory != peer.memory) {
+      if (why) *why = "one rank uses host memory, the other CUDA memory";
       return false;
     }
     return true;
@@ -207,19 +222,23 @@ class P2pTransport final : public Transport {
     if (side == ConnSide::Send) {
       P2pSendInfo s{};
       s.pid = static_cast<int32_t>(getpid());
+      s.memory = static_cast<uint32_t>(spec.self.memory);
+      s.cudaDev = spec.self.cudaDev;
       s.geometry = connGeometry(spec);
       RINGCC_CHECK(packConnInfo("p2p", kP2pInfoVersion, ConnSide::Send, s, info));
       *pending = std::make_unique<P2pPendingSend>(spec);
       return ncclSuccess;
     }
-    const FifoLayout l = fifoLayout(connGeometry(spec), sizeof(P2pBlock), kAlign);
-    const uint64_t total = alignUp(l.total, kAlign);  // aligned_alloc wants whole alignments
-    void* mem = std::aligned_alloc(kAlign, total);
-    if (mem == nullptr)
-      return failPeer(ncclSystemError, spec.peer.rank, "p2p setup recv",
-                      "could not allocate %llu bytes for channel %d",
-                      static_cast<unsigned long long>(total), spec.channel);
-    auto* block = new (mem) P2pBlock;
+    // Sender and receiver share one address space: the receiver reads references directly,
+    // host memory always, device memory when both ranks are on one GPU.
+    const bool sameMemory =
+        spec.self.memory == MemoryKind::Host || spec.self.cudaDev == spec.peer.cudaDev;
+    const FifoLayout l = fifoLayout(connGeometry(spec), 0, kAlign);
+    FifoMemory fifo;
+    RINGCC_CHECK(allocFifoMemory(spec.self.memory, l, connLlBytes(spec),
+                                 sameMemory ? kRefPointer : kRefNone, spec.peer.rank, spec.channel,
+                                 &fifo));
+    auto* block = new P2pBlock;
     block->magic = kP2pMagic;
     block->refs.store(1, std::memory_order_relaxed);
     block->closed[0].store(0, std::memory_order_relaxed);
@@ -227,16 +246,8 @@ class P2pTransport final : public Transport {
     block->nSlots = spec.nSlots;
     block->slotBytes = spec.slotBytes;
     block->llSlotBytes = spec.llSlotBytes;
-    block->controlOffset = l.controlOffset;
-    block->slotsOffset = l.slotsOffset;
-    block->llSlotsOffset = l.llSlotsOffset;
-    // Counters, waiters and sizes start at 0, and LL lines with zero flags (no epoch is 0).
-    // Simple slots need no clearing: nothing reads a slot before its tail moved.
-    char* base = static_cast<char*>(mem);
-    std::memset(base + l.controlOffset, 0, l.slotsOffset - l.controlOffset);
-    std::memset(base + l.llSlotsOffset, 0, connLlBytes(spec));
-    // Sender and receiver share one address space: the receiver reads references directly.
-    reinterpret_cast<FifoControl*>(base + l.controlOffset)->refKind = kRefPointer;
+    block->layout = l;
+    block->fifo = fifo;
     block->serial = openBlocks().add(block);
     // The pending side owns the block from here on, also if packing the info fails.
     auto recv = std::make_unique<P2pPendingRecv>(spec, block);
@@ -245,11 +256,15 @@ class P2pTransport final : public Transport {
     r.block = reinterpret_cast<uint64_t>(block);
     r.serial = block->serial;
     r.pid = static_cast<int32_t>(getpid());
+    r.memory = static_cast<uint32_t>(spec.self.memory);
+    r.cudaDev = spec.self.cudaDev;
+    r.context = reinterpret_cast<uint64_t>(fifo.ctx);
     r.geometry = connGeometry(spec);
     RINGCC_CHECK(packConnInfo("p2p", kP2pInfoVersion, ConnSide::Recv, r, info));
     LOG_INFO(kLogP2p | kLogInit,
-             "p2p: channel %d recv from rank %d: %u x %u bytes (LL %u bytes) at %p", spec.channel,
-             spec.peer.rank, spec.nSlots, spec.slotBytes, spec.llSlotBytes, mem);
+             "p2p: channel %d recv from rank %d: %u x %u bytes (LL %u bytes) in %s memory at %p",
+             spec.channel, spec.peer.rank, spec.nSlots, spec.slotBytes, spec.llSlotBytes,
+             fifo.kind == MemoryKind::Cuda ? "GPU" : "host", static_cast<void*>(fifo.base));
     *pending = std::move(recv);
     return ncclSuccess;
   }

@@ -1,7 +1,9 @@
-// p2p: ranks in one process. The receiver allocates the FIFO on the heap and its info carries
-// the address; the sender uses the very same memory. The sender's info carries only its pid
-// and geometry, which the receiver checks. Host memory only (CUDA peer mappings will be their
-// own transport). No progress thread: both sides share the memory, and the doorbell is null.
+// p2p: ranks in one process. The receiver allocates the FIFO (on the heap for host
+// communicators, in its GPU's memory for CUDA ones: transports/p2p/fifo_memory.h) and its info
+// carries the address; the sender uses the very same memory. The sender's info carries only
+// its pid, memory kind, device and geometry, which the receiver checks. A CUDA sender on
+// another GPU than its receiver enables peer access to the receiver's context first. No
+// progress thread: both sides share the memory, and the doorbell is null.
 //
 // The block is reference counted by the two sides (PendingConnection, then Connector), so
 // whichever side is released last frees it: a peer that is still waiting after the other side
@@ -21,13 +23,16 @@
 
 namespace ringcc {
 
-inline constexpr uint32_t kP2pInfoVersion = 3;
+inline constexpr uint32_t kP2pInfoVersion = 4;
 
 // The receiver's info: where its FIFO is.
 struct P2pRecvInfo {
-  uint64_t block;   // address of the P2pBlock, meaningful in process `pid` only
-  uint64_t serial;  // names the block while its receiver lives (addresses get reused)
+  uint64_t block;    // address of the P2pBlock, meaningful in process `pid` only
+  uint64_t serial;   // names the block while its receiver lives (addresses get reused)
+  uint64_t context;  // CUDA: the receiver's context (CuContext), for peer access
   int32_t pid;
+  uint32_t memory;  // MemoryKind of the FIFO
+  int32_t cudaDev;  // CUDA: the receiver's device, else -1
   uint32_t pad;
   ConnGeometry geometry;
 };
@@ -35,6 +40,8 @@ struct P2pRecvInfo {
 // The sender's info: who it is and the geometry it expects.
 struct P2pSendInfo {
   int32_t pid;
+  uint32_t memory;  // MemoryKind of the sender's communicator
+  int32_t cudaDev;
   uint32_t pad;
   ConnGeometry geometry;
 };

@@ -1,0 +1,125 @@
+// One block of the CUDA batch kernel (kernels/cuda/batch_kernel.cu), written once for two
+// callers: the kernel itself (a block of 512 threads, DeviceSync) and the emulated driver the
+// host tests use (tests/support/fake_cuda.h: one host thread per block, HostSync), so that the
+// host tests run the kernel's own job loop, waits, abort checks and status words.
+//
+// Block c runs, in table order, the launch's jobs whose channel is c. Per job: the job's
+// words are copied next to the channel's runner (which reads them through pointers); thread 0
+// binds the runner; then, per slice, thread 0 acquires it (waiting, and watching the abort
+// flag, until one can move), every thread takes its share of the reduce-copy, and thread 0
+// publishes it. A block that stops early writes why into status[block] and returns.
+//
+// The Block policy supplies:
+//   uint32_t index(), thread(), threads()   blockIdx.x, threadIdx.x, blockDim.x
+//   void barrier()                          __syncthreads()
+//   void nap(unsigned polls)                pause after `polls` fruitless polls
+//   Slice* slice(); int* word()             block-shared storage
+//   using Sync = ...                        ProgramRunner's Sync policy
+#pragma once
+
+#include <stdint.h>
+
+#include "kernels/cuda/batch_args.h"
+#include "kernels/device_clean.h"
+
+namespace ringcc {
+
+constexpr int kBlockStop = 0xff;  // block state: stop here (aborted or failed)
+
+RINGCC_INLINE bool batchAbortRaised(const uint32_t* flag) {
+  return flag != nullptr && *(const volatile uint32_t*)flag != 0;
+}
+
+RINGCC_INLINE void batchSetStatus(const BatchArgs& args, uint32_t block, uint32_t status) {
+  *(volatile uint32_t*)&args.status[block] = status;
+}
+
+// Thread 0: binds the job to the block's runner. False (status written) if it cannot run.
+RINGCC_INLINE bool batchBindJob(const BatchArgs& args, const DeviceJob& job, ChannelScratch* s,
+                                uint32_t block) {
+  RunArgs a{};
+  a.program = job.program;
+  a.ports = job.ports;
+  a.inputs = reinterpret_cast<const void* const*>(s->words);
+  a.outputs = reinterpret_cast<void* const*>(s->words + job.nBuffers);
+  a.counts = s->words + 2 * job.nBuffers;
+  a.type = job.type;
+  a.elemSize = job.elemSize;
+  a.op = job.op;
+  a.protocol = job.protocol;
+  a.nChannels = job.nChannels;
+  a.channel = job.channel;
+  a.sliceElems = job.sliceElems;
+  a.chunkElems = job.chunkElems;
+  a.sigColl = job.sigColl;
+  a.sigOp = job.sigOp;
+  a.sigRoot = job.sigRoot;
+  a.ringRanks = job.ringRanks;
+  a.nRingRanks = job.nRingRanks;
+  const RunError e = s->runner.init(a);
+  if (e == kRunOk) return true;
+  batchSetStatus(args, block, kBlockRunError | (static_cast<uint32_t>(e) << 8));
+  return false;
+}
+
+// Thread 0: the next slice that can move, waiting (and watching the abort flag) until one can.
+template <class Block>
+RINGCC_INLINE int batchAcquire(const BatchArgs& args, Block& blk, ChannelScratch* s) {
+  typename Block::Sync sync;
+  for (unsigned polls = 0;; ++polls) {
+    RunError error = kRunOk;
+    const RunStatus st = s->runner.acquire(sync, blk.slice(), &error);
+    if (st == kRunReady || st == kRunDone) return st;
+    if (st == kRunError) {
+      batchSetStatus(args, blk.index(), kBlockRunError | (static_cast<uint32_t>(error) << 8));
+      return kBlockStop;
+    }
+    if (batchAbortRaised(args.abortFlag)) {
+      batchSetStatus(args, blk.index(), kBlockAborted);
+      return kBlockStop;
+    }
+    blk.nap(polls);
+  }
+}
+
+// Thread 0's `value` for every thread of the block. The second barrier keeps thread 0 from
+// writing the next value before every thread has read this one.
+template <class Block>
+RINGCC_INLINE int batchFromThread0(Block& blk, int value) {
+  if (blk.thread() == 0) *blk.word() = value;
+  blk.barrier();
+  const int v = *blk.word();
+  blk.barrier();
+  return v;
+}
+
+template <class Block>
+RINGCC_INLINE void runBatchBlock(const BatchArgs& args, Block& blk) {
+  const uint32_t block = blk.index();
+  ChannelScratch* s = args.scratch + block;
+  const bool lead = blk.thread() == 0;
+  for (uint32_t j = 0; j < args.nJobs; ++j) {
+    const DeviceJob& job = args.jobs[j];
+    if (job.channel != block) continue;
+    // The job's buffers and counts next to the runner, which reads them through pointers.
+    const uint32_t nWords = 2u * job.nBuffers + job.nCounts;
+    for (uint32_t k = blk.thread(); k < nWords; k += blk.threads())
+      s->words[k] = args.words[job.wordsAt + k];
+    blk.barrier();
+    int state =
+        batchFromThread0(blk, lead && batchBindJob(args, job, s, block) ? kRunReady : kBlockStop);
+    while (state == kRunReady) {
+      state = batchFromThread0(blk, lead ? batchAcquire(args, blk, s) : 0);
+      if (state != kRunReady) break;
+      s->runner.reduceCopy(*blk.slice(), blk.thread(), blk.threads());
+      blk.barrier();  // every share done before the slice is handed on
+      if (lead) {
+        typename Block::Sync sync;
+        s->runner.publish(sync, *blk.slice());
+      }
+    }
+    if (state != kRunDone) return;
+  }
+}
+
+}  // namespace ringcc
