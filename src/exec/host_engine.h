@@ -45,11 +45,7 @@ class HostEngine final : public CommEngine {
   explicit HostEngine(ncclComm* comm);
   ~HostEngine() override;
 
-  // Connects channel 0's ring, so that unreachable peers show up at init. Collective.
-  // Collective (at init): every rank compares the settings it read (NCCL_BUFFSIZE, channel
-  // bounds, NCCL_PROTO, NCCL_ALGO, NCCL_CHUNKSIZE) with every other rank's. Ranks that read
-  // different values would cut their messages differently and fail later, less clearly:
-  // ncclInvalidUsage on every rank instead, naming the setting and two ranks.
+  // At init, collective: checkSharedSettings and connectFirstRing (src/exec/engine_setup.h).
   ncclResult_t checkSettingsAgree();
   ncclResult_t connectRing();
 

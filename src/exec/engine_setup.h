@@ -1,0 +1,27 @@
+// What every engine (host, CUDA) does alike when a communicator is made: the planner's view of
+// the communicator, the check that the ranks read the same settings, and channel 0's ring
+// connected (so that unreachable peers show up at init, not at the first call).
+#pragma once
+
+#include "nccl.h"
+#include "src/exec/connections.h"
+#include "src/plan/planner.h"
+
+struct ncclComm;
+
+namespace ringcc {
+
+// What the planner needs to know about this communicator, read once at init.
+PlanContext planContext(const ncclComm* comm, const ConnectionTable& conns);
+
+// Collective (at init): every rank compares the settings it read (NCCL_BUFFSIZE, channel
+// bounds, NCCL_PROTO, NCCL_ALGO, NCCL_CHUNKSIZE) with every other rank's. Ranks that read
+// different values would cut their messages differently and fail later, less clearly:
+// ncclInvalidUsage on every rank instead, naming the setting and two ranks.
+ncclResult_t checkSharedSettings(ncclComm* comm, const ConnectionTable& conns,
+                                 const TuneConfig& tune);
+
+// Connects channel 0's ring. Collective.
+ncclResult_t connectFirstRing(ncclComm* comm, ConnectionTable& conns);
+
+}  // namespace ringcc
