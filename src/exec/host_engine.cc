@@ -63,19 +63,17 @@ HostEngine::HostEngine(ncclComm* comm)
               oversubscribed(comm) ? 0 : kPollsBeforeYield},
       conns_(comm),
       watch_(*comm->bootstrap),
-      planner_(planContext(comm, conns_)) {
-  thread_ = std::thread([this] { threadMain(); });
-}
+      planner_(planContext(comm, conns_)),
+      batchThread_([this](std::span<const CollArgs> ops, cudaStream_t) { return runBatch(ops); },
+                   [this](const std::function<void()>& body) {
+                     CommScope scope(comm_);
+                     body();
+                   }) {}
 
 HostEngine::~HostEngine() {
-  {
-    std::lock_guard<std::mutex> lock(mu_);
-    exit_ = true;
-  }
   abortOps_.store(true);
   watch_.stopAll();
-  cv_.notify_all();
-  thread_.join();
+  batchThread_.stop();
   // An aborted or revoked communicator drops what it had in flight (ncclCommAbort's promise);
   // a destroyed one lets its last sends reach the peers first.
   conns_.closeAll(/*failed=*/comm_->abortFlag.load() || comm_->revoked.load());
@@ -88,32 +86,10 @@ ncclResult_t HostEngine::checkSettingsAgree() {
 ncclResult_t HostEngine::connectRing() { return connectFirstRing(comm_, conns_); }
 
 ncclResult_t HostEngine::enqueue(const EngineBatch& batch, EngineHandle* handle) {
-  if (batch.runInline) {
-    // Nothing else must progress meanwhile: run here, without the thread hand-offs and
-    // without the engine thread's lock (one batch at a time: that thread is idle). The caller
-    // holds a CommScope, which also names the rank in log lines.
-    inlineResult_ = runBatch(batch.ops);
-    inlineHandle_ = *handle = nextHandle_++;
-    return ncclSuccess;
-  }
-  std::lock_guard<std::mutex> lock(mu_);
-  if (finished_ != enqueued_)
-    return fail(ncclInternalError, "enqueue", "a batch is already running");
-  batch_ = batch.ops;
-  enqueued_ = *handle = nextHandle_++;
-  cv_.notify_all();
-  return ncclSuccess;
+  return batchThread_.enqueue(batch, handle);
 }
 
-ncclResult_t HostEngine::wait(EngineHandle handle) {
-  if (handle != 0 && handle == inlineHandle_) return inlineResult_;  // done inside enqueue()
-  std::unique_lock<std::mutex> lock(mu_);
-  if (handle == 0 || handle != enqueued_)
-    return fail(ncclInternalError, "wait", "no batch %llu",
-                static_cast<unsigned long long>(handle));
-  cv_.wait(lock, [&] { return finished_ == handle; });
-  return result_;
-}
+ncclResult_t HostEngine::wait(EngineHandle handle) { return batchThread_.wait(handle); }
 
 void HostEngine::abortOps() {
   abortOps_.store(true);
@@ -128,23 +104,6 @@ bool HostEngine::stopRequested() const {
 ncclResult_t HostEngine::stopped(const char* phase) const {
   return fail(ncclInvalidUsage, "collective", "stopped while %s: the communicator was %s", phase,
               comm_->revoked.load() ? "revoked" : "aborted");
-}
-
-void HostEngine::threadMain() {
-  CommScope scope(comm_);
-  std::unique_lock<std::mutex> lock(mu_);
-  while (true) {
-    cv_.wait(lock, [this] { return exit_ || finished_ != enqueued_; });
-    if (exit_) return;
-    const EngineHandle handle = enqueued_;
-    lock.unlock();
-    // batch_ stays untouched until the batch is finished: enqueue() refuses a second one.
-    ncclResult_t r = runBatch(batch_);
-    lock.lock();
-    result_ = r;
-    finished_ = handle;
-    cv_.notify_all();
-  }
 }
 
 ncclResult_t HostEngine::runBatch(std::span<const CollArgs> ops) {

@@ -22,15 +22,13 @@
 
 #include <atomic>
 #include <chrono>
-#include <condition_variable>
 #include <memory>
-#include <mutex>
 #include <span>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "kernels/prims.h"
+#include "src/exec/batch_thread.h"
 #include "src/exec/call_watch.h"
 #include "src/exec/connections.h"
 #include "src/exec/engine.h"
@@ -74,7 +72,6 @@ class HostEngine final : public CommEngine {
     int pollsBeforeYield;  // idle polls before yielding the core (0 with more ranks than cores)
   };
 
-  void threadMain();
   ncclResult_t runBatch(std::span<const CollArgs> ops);
   // RINGCC_TRACE: one record per operation of the batch that just ran.
   void traceBatch(Tracer& tracer, std::span<const CollArgs> ops, uint64_t startUs,
@@ -140,21 +137,8 @@ class HostEngine final : public CommEngine {
   std::vector<size_t> head_;                 // per channel, the job running now
   std::vector<int> toldPeers_;               // tellCallBeforeConnecting, tellNetworkPeers
 
-  std::mutex mu_;
-  std::condition_variable cv_;
-  std::span<const CollArgs> batch_;
-  // Handles count up from 1 for both kinds of batch. The caller's thread owns nextHandle_
-  // and the inline pair (enqueue and wait come from the thread that holds the communicator);
-  // mu_ guards the hand-off pair.
-  EngineHandle nextHandle_ = 1;
-  EngineHandle inlineHandle_ = 0;            // the last batch run inside enqueue() ...
-  ncclResult_t inlineResult_ = ncclSuccess;  // ... and its result
-  EngineHandle enqueued_ = 0;                // the last batch handed to the engine thread ...
-  EngineHandle finished_ = 0;                // ... and the last one it finished
-  bool exit_ = false;
-  ncclResult_t result_ = ncclSuccess;
   std::atomic<bool> abortOps_{false};
-  std::thread thread_;
+  BatchThread batchThread_;  // last: its thread runs batches on everything above
 };
 
 }  // namespace ringcc

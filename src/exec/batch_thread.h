@@ -1,0 +1,59 @@
+// How an engine runs its batches (src/exec/engine.h): a batch enqueued `inline` runs on the
+// calling thread inside enqueue(); any other is handed to the engine's own thread, which
+// exists for the engine's life and sleeps between batches, so that one thread can start
+// batches on several communicators before waiting on any of them. Either way wait() returns
+// the batch's result. One batch at a time: the next enqueue() comes after the previous wait().
+// Handles count up from 1 for both kinds of batch.
+#pragma once
+
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+#include <span>
+#include <thread>
+
+#include "nccl.h"
+#include "src/exec/coll_args.h"
+#include "src/exec/engine.h"
+
+namespace ringcc {
+
+class BatchThread {
+ public:
+  using Run = std::function<ncclResult_t(std::span<const CollArgs> ops, cudaStream_t stream)>;
+
+  // `run` runs one batch. `wrapThread` sets the engine's thread up for its whole life (a
+  // CommScope, a CUDA context): it calls `body` once, inside whatever it opens.
+  using Wrap = std::function<void(const std::function<void()>& body)>;
+  BatchThread(Run run, Wrap wrapThread);
+  ~BatchThread() { stop(); }
+  BatchThread(const BatchThread&) = delete;
+  BatchThread& operator=(const BatchThread&) = delete;
+
+  ncclResult_t enqueue(const EngineBatch& batch, EngineHandle* handle);
+  ncclResult_t wait(EngineHandle handle);
+
+  // Ends the thread once its current batch (if any) returned; the owner makes that batch stop
+  // first (its abort flag). Idempotent.
+  void stop();
+
+ private:
+  void threadMain();
+
+  Run run_;
+  // The caller's thread owns nextHandle_ and the inline pair (enqueue and wait come from the
+  // thread that holds the communicator); mu_ guards the hand-off pair.
+  EngineHandle nextHandle_ = 1;
+  EngineHandle inlineHandle_ = 0;            // the last batch run inside enqueue() ...
+  ncclResult_t inlineResult_ = ncclSuccess;  // ... and its result
+  std::mutex mu_;
+  std::condition_variable cv_;
+  EngineBatch batch_;
+  EngineHandle enqueued_ = 0;  // the last batch handed to the engine thread ...
+  EngineHandle finished_ = 0;  // ... and the last one it finished
+  ncclResult_t result_ = ncclSuccess;
+  bool exit_ = false;
+  std::thread thread_;
+};
+
+}  // namespace ringcc
