@@ -85,6 +85,7 @@ static_assert(sizeof(SlotMeta) == 32, "two SlotMeta records per cache line");
 enum FailReason : uint32_t {
   kFailNone = 0,
   kFailMismatch = 1,  // this side found that the ranks' calls differ
+  kFailStopped = 2,   // this side's kernel stopped on another error, or was aborted
 };
 
 // The call a side of a connection is in, posted by its engine when a batch starts (host

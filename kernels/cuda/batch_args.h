@@ -64,8 +64,9 @@ struct ChannelScratch {
 // Why a block stopped, written to status[block] (host-mapped) when it did not finish.
 enum BlockStatus : uint32_t {
   kBlockOk = 0,
-  kBlockAborted = 1,   // the abort flag was raised while the block waited
-  kBlockRunError = 2,  // the runner reported an error; the RunError is in the next byte
+  kBlockAborted = 1,     // the abort flag was raised while the block waited
+  kBlockRunError = 2,    // the runner reported an error; the RunError is in the next byte
+  kBlockPeerFailed = 3,  // a peer's block stopped first; its FailReason is in the next byte
 };
 
 struct BatchArgs {

@@ -9,6 +9,11 @@
 // flag, until one can move), every thread takes its share of the reduce-copy, and thread 0
 // publishes it. A block that stops early writes why into status[block] and returns.
 //
+// A block that stops also marks its job's connections failed (FifoControl::failReason), and a
+// waiting block reads the failReason of its job's connections now and then: so when one rank's
+// kernel stops (mismatched calls, an abort), the kernels of the ranks waiting on it stop too,
+// with kBlockPeerFailed, instead of waiting until their own abort.
+//
 // The Block policy supplies:
 //   uint32_t index(), thread(), threads()   blockIdx.x, threadIdx.x, blockDim.x
 //   void barrier()                          __syncthreads()
@@ -32,6 +37,33 @@ RINGCC_INLINE bool batchAbortRaised(const uint32_t* flag) {
 
 RINGCC_INLINE void batchSetStatus(const BatchArgs& args, uint32_t block, uint32_t status) {
   *(volatile uint32_t*)&args.status[block] = status;
+}
+
+// Thread 0 of a block that stops: tells the peers on every connection of its job.
+RINGCC_INLINE void batchMarkFailed(const DeviceJob& job, uint32_t reason) {
+  for (int i = 0; i < job.program->nPorts; ++i)
+    *(volatile uint32_t*)&job.ports[i].control->failReason = reason;
+}
+
+// A FailReason that a peer left on one of the job's connections, or kFailNone.
+RINGCC_INLINE uint32_t batchPeerFailed(const DeviceJob& job) {
+  for (int i = 0; i < job.program->nPorts; ++i) {
+    const uint32_t r = *(const volatile uint32_t*)&job.ports[i].control->failReason;
+    if (r != kFailNone) return r;
+  }
+  return kFailNone;
+}
+
+// Thread 0: the block stops with `status`, and tells its job's peers why.
+RINGCC_INLINE void batchStop(const BatchArgs& args, const DeviceJob& job, uint32_t block,
+                             uint32_t status, uint32_t reason) {
+  batchSetStatus(args, block, status);
+  batchMarkFailed(job, reason);
+}
+
+// The FailReason a block's stop tells its peers: the ranks' calls differ, or anything else.
+RINGCC_INLINE uint32_t batchFailReason(RunError e) {
+  return e == kRunErrMismatch || e == kRunErrSliceSize ? kFailMismatch : kFailStopped;
 }
 
 // Thread 0: binds the job to the block's runner. False (status written) if it cannot run.
@@ -58,25 +90,34 @@ RINGCC_INLINE bool batchBindJob(const BatchArgs& args, const DeviceJob& job, Cha
   a.nRingRanks = job.nRingRanks;
   const RunError e = s->runner.init(a);
   if (e == kRunOk) return true;
-  batchSetStatus(args, block, kBlockRunError | (static_cast<uint32_t>(e) << 8));
+  batchStop(args, job, block, kBlockRunError | (static_cast<uint32_t>(e) << 8), batchFailReason(e));
   return false;
 }
 
-// Thread 0: the next slice that can move, waiting (and watching the abort flag) until one can.
+// Thread 0: the next slice that can move, waiting (and watching the abort flag and the peers'
+// failures) until one can.
 template <class Block>
-RINGCC_INLINE int batchAcquire(const BatchArgs& args, Block& blk, ChannelScratch* s) {
+RINGCC_INLINE int batchAcquire(const BatchArgs& args, const DeviceJob& job, Block& blk,
+                               ChannelScratch* s) {
   typename Block::Sync sync;
   for (unsigned polls = 0;; ++polls) {
     RunError error = kRunOk;
     const RunStatus st = s->runner.acquire(sync, blk.slice(), &error);
     if (st == kRunReady || st == kRunDone) return st;
     if (st == kRunError) {
-      batchSetStatus(args, blk.index(), kBlockRunError | (static_cast<uint32_t>(error) << 8));
+      batchStop(args, job, blk.index(), kBlockRunError | (static_cast<uint32_t>(error) << 8),
+                batchFailReason(error));
       return kBlockStop;
     }
     if (batchAbortRaised(args.abortFlag)) {
-      batchSetStatus(args, blk.index(), kBlockAborted);
+      batchStop(args, job, blk.index(), kBlockAborted, kFailStopped);
       return kBlockStop;
+    }
+    if (polls % 64 == 63) {
+      if (const uint32_t reason = batchPeerFailed(job); reason != kFailNone) {
+        batchSetStatus(args, blk.index(), kBlockPeerFailed | (reason << 8));
+        return kBlockStop;
+      }
     }
     blk.nap(polls);
   }
@@ -109,7 +150,7 @@ RINGCC_INLINE void runBatchBlock(const BatchArgs& args, Block& blk) {
     int state =
         batchFromThread0(blk, lead && batchBindJob(args, job, s, block) ? kRunReady : kBlockStop);
     while (state == kRunReady) {
-      state = batchFromThread0(blk, lead ? batchAcquire(args, blk, s) : 0);
+      state = batchFromThread0(blk, lead ? batchAcquire(args, job, blk, s) : 0);
       if (state != kRunReady) break;
       s->runner.reduceCopy(*blk.slice(), blk.thread(), blk.threads());
       blk.barrier();  // every share done before the slice is handed on

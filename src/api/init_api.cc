@@ -7,6 +7,7 @@
 #include "src/bootstrap/unique_id.h"
 #include "src/core/comm_init.h"
 #include "src/core/log.h"
+#include "src/exec/engine.h"
 #include "src/exec/group.h"
 
 using namespace ringcc;
@@ -165,6 +166,12 @@ NCCL_API(ncclResult_t, ncclCommGetAsyncError, ncclComm_t comm, ncclResult_t* asy
   ApiGuard guard;
   RINGCC_CHECK(guard.enter(comm, "ncclCommGetAsyncError"));
   RINGCC_CHECK(checkNotNull(asyncError, "asyncError", "ncclCommGetAsyncError"));
+  // Work handed off earlier (a CUDA kernel) may have stopped since: its error becomes the
+  // communicator's. Not while a non-blocking init may still be making the engine.
+  if (comm->asyncError.load() == ncclSuccess && comm->engine) {
+    ncclResult_t found = comm->engine->pollAsyncError();
+    if (found != ncclSuccess) comm->recordError(found);
+  }
   *asyncError = static_cast<ncclResult_t>(comm->asyncError.load());
   return ncclSuccess;
 }

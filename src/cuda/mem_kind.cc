@@ -90,12 +90,12 @@ ncclResult_t chooseMemKind(MemoryKind* out, int* cudaDev) {
       return ncclSuccess;
     case KindChoice::Cuda:
       if (!kCudaEngineBuilt) {
-        // Until the CUDA engine exists, a process with a current context keeps host
+        // A build without the CUDA kernels: a process with a current context keeps host
         // communicators (its host buffers work; device buffers are refused per call, naming
         // the reason) rather than failing at init: RINGCC_DEVICE=cuda asks for the error.
         LOG_INFO(kLogInit,
-                 "a CUDA context is current, but CUDA communicators are not built "
-                 "yet: this communicator works on host memory");
+                 "a CUDA context is current, but this build has no CUDA kernels: this "
+                 "communicator works on host memory");
         *out = MemoryKind::Host;
         return ncclSuccess;
       }
@@ -141,9 +141,8 @@ ncclResult_t checkWith(const CudaDriver* cu, MemoryKind kind, const void* ptr, c
     if (classifyPointer(cu, ptr) == PointerKind::Device)
       return fail(ncclInvalidArgument, where,
                   "%s %p is CUDA device memory, but the communicator works on host memory "
-                  "(CUDA communicators are not built yet in ringcc, see docs/cuda.md; or "
-                  "RINGCC_DEVICE=host)",
-                  what, ptr);
+                  "(it was made without a current CUDA device, or with RINGCC_DEVICE=host%s)",
+                  what, ptr, kCudaEngineBuilt ? "" : ", or by a build without CUDA kernels");
     return ncclSuccess;
   }
   if (classifyPointer(cu, ptr) == PointerKind::Unknown)

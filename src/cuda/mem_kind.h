@@ -10,6 +10,7 @@
 #pragma once
 
 #include "nccl.h"
+#include "ringcc_config.h"
 #include "src/cuda/cuda_driver.h"
 #include "transports/transport.h"
 
@@ -27,10 +28,11 @@ PointerKind classifyPointer(const CudaDriver* cu, const void* ptr);
 // process, and whether the calling thread has a current context.
 enum class KindChoice { Host, Cuda, CudaNeedsDriver, Invalid };
 
-// Whether the CUDA engine exists. Until it does, chooseMemKind turns the automatic choice of
-// CUDA (a current context) into host communicators, so that host users in CUDA processes
-// keep working; RINGCC_DEVICE=cuda still reaches the engine's "not implemented yet" error.
-inline constexpr bool kCudaEngineBuilt = false;
+// Whether this build has the CUDA engine's kernels (nvcc found at build time). Without them,
+// chooseMemKind turns the automatic choice of CUDA (a current context) into host
+// communicators, so that host users in CUDA processes keep working; RINGCC_DEVICE=cuda still
+// reaches the engine's "built without CUDA kernels" error.
+inline constexpr bool kCudaEngineBuilt = RINGCC_HAVE_CUDA;
 KindChoice decideMemKind(const char* env, bool driverLoaded, bool hasContext);
 
 // The kind a new communicator gets, with its CUDA device (-1 for host). RINGCC_DEVICE=cuda

@@ -8,8 +8,9 @@
 // either runs a batch on the calling thread inside enqueue() (`inline`: nothing else needs to
 // progress meanwhile) or hands it to its own thread, so that one thread can start batches on
 // several communicators before waiting on any of them. Either way, once wait() returned, the
-// results are in the output buffers. A CUDA engine will enqueue kernels on the stream and
-// make wait() a no-op, leaving completion to the stream, as NCCL does.
+// results are in the output buffers. The CUDA engine (src/cuda/cuda_engine.h) queues kernels on
+// the stream instead: once wait() returned they are queued, and the stream completes them, as
+// with NCCL.
 #pragma once
 
 #include <cstdint>
@@ -48,6 +49,10 @@ class CommEngine {
 
   // Stops operations in flight (they return an error); the engine stays destroyable.
   virtual void abortOps() = 0;
+
+  // An error that work already handed off found since (a CUDA kernel that stopped), for
+  // ncclCommGetAsyncError; raised with its cause. Host engines report at wait() and have none.
+  virtual ncclResult_t pollAsyncError() { return ncclSuccess; }
 };
 
 }  // namespace ringcc

@@ -813,23 +813,23 @@ ncclResult_t CollRank::issue() {
     return ncclInternalError;
   switch (c.coll) {
     case Coll::AllReduce:
-      return ncclAllReduce(send_, recv_, c.count, c.type, op_, comm_, nullptr);
+      return ncclAllReduce(send_, recv_, c.count, c.type, op_, comm_, stream_);
     case Coll::Broadcast:
-      return ncclBroadcast(send_, recv_, c.count, c.type, c.root, comm_, nullptr);
+      return ncclBroadcast(send_, recv_, c.count, c.type, c.root, comm_, stream_);
     case Coll::Bcast:
-      return ncclBcast(recv_, c.count, c.type, c.root, comm_, nullptr);
+      return ncclBcast(recv_, c.count, c.type, c.root, comm_, stream_);
     case Coll::Reduce:
-      return ncclReduce(send_, recv_, c.count, c.type, op_, c.root, comm_, nullptr);
+      return ncclReduce(send_, recv_, c.count, c.type, op_, c.root, comm_, stream_);
     case Coll::AllGather:
-      return ncclAllGather(send_, recv_, c.count, c.type, comm_, nullptr);
+      return ncclAllGather(send_, recv_, c.count, c.type, comm_, stream_);
     case Coll::ReduceScatter:
-      return ncclReduceScatter(send_, recv_, c.count, c.type, op_, comm_, nullptr);
+      return ncclReduceScatter(send_, recv_, c.count, c.type, op_, comm_, stream_);
     case Coll::AlltoAll:
-      return ncclAlltoAll(send_, recv_, c.count, c.type, comm_, nullptr);
+      return ncclAlltoAll(send_, recv_, c.count, c.type, comm_, stream_);
     case Coll::Gather:
-      return ncclGather(send_, recv_, c.count, c.type, c.root, comm_, nullptr);
+      return ncclGather(send_, recv_, c.count, c.type, c.root, comm_, stream_);
     case Coll::Scatter:
-      return ncclScatter(send_, recv_, c.count, c.type, c.root, comm_, nullptr);
+      return ncclScatter(send_, recv_, c.count, c.type, c.root, comm_, stream_);
   }
   return ncclInternalError;
 }

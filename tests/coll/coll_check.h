@@ -170,8 +170,10 @@ class CollRank {
   CollRank(const CollRank&) = delete;
   CollRank& operator=(const CollRank&) = delete;
 
-  // Enqueues the collective (blocking outside a group).
+  // Enqueues the collective (blocking outside a group) on `stream` (default: none, the legacy
+  // stream of CUDA communicators; ranks sharing one GPU need a stream each).
   ncclResult_t issue();
+  void setStream(cudaStream_t stream) { stream_ = stream; }
   std::string check() const { return run_.check(); }
 
  private:
@@ -182,6 +184,7 @@ class CollRank {
   void* send_ = nullptr;
   void* recv_ = nullptr;
   ncclRedOp_t op_ = ncclSum;
+  cudaStream_t stream_ = nullptr;
   bool userOp_ = false;
   alignas(8) uint8_t scalar_[8] = {};  // device-resident scalar lives here
 };

@@ -15,6 +15,7 @@
 #include "nccl.h"
 #include "src/core/error.h"
 #include "src/cuda/cuda_driver.h"
+#include "src/cuda/kernel_module.h"
 #include "src/cuda/mem_kind.h"
 #include "support/test_env.h"
 
@@ -201,9 +202,8 @@ TEST_CASE("a host communicator refuses device buffers at the call", "[mem_kind]"
   CHECK(ncclCommDestroy(comm) == ncclSuccess);
 }
 
-TEST_CASE(
-    "a current CUDA context would make CUDA communicators; until the engine is built, host ones",
-    "[mem_kind]") {
+TEST_CASE("a current CUDA context makes CUDA communicators (host ones in a build without kernels)",
+          "[mem_kind]") {
   ScopedEnv device("RINGCC_DEVICE", std::nullopt);
   MemoryKind kind = MemoryKind::Host;
   int dev = -1;
@@ -214,7 +214,7 @@ TEST_CASE(
     if (kCudaEngineBuilt) {
       CHECK(kind == MemoryKind::Cuda);
       CHECK(dev == 3);
-    } else {  // host users in a CUDA process keep working (src/cuda/mem_kind.h)
+    } else {  // -Dcuda=disabled: host users in a CUDA process keep working (mem_kind.h)
       CHECK(kind == MemoryKind::Host);
       CHECK(dev == -1);
     }
@@ -264,6 +264,9 @@ CudaDriver perThreadDriver() {
     *dev = static_cast<CuDevice>(reinterpret_cast<uintptr_t>(tCurrent) - 0x1000);
     return kCuSuccess;
   };
+  d.cuModuleLoadData = [](CuModule*, const void*) -> CuResult {
+    return 209;  // CUDA_ERROR_NO_BINARY_FOR_GPU
+  };
   return d;
 }
 
@@ -283,15 +286,19 @@ TEST_CASE("ncclCommInitAll binds its helper threads to the ranks' devices", "[me
     for (int r = 0; r < 2; ++r) CHECK(ncclCommDestroy(comms[r]) == ncclSuccess);
   }
   // CUDA asked for: every rank binds to its device and becomes a CUDA communicator (whose
-  // engine is not built yet, so init fails saying so, on every rank). (A current context alone
-  // asks for it once the engine is built: kCudaEngineBuilt.)
+  // engine then loads its kernels, which this fake driver refuses, so init fails saying so, on
+  // every rank; tests/coll/test_cuda_engine.cc runs the engine on an emulated driver).
   ScopedEnv forced("RINGCC_DEVICE", "cuda");
   tCurrent = reinterpret_cast<CuContext>(0x1000);
   gRetained.clear();
   int devs[3] = {2, 2, 1};
-  CHECK(ncclCommInitAll(comms, 3, devs) == ncclInvalidUsage);
-  CHECK(std::string(ncclGetLastError(nullptr)).find("CUDA communicators are not implemented yet") !=
-        std::string::npos);
+  size_t imageBytes = 0;
+  const bool haveKernels = batchKernelImage(&imageBytes) != nullptr;  // not in -Dcuda=disabled
+  CHECK(ncclCommInitAll(comms, 3, devs) ==
+        (haveKernels ? ncclUnhandledCudaError : ncclInvalidUsage));
+  CHECK(std::string(ncclGetLastError(nullptr))
+            .find(haveKernels ? "loading the embedded kernels failed"
+                              : "built without CUDA kernels") != std::string::npos);
   std::sort(gRetained.begin(), gRetained.end());
   CHECK(gRetained == std::vector<int>{1, 1, 2, 2, 2, 2});  // checked first, then bound
   CHECK(comms[0] == nullptr);

@@ -1,0 +1,95 @@
+// The CUDA engine: runs a communicator's operations as kernel launches on the user's stream.
+//
+// Per batch (a lone call, or one communicator's part of a group):
+//   1. the planner (src/plan/planner.h) makes the same jobs as for the host engine;
+//   2. the connections their ports name are made (ConnectionTable; p2p FIFOs in GPU memory for
+//      ranks of one process, transports/p2p/fifo_memory.h);
+//   3. what outlives the call (Programs, connection views, ring orders) is found on the device
+//      or uploaded once (DeviceUploads), and the jobs are packed into kernel arguments
+//      (packLaunches, src/cuda/launch_plan.h);
+//   4. one ringccBatchKernel launch per argument block goes onto the batch's stream.
+// The call returns once the kernels are queued, as NCCL's do: the stream orders them with the
+// user's work, wait() does not wait for the GPU.
+//
+// A lone call runs these steps on the calling thread. A group over several communicators hands
+// each batch to the engine's own thread, because making connections waits for the peers,
+// which the same calling thread is about to serve; wait() then returns once that thread has
+// queued the kernels (the group returns with every kernel queued).
+//
+// Ordering: a communicator's kernels share its per-channel scratch and FIFOs, so they must run
+// one after another even when the user gives different streams: after each batch the engine
+// records an event, and a batch on another stream first waits for it (cuStreamWaitEvent).
+//
+// Errors on the GPU: a block that stops (abort, a runner error such as mismatched calls) writes
+// why into a status word in host-mapped memory. The next call, and ncclCommGetAsyncError,
+// read the status words (pollAsyncError) and turn a stop into the communicator's error.
+// ncclCommAbort raises the abort flag (host-mapped) that every waiting block reads, so a kernel
+// blocked on a peer that never comes is freed. Destroying the engine waits for its last
+// kernel to finish (the event), then frees connections, uploads and scratch.
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "kernels/cuda/batch_args.h"
+#include "src/cuda/cuda_driver.h"
+#include "src/cuda/device_uploads.h"
+#include "src/cuda/launch_plan.h"
+#include "src/exec/batch_thread.h"
+#include "src/exec/connections.h"
+#include "src/exec/engine.h"
+#include "src/plan/planner.h"
+
+namespace ringcc {
+
+class CudaEngine final : public CommEngine {
+ public:
+  // Builds the engine for `comm` (CUDA memory) in the calling thread's current context, then
+  // checks settings and connects channel 0's ring like the host engine. Collective.
+  static ncclResult_t create(ncclComm* comm, std::unique_ptr<CommEngine>* out);
+  ~CudaEngine() override;
+
+  ncclResult_t enqueue(const EngineBatch& batch, EngineHandle* handle) override;
+  ncclResult_t wait(EngineHandle handle) override;
+  void abortOps() override;
+  ncclResult_t pollAsyncError() override;
+
+  size_t launches() const { return launches_; }  // kernels queued so far (tests)
+
+ private:
+  CudaEngine(ncclComm* comm, const CudaDriver& cu, CuContext ctx);
+  // Device scratch, the host-mapped flag and status words, the kernel, the private stream and
+  // the ordering event.
+  ncclResult_t allocate();
+  // Steps 1-4 for one batch, on whichever thread runs it (its context made current).
+  ncclResult_t launchBatch(std::span<const CollArgs> ops, CuStream stream);
+  ncclResult_t resolveJob(size_t index, const PlanJob& job, CuStream stream, JobDeviceRefs* refs);
+  ncclResult_t cudaFailed(CuResult r, const char* what) const;
+
+  ncclComm* comm_;
+  const CudaDriver& cu_;
+  CuContext ctx_;
+  ConnectionTable conns_;
+  Planner planner_;
+  Plan plan_;
+  std::vector<std::vector<ConnectorView>> views_;  // per job of plan_: its ports' views
+  std::unique_ptr<DeviceUploads> uploads_;
+  std::vector<BatchArgs> args_;  // the current batch's launches
+
+  CuFunction kernel_ = nullptr;
+  CuStream copyStream_ = nullptr;  // private, non-blocking: uploads
+  CuEvent lastEvent_ = nullptr;    // recorded after each batch's launches
+  CuStream lastStream_ = nullptr;
+  bool launched_ = false;       // lastEvent_ was recorded at least once
+  CuDevicePtr scratch_ = 0;     // kLaunchMaxBlocks ChannelScratch
+  uint32_t* mapped_ = nullptr;  // host-mapped: [0] abort flag, [kStatusAt...] status words
+  CuDevicePtr mappedDev_ = 0;   // ... as the device sees it
+  size_t launches_ = 0;
+  std::atomic<bool> abortOps_{false};  // ends a batch that waits for its connections
+
+  BatchThread batchThread_;  // last: its thread runs batches on everything above
+};
+
+}  // namespace ringcc

@@ -1,0 +1,194 @@
+// The CUDA engine (src/cuda/cuda_engine.h) end to end, on the emulated driver of
+// tests/support/fake_cuda.h: only the driver is emulated; the engine, the p2p FIFOs "in device
+// memory", uploads, launch packing and the batch kernel's block loop are the real code. Ranks
+// are made by ncclCommInitAll with RINGCC_DEVICE=cuda (several on one device, or one per
+// device), each with a stream of its own, and every result is checked bit for bit once the
+// streams have drained.
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "coll/coll_check.h"
+#include "nccl.h"
+#include "support/fake_cuda.h"
+#include "support/test_env.h"
+
+using namespace ringcc;
+using namespace ringcc::test;
+
+namespace {
+
+// `n` CUDA communicators on `devs`, a stream each.
+struct CudaRanks {
+  CudaRanks(FakeCudaScope& cuda, std::vector<int> devs) : comms(devs.size()) {
+    REQUIRE(ncclCommInitAll(comms.data(), static_cast<int>(devs.size()), devs.data()) ==
+            ncclSuccess);
+    for (size_t r = 0; r < devs.size(); ++r) {
+      int dev = -1;
+      REQUIRE(ncclCommCuDevice(comms[r], &dev) == ncclSuccess);
+      CHECK(dev == devs[r]);
+      streams.push_back(reinterpret_cast<cudaStream_t>(cuda.newStream()));
+    }
+  }
+  ~CudaRanks() {
+    for (ncclComm_t c : comms)
+      if (c != nullptr) CHECK(ncclCommDestroy(c) == ncclSuccess);
+  }
+  int size() const { return static_cast<int>(comms.size()); }
+  std::vector<ncclComm_t> comms;
+  std::vector<cudaStream_t> streams;
+};
+
+// Runs one case on every rank in one group, waits for the streams, and checks every buffer.
+void runCase(FakeCudaScope& cuda, CudaRanks& ranks, const CollCase& c) {
+  const CaseData data(c, ranks.size());
+  std::vector<std::unique_ptr<CollRank>> runs;
+  for (int r = 0; r < ranks.size(); ++r) {
+    runs.push_back(std::make_unique<CollRank>(data, r, ranks.comms[r]));
+    runs.back()->setStream(ranks.streams[r]);
+  }
+  REQUIRE(ncclGroupStart() == ncclSuccess);
+  for (auto& run : runs) REQUIRE(run->issue() == ncclSuccess);
+  REQUIRE(ncclGroupEnd() == ncclSuccess);
+  cuda.synchronizeAll();
+  for (int r = 0; r < ranks.size(); ++r) {
+    INFO(c.describe(ranks.size()) << ", rank " << r);
+    CHECK(runs[r]->check() == "");
+    ncclResult_t async = ncclInternalError;
+    CHECK(ncclCommGetAsyncError(ranks.comms[r], &async) == ncclSuccess);
+    CHECK(async == ncclSuccess);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("CUDA communicators run every collective as kernels on their streams", "[cuda_engine]") {
+  FakeCudaScope cuda;
+  ScopedEnv device("RINGCC_DEVICE", "cuda");
+  for (const std::vector<int>& devs :
+       {std::vector<int>{0}, std::vector<int>{0, 0}, std::vector<int>{0, 1, 2, 3}}) {
+    CudaRanks ranks(cuda, devs);
+    uint64_t seed = 1;
+    for (Coll coll : kAllColls) {
+      for (size_t count : {size_t{1}, size_t{1000}, size_t{70001}}) {
+        CollCase c;
+        c.coll = coll;
+        c.type = count == 1000 ? ncclBfloat16 : ncclFloat32;
+        c.op = collReduces(coll) ? (count == 70001 ? Op::PreMulDevice : Op::Sum) : Op::Copy;
+        c.count = count;
+        c.root = ranks.size() - 1;
+        c.inPlace = count == 1000;
+        c.seed = seed++;
+        runCase(cuda, ranks, c);
+      }
+    }
+  }
+  CHECK(cuda.kernelsRun() > 0);
+  CHECK(cuda.liveDeviceAllocs() == 0);  // FIFOs, uploads and scratch freed with the ranks
+}
+
+TEST_CASE("a repeated call uploads nothing and a graph capture finds its tables", "[cuda_engine]") {
+  FakeCudaScope cuda;
+  ScopedEnv device("RINGCC_DEVICE", "cuda");
+  CudaRanks ranks(cuda, {0});
+  CollCase c;
+  c.count = 4096;
+  runCase(cuda, ranks, c);
+  const size_t allocs = cuda.liveDeviceAllocs();
+  c.seed = 2;  // new buffers and data, the same shape
+  runCase(cuda, ranks, c);
+  CHECK(cuda.liveDeviceAllocs() == allocs);
+  // Captured: the same shape runs; a new one would have to upload, which a capture forbids.
+  ranks.streams[0] = reinterpret_cast<cudaStream_t>(cuda.captureStream());
+  c.seed = 3;
+  runCase(cuda, ranks, c);
+  c.coll = Coll::AllGather;  // another Program, not on the device yet
+  const CaseData data(c, 1);
+  CollRank run(data, 0, ranks.comms[0]);
+  run.setStream(ranks.streams[0]);
+  CHECK(run.issue() == ncclInvalidUsage);
+  CHECK(std::string(ncclGetLastError(ranks.comms[0])).find("before capturing") !=
+        std::string::npos);
+  CHECK(ncclCommAbort(ranks.comms[0]) == ncclSuccess);  // failed: it takes no more calls
+  ranks.comms[0] = nullptr;
+}
+
+namespace {
+
+// Polls ncclCommGetAsyncError until it is not ncclSuccess, for at most 10 s.
+ncclResult_t awaitAsyncError(ncclComm_t comm) {
+  ncclResult_t async = ncclSuccess;
+  for (int i = 0; i < 10000 && async == ncclSuccess; ++i) {
+    REQUIRE(ncclCommGetAsyncError(comm, &async) == ncclSuccess);
+    if (async == ncclSuccess) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return async;
+}
+
+}  // namespace
+
+TEST_CASE("mismatched calls stop the kernels and become the communicators' async errors",
+          "[cuda_faults]") {
+  FakeCudaScope cuda;
+  ScopedEnv device("RINGCC_DEVICE", "cuda");
+  std::vector<ncclComm_t> comms(2);
+  int devs[2] = {0, 0};
+  REQUIRE(ncclCommInitAll(comms.data(), 2, devs) == ncclSuccess);
+  std::vector<float> a(200, 1.0f), b(200, 1.0f);
+  const cudaStream_t s0 = reinterpret_cast<cudaStream_t>(cuda.newStream());
+  const cudaStream_t s1 = reinterpret_cast<cudaStream_t>(cuda.newStream());
+  REQUIRE(ncclGroupStart() == ncclSuccess);
+  REQUIRE(ncclAllReduce(a.data(), a.data(), 100, ncclFloat, ncclSum, comms[0], s0) == ncclSuccess);
+  REQUIRE(ncclAllReduce(b.data(), b.data(), 200, ncclFloat, ncclSum, comms[1], s1) == ncclSuccess);
+  REQUIRE(ncclGroupEnd() == ncclSuccess);  // queued: the kernels find the mismatch
+  // The rank that finds it stops and marks the connections failed; the other stops on that.
+  for (ncclComm_t comm : comms) {
+    CHECK(awaitAsyncError(comm) == ncclInvalidUsage);
+    CHECK(std::string(ncclGetLastError(comm)).find("calls differ") != std::string::npos);
+  }
+  for (ncclComm_t comm : comms) CHECK(ncclCommAbort(comm) == ncclSuccess);
+  cuda.synchronizeAll();
+  CHECK(cuda.liveDeviceAllocs() == 0);
+}
+
+TEST_CASE("ncclCommAbort frees a kernel that waits for a peer that never calls", "[cuda_faults]") {
+  FakeCudaScope cuda;
+  ScopedEnv device("RINGCC_DEVICE", "cuda");
+  std::vector<ncclComm_t> comms(2);
+  int devs[2] = {0, 1};
+  REQUIRE(ncclCommInitAll(comms.data(), 2, devs) == ncclSuccess);
+  const CuStream stream = cuda.newStream();
+  const CuStream other = cuda.newStream();
+  // Large enough that no rank can finish its part from what the other sent before it blocked.
+  const size_t n = size_t{1} << 20;
+  std::vector<float> x(n, 1.0f), y(n, 1.0f);
+  // Once on both ranks, so that the connections exist; then only rank 0 calls: its kernel is
+  // queued and waits on rank 1 for good.
+  REQUIRE(ncclGroupStart() == ncclSuccess);
+  REQUIRE(ncclAllReduce(x.data(), x.data(), n, ncclFloat, ncclSum, comms[0],
+                        reinterpret_cast<cudaStream_t>(stream)) == ncclSuccess);
+  REQUIRE(ncclAllReduce(y.data(), y.data(), n, ncclFloat, ncclSum, comms[1],
+                        reinterpret_cast<cudaStream_t>(other)) == ncclSuccess);
+  REQUIRE(ncclGroupEnd() == ncclSuccess);
+  cuda.synchronizeAll();
+  CHECK(x[0] == 2.0f);
+  REQUIRE(ncclAllReduce(x.data(), x.data(), n, ncclFloat, ncclSum, comms[0],
+                        reinterpret_cast<cudaStream_t>(stream)) == ncclSuccess);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  CHECK(cuda.driver().cuStreamQuery(stream) == kCuErrorNotReady);
+  ncclResult_t async = ncclInternalError;
+  CHECK(ncclCommGetAsyncError(comms[0], &async) == ncclSuccess);
+  CHECK(async == ncclSuccess);  // still running: not an error
+  CHECK(ncclCommAbort(comms[0]) == ncclSuccess);
+  CHECK(cuda.driver().cuStreamSynchronize(stream) == kCuSuccess);  // returns: the kernel stopped
+  // Rank 1, whose next kernel would wait on the aborted rank, learns of it from the
+  // connection: its call's kernel stops with an error instead of waiting for good.
+  REQUIRE(ncclAllReduce(y.data(), y.data(), n, ncclFloat, ncclSum, comms[1],
+                        reinterpret_cast<cudaStream_t>(other)) == ncclSuccess);
+  CHECK(awaitAsyncError(comms[1]) == ncclRemoteError);
+  CHECK(ncclCommAbort(comms[1]) == ncclSuccess);
+  CHECK(cuda.liveDeviceAllocs() == 0);
+}

@@ -1,0 +1,365 @@
+#include "support/fake_cuda.h"
+
+#include <sched.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <functional>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "kernels/cuda/batch_block.h"
+#include "src/exec/host_sync.h"
+
+namespace ringcc::test {
+namespace {
+
+constexpr int kDevices = 4;
+constexpr uintptr_t kContextBase = 0x1000;
+CuFunction const kKernel = reinterpret_cast<CuFunction>(0xf00);
+CuModule const kModule = reinterpret_cast<CuModule>(0xe00);
+
+// One stream: a thread running its tasks in order.
+class Stream {
+ public:
+  explicit Stream(bool capturing = false) : capturing_(capturing) {
+    thread_ = std::thread([this] { run(); });
+  }
+  ~Stream() {
+    {
+      std::lock_guard<std::mutex> lock(mu_);
+      exit_ = true;
+    }
+    cv_.notify_all();
+    thread_.join();
+  }
+  void push(std::function<void()> task) {
+    std::lock_guard<std::mutex> lock(mu_);
+    tasks_.push_back(std::move(task));
+    cv_.notify_all();
+  }
+  void synchronize() {
+    std::unique_lock<std::mutex> lock(mu_);
+    idle_.wait(lock, [this] { return tasks_.empty() && !busy_; });
+  }
+  bool idle() {
+    std::lock_guard<std::mutex> lock(mu_);
+    return tasks_.empty() && !busy_;
+  }
+  bool capturing() const { return capturing_; }
+
+ private:
+  void run() {
+    std::unique_lock<std::mutex> lock(mu_);
+    while (true) {
+      cv_.wait(lock, [this] { return exit_ || !tasks_.empty(); });
+      if (tasks_.empty()) return;  // exit_, and nothing left to run
+      std::function<void()> task = std::move(tasks_.front());
+      tasks_.pop_front();
+      busy_ = true;
+      lock.unlock();
+      task();
+      lock.lock();
+      busy_ = false;
+      idle_.notify_all();
+    }
+  }
+
+  const bool capturing_;
+  std::mutex mu_;
+  std::condition_variable cv_, idle_;
+  std::deque<std::function<void()>> tasks_;
+  bool busy_ = false;
+  bool exit_ = false;
+  std::thread thread_;
+};
+
+struct Event {
+  std::mutex mu;
+  std::condition_variable cv;
+  uint64_t recorded = 0;   // records queued
+  uint64_t completed = 0;  // records that ran
+  void waitFor(uint64_t n) {
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return completed >= n; });
+  }
+};
+
+// The batch kernel's block, one host thread (kernels/cuda/batch_block.h).
+struct HostBlock {
+  using Sync = HostSync;
+  uint32_t id;
+  Slice s{};
+  int w = 0;
+  uint32_t index() const { return id; }
+  uint32_t thread() const { return 0; }
+  uint32_t threads() const { return 1; }
+  void barrier() const {}
+  void nap(unsigned polls) const {
+    if (polls > 256)
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+    else if (polls > 16)
+      sched_yield();
+  }
+  Slice* slice() { return &s; }
+  int* word() { return &w; }
+};
+
+struct State {
+  std::mutex mu;
+  std::map<uintptr_t, size_t> deviceAllocs;  // base -> bytes
+  std::vector<std::unique_ptr<Stream>> streams;
+  Stream* legacy = nullptr;
+  std::atomic<size_t> kernelsRun{0};
+  CudaDriver table;
+
+  Stream* stream(CuStream s) { return s == nullptr ? legacy : reinterpret_cast<Stream*>(s); }
+  CuStream add(std::unique_ptr<Stream> s) {
+    std::lock_guard<std::mutex> lock(mu);
+    streams.push_back(std::move(s));
+    return reinterpret_cast<CuStream>(streams.back().get());
+  }
+  bool isDevice(uintptr_t p) {
+    std::lock_guard<std::mutex> lock(mu);
+    auto it = deviceAllocs.upper_bound(p);
+    if (it == deviceAllocs.begin()) return false;
+    --it;
+    return p < it->first + it->second;
+  }
+};
+
+State* gState = nullptr;
+thread_local CuContext tCurrent = nullptr;
+
+// The kernel: every block on a thread of its own, as blocks of a launch run side by side.
+void runKernel(const BatchArgs& args, uint32_t blocks) {
+  std::vector<std::thread> threads;
+  for (uint32_t b = 0; b < blocks; ++b)
+    threads.emplace_back([&args, b] {
+      HostBlock block{b};
+      runBatchBlock(args, block);
+    });
+  for (auto& t : threads) t.join();
+  ++gState->kernelsRun;
+}
+
+CudaDriver makeTable() {
+  CudaDriver d;
+  d.cuInit = [](unsigned) { return kCuSuccess; };
+  d.cuGetErrorName = [](CuResult, const char** name) {
+    *name = "CUDA_ERROR_EMULATED";
+    return kCuSuccess;
+  };
+  d.cuDeviceGetCount = [](int* n) {
+    *n = kDevices;
+    return kCuSuccess;
+  };
+  d.cuDevicePrimaryCtxRetain = [](CuContext* ctx, CuDevice dev) -> CuResult {
+    if (dev < 0 || dev >= kDevices) return 101;  // CUDA_ERROR_INVALID_DEVICE
+    *ctx = reinterpret_cast<CuContext>(kContextBase + dev);
+    return kCuSuccess;
+  };
+  d.cuCtxGetCurrent = [](CuContext* ctx) {
+    *ctx = tCurrent;
+    return kCuSuccess;
+  };
+  d.cuCtxSetCurrent = [](CuContext ctx) {
+    tCurrent = ctx;
+    return kCuSuccess;
+  };
+  d.cuCtxGetDevice = [](CuDevice* dev) -> CuResult {
+    if (tCurrent == nullptr) return 201;  // CUDA_ERROR_INVALID_CONTEXT
+    *dev = static_cast<CuDevice>(reinterpret_cast<uintptr_t>(tCurrent) - kContextBase);
+    return kCuSuccess;
+  };
+  d.cuPointerGetAttribute = [](void* data, int attribute, CuDevicePtr ptr) -> CuResult {
+    if (attribute != kCuPointerAttributeMemoryType) return 1;
+    *static_cast<unsigned*>(data) =
+        gState->isDevice(static_cast<uintptr_t>(ptr)) ? kCuMemoryTypeDevice : kCuMemoryTypeHost;
+    return kCuSuccess;
+  };
+  d.cuModuleLoadData = [](CuModule* m, const void*) {
+    *m = kModule;
+    return kCuSuccess;
+  };
+  d.cuModuleGetFunction = [](CuFunction* fn, CuModule, const char* name) -> CuResult {
+    if (std::strcmp(name, "ringccBatchKernel") != 0) return 500;  // CUDA_ERROR_NOT_FOUND
+    *fn = kKernel;
+    return kCuSuccess;
+  };
+  d.cuLaunchKernel = [](CuFunction fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
+                        unsigned by, unsigned bz, unsigned, CuStream stream, void** params,
+                        void**) -> CuResult {
+    if (fn != kKernel || gy != 1 || gz != 1 || by != 1 || bz != 1 || bx != kLaunchThreads ||
+        gx == 0 || gx > kLaunchMaxBlocks)
+      return 1;  // CUDA_ERROR_INVALID_VALUE
+    // Parameters are copied at launch, as the driver does.
+    auto args = std::make_shared<BatchArgs>(*static_cast<const BatchArgs*>(params[0]));
+    gState->stream(stream)->push([args, gx] { runKernel(*args, gx); });
+    return kCuSuccess;
+  };
+  d.cuMemAlloc = [](CuDevicePtr* p, size_t bytes) -> CuResult {
+    void* mem = std::aligned_alloc(256, (bytes + 255) / 256 * 256);
+    if (mem == nullptr) return 2;  // CUDA_ERROR_OUT_OF_MEMORY
+    std::lock_guard<std::mutex> lock(gState->mu);
+    gState->deviceAllocs[reinterpret_cast<uintptr_t>(mem)] = bytes;
+    *p = reinterpret_cast<CuDevicePtr>(mem);
+    return kCuSuccess;
+  };
+  d.cuMemFree = [](CuDevicePtr p) -> CuResult {
+    std::lock_guard<std::mutex> lock(gState->mu);
+    if (gState->deviceAllocs.erase(static_cast<uintptr_t>(p)) == 0) return 1;
+    std::free(reinterpret_cast<void*>(p));
+    return kCuSuccess;
+  };
+  d.cuMemcpyHtoD = [](CuDevicePtr dst, const void* src, size_t bytes) {
+    std::memcpy(reinterpret_cast<void*>(dst), src, bytes);
+    return kCuSuccess;
+  };
+  d.cuMemcpyDtoH = [](void* dst, CuDevicePtr src, size_t bytes) {
+    std::memcpy(dst, reinterpret_cast<const void*>(src), bytes);
+    return kCuSuccess;
+  };
+  d.cuMemsetD8 = [](CuDevicePtr dst, unsigned char v, size_t bytes) {
+    std::memset(reinterpret_cast<void*>(dst), v, bytes);
+    return kCuSuccess;
+  };
+  d.cuMemHostAlloc = [](void** p, size_t bytes, unsigned) -> CuResult {
+    *p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+    return *p ? kCuSuccess : 2;
+  };
+  d.cuMemHostGetDevicePointer = [](CuDevicePtr* dptr, void* host, unsigned) {
+    *dptr = reinterpret_cast<CuDevicePtr>(host);
+    return kCuSuccess;
+  };
+  d.cuMemFreeHost = [](void* p) {
+    std::free(p);
+    return kCuSuccess;
+  };
+  d.cuStreamQuery = [](CuStream s) {
+    return gState->stream(s)->idle() ? kCuSuccess : kCuErrorNotReady;
+  };
+  d.cuStreamSynchronize = [](CuStream s) {
+    gState->stream(s)->synchronize();
+    return kCuSuccess;
+  };
+  d.cuStreamIsCapturing = [](CuStream s, int* status) {
+    *status = gState->stream(s)->capturing() ? 1 : kCuStreamCaptureStatusNone;
+    return kCuSuccess;
+  };
+  d.cuStreamCreate = [](CuStream* s, unsigned) {
+    *s = gState->add(std::make_unique<Stream>());
+    return kCuSuccess;
+  };
+  d.cuStreamDestroy = [](CuStream s) {
+    gState->stream(s)->synchronize();  // destroyed with the scope; its work finishes first
+    return kCuSuccess;
+  };
+  d.cuMemcpyHtoDAsync = [](CuDevicePtr dst, const void* src, size_t bytes, CuStream s) {
+    // From pageable memory the driver copies out of the source before it returns.
+    auto copy = std::make_shared<std::vector<char>>(static_cast<const char*>(src),
+                                                    static_cast<const char*>(src) + bytes);
+    gState->stream(s)->push(
+        [dst, copy] { std::memcpy(reinterpret_cast<void*>(dst), copy->data(), copy->size()); });
+    return kCuSuccess;
+  };
+  d.cuMemsetD8Async = [](CuDevicePtr dst, unsigned char v, size_t bytes, CuStream s) {
+    gState->stream(s)->push([=] { std::memset(reinterpret_cast<void*>(dst), v, bytes); });
+    return kCuSuccess;
+  };
+  d.cuEventCreate = [](CuEvent* e, unsigned) {
+    *e = reinterpret_cast<CuEvent>(new Event);
+    return kCuSuccess;
+  };
+  d.cuEventRecord = [](CuEvent e, CuStream s) {
+    Event* ev = reinterpret_cast<Event*>(e);
+    uint64_t n;
+    {
+      std::lock_guard<std::mutex> lock(ev->mu);
+      n = ++ev->recorded;
+    }
+    gState->stream(s)->push([ev, n] {
+      std::lock_guard<std::mutex> lock(ev->mu);
+      ev->completed = std::max(ev->completed, n);
+      ev->cv.notify_all();
+    });
+    return kCuSuccess;
+  };
+  d.cuEventSynchronize = [](CuEvent e) {
+    Event* ev = reinterpret_cast<Event*>(e);
+    uint64_t n;
+    {
+      std::lock_guard<std::mutex> lock(ev->mu);
+      n = ev->recorded;
+    }
+    ev->waitFor(n);
+    return kCuSuccess;
+  };
+  d.cuEventDestroy = [](CuEvent e) {
+    delete reinterpret_cast<Event*>(e);
+    return kCuSuccess;
+  };
+  d.cuStreamWaitEvent = [](CuStream s, CuEvent e, unsigned) {
+    Event* ev = reinterpret_cast<Event*>(e);
+    uint64_t n;
+    {
+      std::lock_guard<std::mutex> lock(ev->mu);
+      n = ev->recorded;
+    }
+    gState->stream(s)->push([ev, n] { ev->waitFor(n); });
+    return kCuSuccess;
+  };
+  d.cuCtxEnablePeerAccess = [](CuContext, unsigned) { return kCuSuccess; };
+  return d;
+}
+
+}  // namespace
+
+FakeCudaScope::FakeCudaScope() {
+  gState = new State;
+  gState->table = makeTable();
+  gState->legacy = reinterpret_cast<Stream*>(gState->add(std::make_unique<Stream>()));
+  setCudaDriverForTesting(&gState->table);
+}
+
+FakeCudaScope::~FakeCudaScope() {
+  synchronizeAll();
+  setCudaDriverForTesting(nullptr);
+  gState->streams.clear();
+  delete gState;
+  gState = nullptr;
+  tCurrent = nullptr;
+}
+
+const CudaDriver& FakeCudaScope::driver() const { return gState->table; }
+
+CuStream FakeCudaScope::newStream() { return gState->add(std::make_unique<Stream>()); }
+
+CuStream FakeCudaScope::captureStream() {
+  return gState->add(std::make_unique<Stream>(/*capturing=*/true));
+}
+
+void FakeCudaScope::synchronizeAll() {
+  std::vector<Stream*> streams;
+  {
+    std::lock_guard<std::mutex> lock(gState->mu);
+    for (auto& s : gState->streams) streams.push_back(s.get());
+  }
+  for (Stream* s : streams) s->synchronize();
+}
+
+size_t FakeCudaScope::kernelsRun() const { return gState->kernelsRun.load(); }
+
+size_t FakeCudaScope::liveDeviceAllocs() const {
+  std::lock_guard<std::mutex> lock(gState->mu);
+  return gState->deviceAllocs.size();
+}
+
+}  // namespace ringcc::test

@@ -1,0 +1,45 @@
+// An emulated CUDA driver for host tests of the CUDA engine (src/cuda/cuda_engine.h) on a
+// machine without a GPU. Only the driver is emulated; everything above it is the real code:
+// the engine, the p2p transport's FIFOs "in device memory", uploads, launch packing, and the
+// batch kernel's own block loop (kernels/cuda/batch_block.h), which a launch runs here with one
+// host thread per block and HostSync instead of 512 threads and DeviceSync.
+//
+//   contexts   device d's primary context is 0x1000 + d (d < 4); current per thread
+//   memory     cuMemAlloc / cuMemHostAlloc are host allocations; a pointer inside a
+//              cuMemAlloc block is device memory, any other is page-locked host memory
+//   streams    each stream (the legacy default stream too) is a host thread running its
+//              tasks in order: kernel launches, async copies and memsets, event records and
+//              waits; cuStreamSynchronize waits until its queue is empty
+//   capture    a stream made with captureStream() answers cuStreamIsCapturing with "active"
+//
+// Install with FakeCudaScope (it substitutes the process's driver table, then drains every
+// stream and restores the real one). One at a time per process.
+#pragma once
+
+#include <cstddef>
+
+#include "src/cuda/cuda_driver.h"
+
+namespace ringcc::test {
+
+class FakeCudaScope {
+ public:
+  FakeCudaScope();
+  ~FakeCudaScope();
+  FakeCudaScope(const FakeCudaScope&) = delete;
+  FakeCudaScope& operator=(const FakeCudaScope&) = delete;
+
+  const CudaDriver& driver() const;
+
+  // A new user stream (cudaStreamCreate's), destroyed with the scope.
+  CuStream newStream();
+  // A stream that says it is being captured into a CUDA graph.
+  CuStream captureStream();
+  // Waits until every stream has run everything queued so far.
+  void synchronizeAll();
+
+  size_t kernelsRun() const;        // launches that ran to their end
+  size_t liveDeviceAllocs() const;  // cuMemAlloc blocks not freed yet
+};
+
+}  // namespace ringcc::test
