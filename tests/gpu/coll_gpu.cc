@@ -1,0 +1,225 @@
+// GPU check (tests/gpu/run.sh; needs a GPU and the driver): CUDA communicators on device
+// buffers. Ranks are made by ncclCommInitAll on one GPU (devlist all 0), each with a stream
+// of its own; every collective runs in one group and is checked after the streams drained.
+// Then: ncclCommAbort frees a kernel waiting for a peer that never calls.
+//
+//   gpu_coll collectives   every collective at 1, 2, 4 and 8 ranks, 1,000 and 2^20 floats
+//   gpu_coll abort         abort of a blocked kernel
+// Exit 0 ok; 1 failed (the first difference or error printed).
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "nccl.h"
+#include "src/cuda/cuda_driver.h"
+
+using namespace ringcc;
+
+namespace {
+
+const CudaDriver* cu = nullptr;
+
+bool check(bool ok, const std::string& what) {
+  if (!ok) fprintf(stderr, "gpu_coll: %s\n", what.c_str());
+  return ok;
+}
+
+bool cudaOk(CuResult r, const char* what) {
+  char name[96];
+  return check(r == kCuSuccess, std::string(what) + ": " + cuErrorName(*cu, r, name, sizeof name));
+}
+
+// Input element i of rank r: small integers, so float sums are exact in any order.
+float input(int r, size_t i) { return static_cast<float>(r + 1 + static_cast<int>(i % 7)); }
+
+enum Coll { AllReduce, Broadcast, Reduce, AllGather, ReduceScatter, AlltoAll, Gather, Scatter };
+const char* kNames[] = {"AllReduce",     "Broadcast", "Reduce", "AllGather",
+                        "ReduceScatter", "AlltoAll",  "Gather", "Scatter"};
+
+// Elements of the send and receive buffers, and the expected receive buffer of rank r.
+struct Shape {
+  size_t send, recv;
+};
+Shape shapeOf(Coll c, size_t count, int n) {
+  switch (c) {
+    case AllGather:
+    case Gather:
+      return {count, count * n};
+    case ReduceScatter:
+    case Scatter:
+      return {count * n, count};
+    case AlltoAll:
+      return {count * n, count * n};
+    default:
+      return {count, count};
+  }
+}
+float expected(Coll c, size_t count, int n, int r, size_t i) {
+  const int root = n - 1;
+  float sum = 0;
+  switch (c) {
+    case AllReduce:
+    case Reduce:
+      for (int b = 0; b < n; ++b) sum += input(b, i);
+      return sum;
+    case ReduceScatter:
+      for (int b = 0; b < n; ++b) sum += input(b, r * count + i);
+      return sum;
+    case Broadcast:
+      return input(root, i);
+    case AllGather:
+    case Gather:
+      return input(static_cast<int>(i / count), i % count);
+    case AlltoAll:
+      return input(static_cast<int>(i / count), r * count + i % count);
+    case Scatter:
+      return input(root, r * count + i);
+  }
+  return 0;
+}
+bool checked(Coll c, int r, int n) { return !((c == Reduce || c == Gather) && r != n - 1); }
+
+ncclResult_t issue(Coll c, const float* s, float* d, size_t count, ncclComm_t comm, cudaStream_t st,
+                   int n) {
+  const int root = n - 1;
+  switch (c) {
+    case AllReduce:
+      return ncclAllReduce(s, d, count, ncclFloat, ncclSum, comm, st);
+    case Broadcast:
+      return ncclBroadcast(s, d, count, ncclFloat, root, comm, st);
+    case Reduce:
+      return ncclReduce(s, d, count, ncclFloat, ncclSum, root, comm, st);
+    case AllGather:
+      return ncclAllGather(s, d, count, ncclFloat, comm, st);
+    case ReduceScatter:
+      return ncclReduceScatter(s, d, count, ncclFloat, ncclSum, comm, st);
+    case AlltoAll:
+      return ncclAlltoAll(s, d, count, ncclFloat, comm, st);
+    case Gather:
+      return ncclGather(s, d, count, ncclFloat, root, comm, st);
+    case Scatter:
+      return ncclScatter(s, d, count, ncclFloat, root, comm, st);
+  }
+  return ncclInternalError;
+}
+
+bool collectives() {
+  for (int n : {1, 2, 4, 8}) {
+    std::vector<ncclComm_t> comms(n);
+    std::vector<int> devs(n, 0);
+    if (!check(ncclCommInitAll(comms.data(), n, devs.data()) == ncclSuccess,
+               "ncclCommInitAll: " + std::string(ncclGetLastError(nullptr))))
+      return false;
+    std::vector<CuStream> streams(n);
+    for (auto& s : streams)
+      if (!cudaOk(cu->cuStreamCreate(&s, kCuStreamNonBlocking), "cuStreamCreate")) return false;
+    for (size_t count : {size_t{1000}, size_t{1} << 20}) {
+      for (int c = AllReduce; c <= Scatter; ++c) {
+        const Coll coll = static_cast<Coll>(c);
+        const Shape sh = shapeOf(coll, count, n);
+        std::vector<CuDevicePtr> send(n), recv(n);
+        for (int r = 0; r < n; ++r) {
+          std::vector<float> in(sh.send);
+          for (size_t i = 0; i < sh.send; ++i) in[i] = input(r, i);
+          if (!cudaOk(cu->cuMemAlloc(&send[r], sh.send * 4), "cuMemAlloc") ||
+              !cudaOk(cu->cuMemAlloc(&recv[r], sh.recv * 4), "cuMemAlloc") ||
+              !cudaOk(cu->cuMemcpyHtoD(send[r], in.data(), sh.send * 4), "cuMemcpyHtoD"))
+            return false;
+        }
+        ncclGroupStart();
+        for (int r = 0; r < n; ++r)
+          if (!check(issue(coll, reinterpret_cast<const float*>(send[r]),
+                           reinterpret_cast<float*>(recv[r]), count, comms[r],
+                           reinterpret_cast<cudaStream_t>(streams[r]), n) == ncclSuccess,
+                     std::string(kNames[c]) + ": " + ncclGetLastError(comms[r])))
+            return false;
+        if (!check(ncclGroupEnd() == ncclSuccess, "ncclGroupEnd")) return false;
+        for (int r = 0; r < n; ++r) {
+          if (!cudaOk(cu->cuStreamSynchronize(streams[r]), "the kernels")) return false;
+          ncclResult_t async = ncclSuccess;
+          ncclCommGetAsyncError(comms[r], &async);
+          if (!check(async == ncclSuccess,
+                     std::string(kNames[c]) + ": async error " + ncclGetLastError(comms[r])))
+            return false;
+          if (!checked(coll, r, n)) continue;
+          std::vector<float> out(sh.recv);
+          if (!cudaOk(cu->cuMemcpyDtoH(out.data(), recv[r], sh.recv * 4), "cuMemcpyDtoH"))
+            return false;
+          for (size_t i = 0; i < sh.recv; ++i) {
+            const float want = expected(coll, count, n, r, i);
+            if (out[i] != want) {
+              fprintf(stderr,
+                      "gpu_coll: %s of %zu floats at %d ranks: rank %d element %zu is %g, "
+                      "expected %g\n",
+                      kNames[c], count, n, r, i, out[i], want);
+              return false;
+            }
+          }
+        }
+        for (int r = 0; r < n; ++r) {
+          cu->cuMemFree(send[r]);
+          cu->cuMemFree(recv[r]);
+        }
+      }
+      printf("gpu_coll: %d ranks, %zu floats: every collective exact\n", n, count);
+    }
+    for (ncclComm_t c : comms) ncclCommDestroy(c);
+    for (CuStream s : streams) cu->cuStreamDestroy(s);
+  }
+  return true;
+}
+
+bool abortBlocked() {
+  ncclComm_t comms[2];
+  int devs[2] = {0, 0};
+  if (!check(ncclCommInitAll(comms, 2, devs) == ncclSuccess, "ncclCommInitAll")) return false;
+  const size_t n = size_t{1} << 20;
+  CuStream s0 = nullptr, s1 = nullptr;
+  CuDevicePtr b0 = 0, b1 = 0;
+  if (!cudaOk(cu->cuStreamCreate(&s0, kCuStreamNonBlocking), "cuStreamCreate") ||
+      !cudaOk(cu->cuStreamCreate(&s1, kCuStreamNonBlocking), "cuStreamCreate") ||
+      !cudaOk(cu->cuMemAlloc(&b0, n * 4), "cuMemAlloc") ||
+      !cudaOk(cu->cuMemAlloc(&b1, n * 4), "cuMemAlloc"))
+    return false;
+  float* p0 = reinterpret_cast<float*>(b0);
+  float* p1 = reinterpret_cast<float*>(b1);
+  // Once on both (connections made), then on rank 0 alone: its kernel waits for rank 1.
+  ncclGroupStart();
+  ncclAllReduce(p0, p0, n, ncclFloat, ncclSum, comms[0], reinterpret_cast<cudaStream_t>(s0));
+  ncclAllReduce(p1, p1, n, ncclFloat, ncclSum, comms[1], reinterpret_cast<cudaStream_t>(s1));
+  if (!check(ncclGroupEnd() == ncclSuccess, "warm-up group")) return false;
+  if (!cudaOk(cu->cuStreamSynchronize(s0), "warm-up")) return false;
+  if (!check(ncclAllReduce(p0, p0, n, ncclFloat, ncclSum, comms[0],
+                           reinterpret_cast<cudaStream_t>(s0)) == ncclSuccess,
+             "the lone call"))
+    return false;
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  if (!check(cu->cuStreamQuery(s0) == kCuErrorNotReady, "the lone kernel finished alone"))
+    return false;
+  ncclCommAbort(comms[0]);
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (cu->cuStreamQuery(s0) == kCuErrorNotReady) {
+    if (!check(std::chrono::steady_clock::now() < deadline, "abort did not free the kernel"))
+      return false;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  ncclCommAbort(comms[1]);
+  printf("gpu_coll: ncclCommAbort freed a blocked kernel\n");
+  return true;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const std::string what = argc > 1 ? argv[1] : "collectives";
+  if (cudaDriver(&cu, "gpu_coll") != ncclSuccess) return check(false, "no CUDA driver"), 1;
+  CuContext ctx = nullptr;
+  if (!cudaOk(cu->cuDevicePrimaryCtxRetain(&ctx, 0), "device 0") ||
+      !cudaOk(cu->cuCtxSetCurrent(ctx), "cuCtxSetCurrent"))
+    return 1;
+  const bool ok = what == "abort" ? abortBlocked() : collectives();
+  return ok ? 0 : 1;
+}
