@@ -129,6 +129,23 @@ void CudaEngine::abortOps() {
 }
 
 ncclResult_t CudaEngine::pollAsyncError() {
+  {
+    // Found before: raised again without a second WARN (users poll ncclCommGetAsyncError).
+    std::lock_guard<std::mutex> lock(asyncMu_);
+    if (asyncCause_.code != ncclSuccess) {
+      adoptError(asyncCause_);
+      return asyncCause_.code;
+    }
+  }
+  const ncclResult_t found = readStatusWords();
+  if (found != ncclSuccess) {
+    std::lock_guard<std::mutex> lock(asyncMu_);
+    if (asyncCause_.code == ncclSuccess) asyncCause_ = lastError();
+  }
+  return found;
+}
+
+ncclResult_t CudaEngine::readStatusWords() const {
   if (mapped_ == nullptr) return ncclSuccess;
   for (uint32_t b = 0; b < kLaunchMaxBlocks; ++b) {
     const uint32_t st = __atomic_load_n(&mapped_[kStatusAt + b], __ATOMIC_ACQUIRE);

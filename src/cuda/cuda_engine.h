@@ -30,10 +30,12 @@
 
 #include <atomic>
 #include <memory>
+#include <mutex>
 #include <span>
 #include <vector>
 
 #include "kernels/cuda/batch_args.h"
+#include "src/core/error.h"
 #include "src/cuda/cuda_driver.h"
 #include "src/cuda/device_uploads.h"
 #include "src/cuda/launch_plan.h"
@@ -67,6 +69,8 @@ class CudaEngine final : public CommEngine {
   ncclResult_t launchBatch(std::span<const CollArgs> ops, CuStream stream);
   ncclResult_t resolveJob(size_t index, const PlanJob& job, CuStream stream, JobDeviceRefs* refs);
   ncclResult_t cudaFailed(CuResult r, const char* what) const;
+  // The first stop a block's status word tells, raised (ncclSuccess if none).
+  ncclResult_t readStatusWords() const;
 
   ncclComm* comm_;
   const CudaDriver& cu_;
@@ -88,6 +92,8 @@ class CudaEngine final : public CommEngine {
   CuDevicePtr mappedDev_ = 0;   // ... as the device sees it
   size_t launches_ = 0;
   std::atomic<bool> abortOps_{false};  // ends a batch that waits for its connections
+  std::mutex asyncMu_;
+  ErrorCause asyncCause_;  // the first stop found in the status words, kept
 
   BatchThread batchThread_;  // last: its thread runs batches on everything above
 };
