@@ -33,7 +33,8 @@ for path in sys.argv[1:]:
     except FileNotFoundError:
         missing.append(path)
 for path, test in failures:
-    output = (test.get("stdout") or "").rstrip().splitlines()
+    # Meson keeps stderr apart from stdout when the test wrote to both; WARN lines go to stderr.
+    output = ((test.get("stdout") or "") + (test.get("stderr") or "")).rstrip().splitlines()
     print(f"=== {test['result']}: {test['name']} ({path}, {test.get('duration', 0):.1f} s, "
           f"exit {test.get('returncode')}); last {min(TAIL_LINES, len(output))} lines:")
     for out_line in output[-TAIL_LINES:]:
