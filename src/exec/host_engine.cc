@@ -54,6 +54,14 @@ bool oversubscribed(const ncclComm* comm) {
 
 int64_t positive(const char* name) { return std::max<int64_t>(1, paramInt(name)); }
 
+// Whether every rank of the communicator runs this batch too: it holds a collective that moves
+// data (count-0 collectives are skipped on every rank alike).
+bool everyRankRuns(std::span<const CollArgs> ops) {
+  for (const CollArgs& a : ops)
+    if (a.kind != Coll::Send && a.kind != Coll::Recv && a.count > 0) return true;
+  return false;
+}
+
 }  // namespace
 
 HostEngine::HostEngine(ncclComm* comm)
@@ -184,8 +192,12 @@ ncclResult_t HostEngine::planAndRun(std::span<const CollArgs> ops) {
   RINGCC_CHECK(planner_.plan(ops, &plan_, &reused));
   if (plan_.nJobs == 0) return ncclSuccess;
   // Numbered before its connections are made: a rank waiting for them tells its peers the
-  // batch number and call (bindJobs).
-  ++batchSeq_;
+  // batch number and call (bindJobs). Only batches that every rank runs are numbered: a batch
+  // of sends and receives involves its peers only, and counting it would give the next
+  // collective different numbers on different ranks, so that a peer's stale posted call could
+  // match this rank's number and be taken for a mismatch. (Such a batch posts kSigGroup under
+  // the previous number, which nobody compares.)
+  if (everyRankRuns(ops)) ++batchSeq_;
   batchOps_ = ops;  // its call is posted only if the batch gets stuck (runJobs)
   watch_.rearm();
   if (reused) {

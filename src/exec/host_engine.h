@@ -117,7 +117,7 @@ class HostEngine final : public CommEngine {
   ncclComm* comm_;
   const Params params_;
   uint32_t failReason_ = kFailNone;     // FailReason of the failing batch, told to peers at close
-  uint64_t batchSeq_ = 0;               // batches run so far: the same count on every rank
+  uint64_t batchSeq_ = 0;               // collective batches run so far: alike on every rank
   uint64_t batches_ = 0;                // ... counting those with nothing to move too
   uint64_t lastSeq_ = 0;                // calls run so far (src/monitor/call_state.h) ...
   uint64_t firstSeq_ = 0;               // ... and the number of the batch's first
