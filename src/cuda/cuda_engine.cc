@@ -60,6 +60,7 @@ CudaEngine::CudaEngine(ncclComm* comm, const CudaDriver& cu, CuContext ctx)
     : comm_(comm),
       cu_(cu),
       ctx_(ctx),
+      timeoutMs_(std::max<int64_t>(1, paramInt("TIMEOUT"))),
       conns_(comm),
       planner_(planContext(comm, conns_)),
       batchThread_(
@@ -189,27 +190,11 @@ ncclResult_t CudaEngine::launchBatch(std::span<const CollArgs> ops, CuStream str
   if (plan_.nJobs == 0) return ncclSuccess;
 
   // The connections the jobs' ports name, made on first use like the host engine's.
-  std::vector<PortKey> keys;
-  for (size_t j = 0; j < plan_.nJobs; ++j) {
-    const PlanJob& job = plan_.jobs[j];
-    for (int i = 0; i < job.program->nPorts; ++i) {
-      const Port& p = job.program->ports[i];
-      keys.push_back(PortKey{job.channel, p.kind, p.peer, p.dir});
-    }
-  }
-  RINGCC_CHECK(conns_.ensure(keys, &abortOps_, std::max<int64_t>(1, paramInt("TIMEOUT"))));
+  planPortKeys(plan_, &keys_);
+  RINGCC_CHECK(conns_.ensure(keys_, &abortOps_, timeoutMs_));
   if (views_.size() < plan_.nJobs) views_.resize(plan_.nJobs);
-  for (size_t j = 0; j < plan_.nJobs; ++j) {
-    const PlanJob& job = plan_.jobs[j];
-    views_[j].resize(job.program->nPorts);
-    for (int i = 0; i < job.program->nPorts; ++i) {
-      const Port& p = job.program->ports[i];
-      const Connector* conn = conns_.find(PortKey{job.channel, p.kind, p.peer, p.dir});
-      if (conn == nullptr)
-        return fail(ncclInternalError, job.name, "no connection for port %d (peer %d)", i, p.peer);
-      views_[j][i] = conn->view();
-    }
-  }
+  for (size_t j = 0; j < plan_.nJobs; ++j)
+    RINGCC_CHECK(bindPorts(conns_, plan_.jobs[j], &views_[j], &connectors_));
 
   const std::span<const PlanJob> jobs(plan_.jobs.data(), plan_.nJobs);
   LaunchContext lc;

@@ -75,10 +75,14 @@ class CudaEngine final : public CommEngine {
   ncclComm* comm_;
   const CudaDriver& cu_;
   CuContext ctx_;
+  const int64_t timeoutMs_;  // NCCL_TIMEOUT for making connections, read at init
   ConnectionTable conns_;
   Planner planner_;
   Plan plan_;
   std::vector<std::vector<ConnectorView>> views_;  // per job of plan_: its ports' views
+  // Scratch of launchBatch, kept so that a repeated call allocates nothing.
+  std::vector<PortKey> keys_;
+  std::vector<const Connector*> connectors_;
   std::unique_ptr<DeviceUploads> uploads_;
   std::vector<BatchArgs> args_;  // the current batch's launches
 

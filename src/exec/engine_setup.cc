@@ -133,4 +133,32 @@ ncclResult_t connectFirstRing(ncclComm* comm, ConnectionTable& conns) {
       {PortKey{0, kPortRing, prev, kPortRecv}, PortKey{0, kPortRing, next, kPortSend}});
 }
 
+void planPortKeys(const Plan& plan, std::vector<PortKey>* keys) {
+  keys->clear();
+  for (size_t j = 0; j < plan.nJobs; ++j) {
+    const PlanJob& job = plan.jobs[j];
+    for (int i = 0; i < job.program->nPorts; ++i) {
+      const Port& p = job.program->ports[i];
+      keys->push_back(PortKey{job.channel, p.kind, p.peer, p.dir});
+    }
+  }
+}
+
+ncclResult_t bindPorts(const ConnectionTable& conns, const PlanJob& job,
+                       std::vector<ConnectorView>* views,
+                       std::vector<const Connector*>* connectors) {
+  const Program& g = *job.program;
+  views->resize(g.nPorts);
+  connectors->resize(g.nPorts);
+  for (int i = 0; i < g.nPorts; ++i) {
+    const Port& p = g.ports[i];
+    const Connector* conn = conns.find(PortKey{job.channel, p.kind, p.peer, p.dir});
+    if (conn == nullptr)
+      return fail(ncclInternalError, job.name, "no connection for port %d (peer %d)", i, p.peer);
+    (*views)[i] = conn->view();
+    (*connectors)[i] = conn;
+  }
+  return ncclSuccess;
+}
+
 }  // namespace ringcc

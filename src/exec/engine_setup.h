@@ -3,6 +3,8 @@
 // connected (so that unreachable peers show up at init, not at the first call).
 #pragma once
 
+#include <vector>
+
 #include "nccl.h"
 #include "src/exec/connections.h"
 #include "src/plan/planner.h"
@@ -23,5 +25,14 @@ ncclResult_t checkSharedSettings(ncclComm* comm, const ConnectionTable& conns,
 
 // Connects channel 0's ring. Collective.
 ncclResult_t connectFirstRing(ncclComm* comm, ConnectionTable& conns);
+
+// Binding a plan to connections, per batch. The connections the jobs' ports name, in job and
+// port order, into *keys (cleared first).
+void planPortKeys(const Plan& plan, std::vector<PortKey>* keys);
+// The view and connector of each port of `job` (both resized to its ports); ncclInternalError
+// naming the port if a connection is missing (ensure() made them all).
+ncclResult_t bindPorts(const ConnectionTable& conns, const PlanJob& job,
+                       std::vector<ConnectorView>* views,
+                       std::vector<const Connector*>* connectors);
 
 }  // namespace ringcc

@@ -214,14 +214,7 @@ ncclResult_t HostEngine::planAndRun(std::span<const CollArgs> ops) {
 
 ncclResult_t HostEngine::bindJobs() {
   std::vector<PortKey>& keys = keys_;
-  keys.clear();
-  for (size_t j = 0; j < plan_.nJobs; ++j) {
-    const PlanJob& job = plan_.jobs[j];
-    for (int i = 0; i < job.program->nPorts; ++i) {
-      const Port& p = job.program->ports[i];
-      keys.push_back(PortKey{job.channel, p.kind, p.peer, p.dir});
-    }
-  }
+  planPortKeys(plan_, &keys);
   // Making connections waits on the peers like the rest of the operation does: until an
   // abort or revoke, NCCL_TIMEOUT, or a peer that told another call (watch_).
   tellCallBeforeConnecting(keys);
@@ -236,17 +229,7 @@ ncclResult_t HostEngine::bindJobs() {
     const PlanJob& job = plan_.jobs[j];
     Bound& b = *bound_[j];
     b.job = &job;
-    const Program& g = *job.program;
-    b.views.resize(g.nPorts);
-    b.connectors.resize(g.nPorts);
-    for (int i = 0; i < g.nPorts; ++i) {
-      const Port& p = g.ports[i];
-      const Connector* conn = conns_.find(PortKey{job.channel, p.kind, p.peer, p.dir});
-      if (conn == nullptr)
-        return fail(ncclInternalError, job.name, "no connection for port %d (peer %d)", i, p.peer);
-      b.views[i] = conn->view();
-      b.connectors[i] = conn;
-    }
+    RINGCC_CHECK(bindPorts(conns_, job, &b.views, &b.connectors));
     if (RunError e = b.runner.init(job.runArgs(b.views.data())); e != kRunOk)
       return fail(ncclInternalError, job.name, "cannot run the program: %s", runErrorText(e));
   }
