@@ -1,6 +1,7 @@
-// What every engine (host, CUDA) does alike when a communicator is made: the planner's view of
+// What every engine (host, CUDA) does alike: when a communicator is made, the planner's view of
 // the communicator, the check that the ranks read the same settings, and channel 0's ring
-// connected (so that unreachable peers show up at init, not at the first call).
+// connected (so that unreachable peers show up at init, not at the first call); per batch, the
+// binding of a plan's ports to connections.
 #pragma once
 
 #include <vector>
