@@ -136,24 +136,49 @@ bool UcxWorker::finishRetired() {
   }
   if (retiring_.empty()) return false;
   const auto now = std::chrono::steady_clock::now();
-  bool moved = false;
+  int released = 0;
   for (size_t i = 0; i < retiring_.size();) {
     if (retiring_[i]->release(now)) {
       retiring_.erase(retiring_.begin() + static_cast<std::ptrdiff_t>(i));
-      closing_.fetch_sub(1, std::memory_order_acq_rel);
-      moved = true;
+      ++released;
     } else {
       ++i;
     }
   }
+  // Counted as closing before the links stop counting, so closing() never reads 0 between.
+  if (released > 0 && retiring_.empty()) startFlush();
+  closing_.fetch_sub(released, std::memory_order_acq_rel);
   // Links still closing keep the proxy awake (they wait on time, not on events).
-  return moved || !retiring_.empty();
+  return released > 0 || !retiring_.empty();
+}
+
+// A force-closed endpoint is not gone when its close request completes: UCX goes on
+// discarding its transport endpoints and frees it when the last one is flushed, during later
+// progress. A worker flush completes only after every such discard (they count as the
+// worker's flush operations), so closing() stays true until then: a process that exits right
+// after ncclCommDestroy keeps its proxy until UCX has freed the endpoints.
+void UcxWorker::startFlush() {
+  if (flushReq_ != nullptr) return;  // the pending flush covers these endpoints too
+  ucp_request_param_t p{};
+  void* r = ucp_worker_flush_nbx(worker_, &p);
+  if (r == nullptr || UCS_PTR_IS_ERR(r)) return;  // done at once, or nothing more to wait for
+  flushReq_ = r;
+  closing_.fetch_add(1, std::memory_order_acq_rel);
+}
+
+bool UcxWorker::finishFlush() {
+  if (flushReq_ == nullptr || ucp_request_check_status(flushReq_) == UCS_INPROGRESS) return false;
+  ucp_request_free(flushReq_);
+  flushReq_ = nullptr;
+  closing_.fetch_sub(1, std::memory_order_acq_rel);
+  return true;
 }
 
 bool UcxWorker::poll() {
   bool moved = false;
   for (int i = 0; i < kMaxProgressPerPoll && ucp_worker_progress(worker_) != 0; ++i) moved = true;
   moved |= finishRetired();
+  moved |= finishFlush();
   return moved;
 }
 

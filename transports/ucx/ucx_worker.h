@@ -51,13 +51,16 @@ class UcxWorker final : public WakeSource {
   bool poll() override;
   int eventFd() override { return efd_; }
   bool arm() override;
-  // Links handed to retire() and not yet released (any thread).
+  // Links handed to retire() and not yet released, or UCX still destroying their endpoints
+  // (any thread).
   bool closing() const override { return closing_.load(std::memory_order_acquire) > 0; }
 
  private:
   UcxWorker() = default;
   ncclResult_t init();
   bool finishRetired();  // proxy thread
+  void startFlush();     // proxy thread
+  bool finishFlush();    // proxy thread
 
   ucp_context_h context_ = nullptr;
   ucp_worker_h worker_ = nullptr;
@@ -68,7 +71,9 @@ class UcxWorker final : public WakeSource {
   std::mutex retireMu_;
   std::vector<std::unique_ptr<UcxLink>> toRetire_;  // under retireMu_
   std::vector<std::unique_ptr<UcxLink>> retiring_;  // proxy thread only
-  std::atomic<int> closing_{0};                     // links retired, not yet released
+  void* flushReq_ = nullptr;                        // proxy thread only: see startFlush()
+  // Links retired and not yet released, plus one while flushReq_ is pending.
+  std::atomic<int> closing_{0};
 };
 
 }  // namespace ringcc
