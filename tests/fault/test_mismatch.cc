@@ -11,11 +11,13 @@
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <functional>
 #include <optional>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "nccl.h"
@@ -198,4 +200,48 @@ TEST_CASE("settings that differ between ranks are refused at init, on every rank
       CHECK((WIFEXITED(st) && WEXITSTATUS(st) == 0));
     }
   }
+}
+
+// Matching calls must never be taken for a mismatch, however the ranks' timing falls. Ranks 1
+// and 2 exchange a message that rank 0 takes no part in; then every rank broadcasts from rank 0
+// and all-reduces. Rank 1 comes late to the broadcast, so rank 2 (which receives it from rank
+// 1 on the ring 0 -> 1 -> 2) is stuck there and posts its call, while rank 0, whose broadcast
+// left at once, is stuck in the all-reduce waiting on rank 2 and compares rank 2's posted call
+// with its own. They are different calls of the same sequence, so they must carry different
+// batch numbers on every rank: when the send/recv batch was numbered too (on ranks 1 and 2
+// only), rank 2's broadcast and rank 0's all-reduce had the same number and rank 0 failed with
+// ncclInvalidUsage ("rank 0 called AllReduce, rank 2 called Broadcast").
+TEST_CASE("a send/recv between some ranks does not make later matching calls look mismatched",
+          "[mismatch_threads]") {
+  ScopedEnv timeout("NCCL_TIMEOUT", "600000");
+  ScopedEnv ring("NCCL_ALGO", "Ring");
+  // Through the FIFO, so that the root's broadcast can end before anyone reads it (Direct
+  // would keep it waiting for rank 1, which reads the root's buffer itself).
+  ScopedEnv simple("NCCL_PROTO", "Simple");
+  constexpr int n = 3;
+  constexpr size_t count = 1024;
+  ncclComm_t comms[n] = {};
+  REQUIRE(ncclCommInitAll(comms, n, nullptr) == ncclSuccess);
+  std::vector<std::vector<float>> data(n, std::vector<float>(count)), sums(n, data[0]);
+  ncclResult_t results[n][3] = {};
+  runThreads(n, [&](int rank) {
+    std::vector<float>& buf = data[rank];
+    for (size_t i = 0; i < count; ++i) buf[i] = static_cast<float>(rank == 0 ? i : 0);
+    ncclResult_t* r = results[rank];
+    float word = 0;
+    if (rank == 1) r[0] = ncclSend(&word, 1, ncclFloat32, 2, comms[rank], nullptr);
+    if (rank == 2) r[0] = ncclRecv(&word, 1, ncclFloat32, 1, comms[rank], nullptr);
+    if (rank == 1) std::this_thread::sleep_for(std::chrono::milliseconds(500));
+    r[1] = ncclBroadcast(buf.data(), buf.data(), count, ncclFloat32, 0, comms[rank], nullptr);
+    r[2] = ncclAllReduce(buf.data(), sums[rank].data(), count, ncclFloat32, ncclSum, comms[rank],
+                         nullptr);
+  });
+  for (int rank = 0; rank < n; ++rank) {
+    INFO("rank " << rank << ": " << ncclGetLastError(comms[rank]));
+    for (ncclResult_t r : results[rank]) CHECK(r == ncclSuccess);
+    int wrong = 0;
+    for (size_t i = 0; i < count; ++i) wrong += sums[rank][i] != static_cast<float>(3 * i);
+    CHECK(wrong == 0);
+  }
+  for (ncclComm_t c : comms) CHECK(ncclCommDestroy(c) == ncclSuccess);
 }
