@@ -35,7 +35,8 @@
 //           or its input when it sends the input as it is) publishes a SlotRef to them instead
 //           of copying them, where the receiver declared it can read references
 //           (FifoControl::refKind). The receiver reads them through the pointer (kRefPointer)
-//           or with process_vm_readv (kRefProcess, host only; kRefMinBytes and up), and its
+//           or with process_vm_readv (kRefProcess, host only; kRefMinBytes and up), or a
+//           network proxy sends them from there (kRefNetwork; kRefMinBytes and up), and its
 //           head moving past the slot releases them. Before the runner reports done, the
 //           sender waits until every reference it sent was released ("drain"), since the
 //           caller may reuse its buffers as soon as the operation returns. Receivers take both
@@ -136,7 +137,9 @@ constexpr uint32_t kLlMaxSliceBytes = 8192;
 
 // Smallest slice sent by reference to another process: below it, a system call per slice
 // costs more than the copy it saves (docs/benchmarks.md). References within one process
-// have no such cost and no floor.
+// have no such cost and no floor. The same floor for the network (kRefNetwork): a small
+// slice's copy costs little, and a reference holds the operation until the far receiver's
+// credit comes back.
 constexpr uint32_t kRefMinBytes = 16384;
 
 struct RunArgs {
@@ -654,7 +657,8 @@ class ProgramRunner {
       w.sendPort = s.sendPort;
       if (args_.protocol == kProtoDirect && (s.flags & kStepByRef)) {
         const uint32_t kind = sync.load(&v.control->refKind);
-        if (kind == kRefPointer || (kind == kRefProcess && bytes >= kRefMinBytes))
+        if (kind == kRefPointer ||
+            ((kind == kRefProcess || kind == kRefNetwork) && bytes >= kRefMinBytes))
           w.refSlot = w.send;  // decided below, once the buffers are known
       }
     }

@@ -44,6 +44,9 @@ enum RefKind : uint32_t {
   kRefNone = 0,     // copy into slots only
   kRefPointer = 1,  // one address space (threads of one process): read through the pointer
   kRefProcess = 2,  // another process on this host: read with process_vm_readv (host only)
+  // A network connection's local staging FIFO (transports/ucx): this process's proxy sends
+  // the elements from the pointer itself, and the far receiver gets them as plain data.
+  kRefNetwork = 3,
 };
 constexpr uint32_t kSlotRefBit = 0x80000000u;
 

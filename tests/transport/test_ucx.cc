@@ -2,6 +2,7 @@
 // the proxy thread. Multi-process and multi-host runs are in tests/net.
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <cstring>
 #include <thread>
 
 #include "src/core/log.h"
@@ -47,9 +48,12 @@ TEST_CASE("ucx: a stream arrives exact through the proxy, then close is seen", "
     CHECK(std::string(conn->transportName()) == "ucx");
     CHECK(conn->view().doorbell == Proxy::get().doorbell());
     CHECK(conn->view().llSlots == nullptr);
-    CHECK(conn->view().control->refKind == kRefNone);
     CHECK(conn->peerState() == PeerState::Open);
   }
+  // The sender's FIFO is read by our proxy, which can send from a reference; the receiver's
+  // cannot read the sender's memory.
+  CHECK(c.send->view().control->refKind == kRefNetwork);
+  CHECK(c.recv->view().control->refKind == kRefNone);
   // The two FIFOs are distinct memory: the proxy carries the data between them.
   CHECK(c.recv->view().slots != c.send->view().slots);
 
@@ -66,7 +70,7 @@ TEST_CASE("ucx: a stream arrives exact through the proxy, then close is seen", "
   CHECK(out == in);
   CHECK(step == tail);
 
-  // The sender's head catches up once every credit is back.
+  // The sender's head catches up once UCX finished every send.
   CHECK(waitForCounter(&c.send->view().control->head, tail, opts(c.send.get())) == ncclSuccess);
 
   // Closing one side: the other sees Closed soon, and a wait fails naming the peer.
@@ -79,6 +83,29 @@ TEST_CASE("ucx: a stream arrives exact through the proxy, then close is seen", "
   CHECK(waitSlotFilled(c.recv->view(), step, opts(c.recv.get())) == ncclRemoteError);
   CHECK(log.contains("closed"));
   CHECK(log.contains("rank 1"));
+}
+
+TEST_CASE("ucx: a slice published by reference leaves from the user's buffer as plain data",
+          "[ucx]") {
+  ConnPair c;
+  REQUIRE(connectPair(ucxTransport(), ucxSpec(4, 65536), &c) == ncclSuccess);
+  // As a Direct runner publishes a reference: the SlotRef in the slot, the size with
+  // kSlotRefBit, then tail and the doorbell. The slot's own bytes are not the data.
+  const uint32_t n = 40000;
+  std::vector<uint8_t> user = makeStream(n, 5), out(n);
+  const ConnectorView& v = c.send->view();
+  std::memset(fifoSlotData(v, 0), 0xee, v.slotBytes);
+  reinterpret_cast<SlotRef*>(fifoSlotData(v, 0))->addr = reinterpret_cast<uintptr_t>(user.data());
+  v.control->meta[0].size = kSlotRefBit | n;
+  publishCounter(&v.control->tail, 1);
+  publishCounter(v.doorbell, 1);
+  // The receiver gets the user's bytes in a plain slot (recvStream refuses a size with
+  // kSlotRefBit), and the sender's head passing the slot releases the buffer.
+  uint32_t step = 0;
+  REQUIRE(recvStream(c.recv->view(), &step, out.data(), n, opts(c.recv.get())) == ncclSuccess);
+  CHECK(out == user);
+  CHECK(c.recv->view().control->meta[0].size == n);
+  CHECK(waitForCounter(&v.control->head, 1, opts(c.send.get())) == ncclSuccess);
 }
 
 TEST_CASE("ucx: an idle proxy sleeps instead of spinning", "[ucx]") {

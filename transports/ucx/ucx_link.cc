@@ -52,6 +52,7 @@ std::string laneTransports(ucp_ep_h ep) {
 }
 
 bool done(void* req) { return req == nullptr || ucp_request_check_status(req) != UCS_INPROGRESS; }
+bool succeeded(void* req) { return req == nullptr || ucp_request_check_status(req) == UCS_OK; }
 
 // Frees a completed request and returns its status (UCS_OK for a null request).
 ucs_status_t finish(void*& req) {
@@ -82,6 +83,9 @@ UcxLink::UcxLink(UcxWorker* worker, ConnSide side, const ConnSpec& spec)
   block_ = static_cast<char*>(p);
   control_ = reinterpret_cast<FifoControl*>(block_ + l.controlOffset);
   slots_ = block_ + l.slotsOffset;
+  // The reader of a send side's FIFO is our own proxy: a Direct runner may publish a large
+  // slice by reference, and progressSend() sends it from the user's buffer, one copy fewer.
+  if (side_ == ConnSide::Send) control_->refKind = kRefNetwork;
 }
 
 UcxLink::~UcxLink() { std::free(block_); }
@@ -110,14 +114,14 @@ PeerState UcxLink::peerState() const {
   return PeerState::Open;
 }
 
-uint32_t UcxLink::consumed() const { return loadCounter(&control_->head); }
+uint32_t UcxLink::consumed() const { return consumed_.load(std::memory_order_acquire); }
 
 bool UcxLink::drained() const {
   if (side_ == ConnSide::Recv || peerState() != PeerState::Open) return true;
   // Consumed by the peer (its credits moved our head up to the tail), not only handed to UCX:
   // a send UCX calls complete may still sit in a socket buffer, and a process that exits
   // right after its last operation would cut it off (the peer sees the connection reset).
-  return loadCounter(&control_->head) == loadCounter(&control_->tail);
+  return consumed() == loadCounter(&control_->tail);
 }
 
 ncclResult_t UcxLink::fail(const char* fmt, ...) {
@@ -215,6 +219,12 @@ ncclResult_t UcxLink::progress(bool* moved) {
     *moved = true;
   }
   if (int st = epStatus_.load(std::memory_order_acquire); st != 0) {
+    // What the peer said before it went still counts: a sender takes the credits that arrived
+    // and the sends that completed, so that a runner waiting for its references to be released
+    // by a receiver that consumed everything and exited ends well (it checks head before the
+    // peer's state).
+    if (side_ == ConnSide::Send && takeCredits(moved) == ncclSuccess)
+      (void)finishSends(/*quiet=*/true, moved);
     // Logged at INFO only: a peer that exits after its last operation ends its connections
     // this way too. peerState() now says Dead, so a runner waiting on this link fails with a
     // WARN that names the peer; nobody waiting, nothing went wrong.
@@ -299,53 +309,81 @@ ncclResult_t UcxLink::progressRecv(bool* moved) {
 }
 
 ncclResult_t UcxLink::progressSend(bool* moved) {
-  // Credits from the receiver: its head (the latest wins; they arrive in order).
-  while (creditReq_ && done(creditReq_)) {
-    ucs_status_t st = finish(creditReq_);
-    if (st != UCS_OK) return fail("receiving a credit failed: %s", ucs_status_string(st));
-    if (counterReached(credit_, remoteHead_)) remoteHead_ = credit_;
-    void* r = postRecv(&credit_, sizeof(credit_), ucxTag(kUcxCredit, id_, 0), kNoStepMask, false);
-    if (UCS_PTR_IS_ERR(r))
-      return fail("posting the credit receive failed: %s", ucs_status_string(UCS_PTR_STATUS(r)));
-    creditReq_ = r;
-    *moved = true;
-  }
-  // Every slot the runner published goes out from the slot itself.
+  RINGCC_CHECK(takeCredits(moved));
+  // Every slot the runner published goes out from the slot itself, or from the user's buffer
+  // that its SlotRef names (kRefNetwork): the runner leaves that buffer alone until head
+  // passes the slot, which needs this send complete (finishSends).
+  // At most nSlots steps beyond the receiver's credited head: it has a receive posted for each.
   const uint32_t tail = loadCounter(&control_->tail);
-  while (posted_ != tail) {
+  while (posted_ != tail && posted_ - remoteHead_ < nSlots_) {
     const uint32_t slot = posted_ & (nSlots_ - 1);
-    const uint32_t size = control_->meta[slot].size;
-    if ((size & kSlotRefBit) || size > slotBytes_)
-      return fail("step %u: slot size %#x is not a plain size (references cannot cross hosts)",
-                  posted_, size);
-    void* m = postSend(&control_->meta[slot], sizeof(SlotMeta), ucxTag(kUcxMeta, peerId_, posted_),
-                       false);
+    SlotMeta& meta = control_->meta[slot];
+    const bool byRef = (meta.size & kSlotRefBit) != 0;
+    const uint32_t size = meta.size & ~kSlotRefBit;
+    if (size > slotBytes_)
+      return fail("step %u: slot size %u is larger than a slot (%u B)", posted_, size, slotBytes_);
+    char* slotData = slots_ + uint64_t{slot} * slotBytes_;
+    const void* from = slotData;
+    if (byRef) {
+      from = reinterpret_cast<const void*>(
+          static_cast<uintptr_t>(reinterpret_cast<const SlotRef*>(slotData)->addr));
+      meta.size = size;  // the far receiver gets plain data: it cannot read our memory
+    }
+    void* m = postSend(&meta, sizeof(SlotMeta), ucxTag(kUcxMeta, peerId_, posted_), false);
     if (UCS_PTR_IS_ERR(m))
       return fail("sending step %u's size failed: %s", posted_,
                   ucs_status_string(UCS_PTR_STATUS(m)));
     metaReqs_[slot] = m;
-    void* r = postSend(slots_ + uint64_t{slot} * slotBytes_, size,
-                       ucxTag(kUcxData, peerId_, posted_), true);
+    // A user's buffer is not registered with UCX (over tcp nothing needs to be; a transport
+    // that needs registration registers it per send).
+    void* r = postSend(from, size, ucxTag(kUcxData, peerId_, posted_), !byRef);
     if (UCS_PTR_IS_ERR(r))
       return fail("sending step %u failed: %s", posted_, ucs_status_string(UCS_PTR_STATUS(r)));
     slotReqs_[slot] = r;
     ++posted_;
     *moved = true;
   }
+  return finishSends(/*quiet=*/false, moved);
+}
+
+ncclResult_t UcxLink::takeCredits(bool* moved) {
+  // The receiver's head (the latest wins; they arrive in order). A receive is posted on the
+  // worker, not the endpoint, so this also takes credits that arrived before the endpoint
+  // failed.
+  while (creditReq_ && done(creditReq_)) {
+    ucs_status_t st = finish(creditReq_);
+    if (st != UCS_OK) return fail("receiving a credit failed: %s", ucs_status_string(st));
+    if (counterReached(credit_, remoteHead_)) {
+      remoteHead_ = credit_;
+      consumed_.store(remoteHead_, std::memory_order_release);
+    }
+    void* r = postRecv(&credit_, sizeof(credit_), ucxTag(kUcxCredit, id_, 0), kNoStepMask, false);
+    if (UCS_PTR_IS_ERR(r))
+      return fail("posting the credit receive failed: %s", ucs_status_string(UCS_PTR_STATUS(r)));
+    creditReq_ = r;
+    *moved = true;
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t UcxLink::finishSends(bool quiet, bool* moved) {
   while (completed_ != posted_) {
     void*& req = slotReqs_[completed_ & (nSlots_ - 1)];
     void*& meta = metaReqs_[completed_ & (nSlots_ - 1)];
     if (!done(req) || !done(meta)) break;
+    if (quiet && !(succeeded(req) && succeeded(meta))) break;  // left for release()
     ucs_status_t st = finish(meta);
     if (st == UCS_OK) st = finish(req);
     if (st != UCS_OK) return fail("sending step %u failed: %s", completed_, ucs_status_string(st));
     ++completed_;
     *moved = true;
   }
-  // A slot is free once the receiver consumed it and UCX no longer reads it.
-  const uint32_t head = counterReached(completed_, remoteHead_) ? remoteHead_ : completed_;
-  if (head != head_) {
-    head_ = head;
+  // A slot, or the user's buffer its reference names, is free once UCX no longer reads it:
+  // head is local. The receiver's capacity is the proxy's to respect (posting above), so the
+  // runner neither waits for a credit's round trip nor, at the end of an operation that sent
+  // by reference, for a receiver that may exit as soon as it has the data.
+  if (completed_ != head_) {
+    head_ = completed_;
     publishCounter(&control_->head, head_);
     *moved = true;
   }
@@ -357,6 +395,15 @@ bool UcxLink::release(std::chrono::steady_clock::time_point now) {
     // Tell the peer (best effort: it may be gone), so its waits end at once with Closed.
     if (!started_ && !peerAddress_.empty()) (void)start();
     if (ep_ && epStatus_.load() == 0) {
+      // A receiver's last head first (messages of one endpoint arrive in order): a sender
+      // whose runner published slices by reference waits for it before its operation ends,
+      // and this side may have consumed the last slots after its last credit left.
+      lastCredit_ = loadCounter(&control_->head);
+      if (side_ == ConnSide::Recv && lastCredit_ != credit_) {
+        void* r =
+            postSend(&lastCredit_, sizeof(lastCredit_), ucxTag(kUcxCredit, peerId_, 0), false);
+        lastCreditReq_ = UCS_PTR_IS_ERR(r) ? nullptr : r;
+      }
       void* r = postSend(&closeBuf_, 0, ucxTag(kUcxClose, peerId_, 0), false);
       closeSendReq_ = UCS_PTR_IS_ERR(r) ? nullptr : r;
     }
@@ -370,7 +417,7 @@ bool UcxLink::release(std::chrono::steady_clock::time_point now) {
     for (const auto* reqs : {&slotReqs_, &metaReqs_})
       for (void* r : *reqs)
         if (r && !done(r)) ucp_request_cancel(worker_->worker(), r);
-    for (void* r : {creditReq_, closeReq_, closeSendReq_})
+    for (void* r : {creditReq_, closeReq_, closeSendReq_, lastCreditReq_})
       if (r && !done(r)) ucp_request_cancel(worker_->worker(), r);
     if (ep_) {
       ucp_request_param_t p{};
@@ -383,7 +430,8 @@ bool UcxLink::release(std::chrono::steady_clock::time_point now) {
     releasePhase_ = 2;
     releaseDeadline_ = now + kReleaseWait;
   }
-  bool all = done(epCloseReq_) && done(creditReq_) && done(closeReq_) && done(closeSendReq_);
+  bool all = done(epCloseReq_) && done(creditReq_) && done(closeReq_) && done(closeSendReq_) &&
+             done(lastCreditReq_);
   for (void* r : slotReqs_) all = all && done(r);
   for (void* r : metaReqs_) all = all && done(r);
   if (!all) {
@@ -400,6 +448,7 @@ bool UcxLink::release(std::chrono::steady_clock::time_point now) {
   finish(creditReq_);
   finish(closeReq_);
   finish(closeSendReq_);
+  finish(lastCreditReq_);
   finish(epCloseReq_);
   if (memh_) ucp_mem_unmap(worker_->context(), memh_);
   memh_ = nullptr;

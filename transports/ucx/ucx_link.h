@@ -7,10 +7,13 @@
 // meta); when both completed, in step order, tail moves. When the runner moves head, the new
 // head goes back to the sender as a credit message.
 // Send side: a local FIFO of the same geometry that the runner fills as if it were the
-// receiver's. Each slot the runner publishes (tail) is sent from the slot itself (tag: data,
-// the receiver's link id, step), its SlotMeta beside it (tag: meta); head moves to the lower of the
-// receiver's credited head and our first send UCX has not finished with, so the runner never
-// overwrites a slot in flight. Both: a posted receive for the peer's close message, and an endpoint
+// receiver's. Each slot the runner publishes (tail) is sent from the slot itself, or from the
+// user's buffer its SlotRef names (our refKind is kRefNetwork), (tag: data, the receiver's
+// link id, step), its SlotMeta beside it (tag: meta), at most nSlots steps beyond the
+// receiver's credited head (it has a receive posted for each of those). head moves to our
+// first send UCX has not finished with, so the runner never overwrites a slot in flight nor
+// changes a referenced buffer before it left, and never waits for a credit's round trip
+// itself. Both: a posted receive for the peer's close message, and an endpoint
 // whose failure (peer died, link down) UCX reports through the error handler. peerState() reads
 // atomics only.
 //
@@ -72,6 +75,9 @@ class UcxLink {
   ncclResult_t start();
   ncclResult_t progressRecv(bool* moved);
   ncclResult_t progressSend(bool* moved);
+  ncclResult_t takeCredits(bool* moved);  // send side
+  // Send side: completed sends, then head. quiet: stop at a failed send without a WARN.
+  ncclResult_t finishSends(bool quiet, bool* moved);
   ncclResult_t fail(const char* fmt, ...) __attribute__((format(printf, 2, 3)));
   void* postRecv(void* buf, size_t bytes, uint64_t tag, uint64_t mask, bool registered);
   void* postSend(const void* buf, size_t bytes, uint64_t tag, bool registered);
@@ -98,7 +104,7 @@ class UcxLink {
   std::vector<void*> metaReqs_;  // per slot: the same for its SlotMeta message
   uint32_t posted_ = 0;          // recv: next step to post; send: next step to send
   uint32_t completed_ = 0;       // recv: tail (steps received); send: steps UCX finished
-  uint32_t head_ = 0;            // send: head published to the runner
+  uint32_t head_ = 0;            // send: head published to the runner (sends UCX finished)
   uint32_t remoteHead_ = 0;      // send: the receiver's head, from its credits
   uint32_t credit_ = 0;          // recv: last head sent; send: receive buffer of credits
   void* creditReq_ = nullptr;    // recv: the credit send in flight; send: the posted receive
@@ -108,10 +114,13 @@ class UcxLink {
   // release()
   int releasePhase_ = 0;
   void* closeSendReq_ = nullptr;
+  uint32_t lastCredit_ = 0;  // recv: the head sent just before the close message
+  void* lastCreditReq_ = nullptr;
   void* epCloseReq_ = nullptr;
   std::chrono::steady_clock::time_point releaseDeadline_{};
 
-  std::atomic<int> epStatus_{0};  // ucs_status_t from the error handler; 0: fine
+  std::atomic<uint32_t> consumed_{0};  // send: remoteHead_, for consumed() on any thread
+  std::atomic<int> epStatus_{0};       // ucs_status_t from the error handler; 0: fine
   std::atomic<bool> peerClosed_{false};
   std::atomic<bool> failed_{false};
 };

@@ -17,7 +17,10 @@
 // Connection infos: both sides send their geometry, their link id (for tags) and the
 // process's UCX worker address (a variable tail of the info). No LL memory (llSlotBytes 0 in
 // the views): a communicator that uses the network gets connections without LL, and the
-// planner falls back to Simple (src/exec/connections.cc). refKind stays kRefNone.
+// planner falls back to Simple (src/exec/connections.cc). References: a send side's
+// refKind is kRefNetwork from the start (its reader is this process's proxy), so a Direct
+// runner publishes slices of kRefMinBytes and up by reference and the proxy sends them from
+// the user's buffer, as plain data; a receive side's stays kRefNone.
 //
 // Peer state: Closed when the peer's close message arrived (its Connector was destroyed);
 // Dead when UCX reported the endpoint failed (process killed, link down) or progress failed.
