@@ -23,15 +23,15 @@ namespace {
 
 // A DGX H100-like box (docs/scale.md, "Figures"): 8 GPUs on NVLink4 through NVSwitch, 450 GB/s
 // per GPU and direction; 8 x 400 Gb/s NICs, 50 GB/s each, 400 GB/s per box and direction.
-// Latencies are NCCL's own Simple-protocol ring figures (src/graph/tuning.cc: NVLink 3.4 us
+// Latencies are NCCL's own Simple-protocol ring figures (src/tune/cost_model.h: NVLink 3.4 us
 // and network 14 us per hop, 8.4 us base).
 LinkFigures dgxFigures(int hosts, int perHost) {
   LinkFigures f;
   f.nHosts = hosts;
   f.ranksPerHost = perHost;
-  f.intra = LinkClass{3.4, 450.0 / 16, 450.0};
-  f.inter = LinkClass{14.0, 50.0 / 2, 400.0};
-  f.callUs = 8.4;
+  f.intra = LinkClass{kNvlinkHopUs, 450.0 / 16, 450.0};
+  f.inter = LinkClass{kNetHopUs, 50.0 / 2, 400.0};
+  f.callUs = kDeviceCallUs;
   f.channelUs = 0.0;  // channels run on their own SMs: no cost to add one
   return f;
 }

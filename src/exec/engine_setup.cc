@@ -93,13 +93,18 @@ PlanContext planContext(const ncclComm* comm, const ConnectionTable& conns) {
   c.ring = connGeometry(conns.spec(kPortRing));
   c.p2p = connGeometry(conns.spec(kPortP2p));
   c.tune = tuneConfigFromEnv();
-  c.links = linkFiguresFor(comm->peers);
+  c.links = commLinkFigures(comm);
   // The double binary trees from the topology setup at init (over channel 0's ring order; the
   // same on every rank); the Tree algorithm runs over them.
   c.trees = comm->topo.trees;
   // Each channel's ring, from the topology search at init (src/topo/comm_topo.h).
   c.rings = comm->topo.rings;
   return c;
+}
+
+LinkFigures commLinkFigures(const ncclComm* comm) {
+  return comm->memKind == MemoryKind::Cuda ? deviceLinkFigures(comm->peers, comm->topo.search)
+                                           : linkFiguresFor(comm->peers);
 }
 
 ncclResult_t checkSharedSettings(ncclComm* comm, const ConnectionTable& conns,

@@ -17,6 +17,13 @@ namespace ringcc {
 // What the planner needs to know about this communicator, read once at init.
 PlanContext planContext(const ncclComm* comm, const ConnectionTable& conns);
 
+// The cost model's figures for this communicator. A CUDA communicator moves data with a block
+// per channel over the topology graph's links: the ring search's figures
+// (deviceLinkFigures). A host communicator is bound by its threads' memory copies, which one
+// thread per rank makes for every channel: the figures calibrated on host memory
+// (linkFiguresFor); the graph's nominal link speeds would only make channels look free.
+LinkFigures commLinkFigures(const ncclComm* comm);
+
 // Collective (at init): every rank compares the settings it read (NCCL_BUFFSIZE, channel
 // bounds, NCCL_PROTO, NCCL_ALGO, NCCL_CHUNKSIZE) with every other rank's. Ranks that read
 // different values would cut their messages differently and fail later, less clearly:

@@ -8,6 +8,7 @@
 #include "src/core/comm.h"
 #include "src/core/error.h"
 #include "src/exec/engine.h"
+#include "src/exec/engine_setup.h"
 #include "src/tune/tune.h"
 
 namespace ringcc {
@@ -133,8 +134,7 @@ ncclResult_t groupSimulateEnd(float* estimatedMicros) {
   const TuneConfig config = tuneConfigFromEnv();
   for (const CollArgs& op : ops) {
     const uint64_t bytes = static_cast<uint64_t>(op.count) * dataTypeSize(op.datatype);
-    total +=
-        chooseTune(config, linkFiguresFor(op.comm->peers), op.kind, bytes, op.comm->nranks).micros;
+    total += chooseTune(config, commLinkFigures(op.comm), op.kind, bytes, op.comm->nranks).micros;
   }
   *estimatedMicros = static_cast<float>(total);
   return ncclSuccess;

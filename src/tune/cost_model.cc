@@ -52,7 +52,10 @@ LinkClass hostUcxLink() {
   return LinkClass{40.0, 0.55, 0.55};
 }
 
-LinkFigures linkFiguresFor(const std::vector<PeerInfo>& peers) {
+namespace {
+
+// Hosts (by PeerInfo::hostHash) and the ranks of the largest one.
+LinkFigures hostCounts(const std::vector<PeerInfo>& peers) {
   LinkFigures f;
   std::vector<uint64_t> hosts;
   std::vector<int> perHost;
@@ -67,8 +70,30 @@ LinkFigures linkFiguresFor(const std::vector<PeerInfo>& peers) {
   }
   f.nHosts = std::max<int>(1, static_cast<int>(hosts.size()));
   f.ranksPerHost = perHost.empty() ? 1 : *std::max_element(perHost.begin(), perHost.end());
+  return f;
+}
+
+}  // namespace
+
+LinkFigures linkFiguresFor(const std::vector<PeerInfo>& peers) {
+  LinkFigures f = hostCounts(peers);
   f.intra = hostShmLink();
   f.inter = hostUcxLink();
+  return f;
+}
+
+LinkFigures deviceLinkFigures(const std::vector<PeerInfo>& peers, const RingSearch& search) {
+  LinkFigures f = hostCounts(peers);
+  // A search that found no usable link (speed 0) still runs its ring: give it a nominal
+  // figure rather than a division by zero.
+  const double perChannel = search.bwPerChannel > 0 ? search.bwPerChannel : 1.0;
+  const double all = perChannel * std::max(1, search.nChannels());
+  const bool nvlink = search.worst == LinkType::Loc || search.worst == LinkType::Nvl;
+  f.intra = LinkClass{nvlink ? kNvlinkHopUs : kPciHopUs, perChannel, all};
+  // Across hosts the search's figure is already the ring's bottleneck (the NICs included).
+  f.inter = LinkClass{kNetHopUs, perChannel, all};
+  f.callUs = kDeviceCallUs;
+  f.channelUs = 0.0;
   return f;
 }
 

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "src/sched/builders.h"
+#include "src/topo/search.h"
 #include "transports/connector_device.h"
 #include "transports/transport.h"
 
@@ -33,8 +34,9 @@ struct LinkClass {
   double maxGBs = 1.0;      // what all channels together move over it
 };
 
-// What the model knows of a communicator's links. Filled from the transports in use now
-// (linkFiguresFor); the topology's graph will fill it later.
+// What the model knows of a communicator's links: for host memory, from the transports in
+// use (linkFiguresFor); for device memory, from the topology graph's ring search
+// (deviceLinkFigures).
 struct LinkFigures {
   int nHosts = 1;
   int ranksPerHost = 1;    // on the largest host
@@ -59,6 +61,21 @@ LinkClass hostUcxLink();
 // The figures for `peers` as the transports connect them now: hosts from PeerInfo::hostHash,
 // shared memory inside a host, UCX between hosts.
 LinkFigures linkFiguresFor(const std::vector<PeerInfo>& peers);
+
+// NCCL's own latencies for its Simple-protocol ring on GPUs (src/graph/tuning.cc): per hop
+// over NVLink, over PCIe or a socket link, and over the network; and per operation (a kernel
+// launch and its setup). Not measured here (no GPU); bench/scale uses them too.
+constexpr double kNvlinkHopUs = 3.4;
+constexpr double kPciHopUs = 5.7;
+constexpr double kNetHopUs = 14.0;
+constexpr double kDeviceCallUs = 8.4;
+
+// The figures of a device (CUDA) communicator: bandwidth from the topology graph as the ring
+// search found it (`search.bwPerChannel` per channel, and at most that times the number of
+// channels it found: more channels would share the same links), latencies by the worst link
+// type inside a host (kNvlinkHopUs or kPciHopUs) and kNetHopUs between hosts. Each channel
+// is a block of its own on the GPU, so channels add bandwidth and cost nothing to start.
+LinkFigures deviceLinkFigures(const std::vector<PeerInfo>& peers, const RingSearch& search);
 
 struct ModelChoice {
   Algo algo = Algo::Ring;

@@ -13,7 +13,9 @@
 
 #include "coll/coll_check.h"
 #include "nccl.h"
+#include "src/core/log.h"
 #include "support/fake_cuda.h"
+#include "support/ranks.h"
 #include "support/test_env.h"
 
 using namespace ringcc;
@@ -88,6 +90,47 @@ TEST_CASE("CUDA communicators run every collective as kernels on their streams",
   }
   CHECK(cuda.kernelsRun() > 0);
   CHECK(cuda.liveDeviceAllocs() == 0);  // FIFOs, uploads and scratch freed with the ranks
+}
+
+TEST_CASE("CUDA communicators tune by the topology graph's links, host ones by host memory",
+          "[cuda_engine]") {
+  FakeCudaScope cuda;
+  // An NVSwitch box: its ring search finds several channels, each adding bandwidth on GPUs.
+  ScopedEnv topo("NCCL_TOPO_FILE", RINGCC_SOURCE_ROOT "/tests/topo/fixtures/dgx_h100.xml");
+  ScopedEnv maxChannels("NCCL_MAX_NCHANNELS", "4");
+  CollCase c;
+  c.coll = Coll::AllReduce;
+  c.type = ncclFloat32;
+  c.op = Op::Sum;
+  c.count = 4 << 20;  // 16 MiB
+  c.seed = 5;
+  for (const char* kind : {"cuda", "host"}) {
+    ScopedEnv device("RINGCC_DEVICE", kind);
+    CapturedLog log;
+    ScopedEnv debug("NCCL_DEBUG", "INFO");
+    ScopedEnv subsys("NCCL_DEBUG_SUBSYS", "TUNING");
+    resetLogging();
+    if (std::string(kind) == "cuda") {
+      CudaRanks ranks(cuda, {0, 1, 2, 3});
+      runCase(cuda, ranks, c);  // exact on every rank, over 4 channels
+    } else {
+      std::vector<ncclComm_t> comms(4);
+      REQUIRE(ncclCommInitAll(comms.data(), 4, nullptr) == ncclSuccess);
+      const CaseData data(c, 4);
+      std::vector<int> failures(4, 0);
+      runThreads(4, [&](int r) {
+        CollRank me(data, r, comms[r]);
+        failures[r] = me.issue() != ncclSuccess || !me.check().empty();
+      });
+      for (int f : failures) CHECK(f == 0);
+      for (ncclComm_t comm : comms) CHECK(ncclCommDestroy(comm) == ncclSuccess);
+    }
+    INFO(kind << " communicators");
+    const std::string want = std::string(kind) == "cuda" ? "4 channels" : "1 channels";
+    CHECK(log.contains("AllReduce: 4194304 x 4 bytes, 4 ranks: algorithm Ring"));
+    CHECK(log.contains(want));
+  }
+  resetLogging();  // the settings of the scopes above are gone
 }
 
 TEST_CASE("a repeated call uploads nothing and a graph capture finds its tables", "[cuda_engine]") {

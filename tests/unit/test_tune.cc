@@ -8,8 +8,11 @@
 
 #include "nccl.h"
 #include "src/core/log.h"
+#include "src/topo/comm_topo.h"
+#include "src/topo/search.h"
 #include "src/tune/tune.h"
 #include "support/test_env.h"
+#include "tests/topo/topo_fixtures.h"
 
 using namespace ringcc;
 using ringcc::test::CapturedLog;
@@ -191,6 +194,72 @@ TEST_CASE("the model picks protocol and algorithm by size, within NCCL_PROTO and
   c.minChannels = 1;
   c.maxChannels = 4;
   CHECK(chooseTune(c, one, Coll::AllReduce, 1 << 30, 4).nChannels == 1);
+}
+
+namespace {
+
+// `hosts` hosts shaped like fixture `name`, a rank per device: the ring search's result and
+// the peers (host hashes) it was made for.
+RingSearch fixtureSearch(const char* name, int hosts, std::vector<PeerInfo>* peers) {
+  const TopoGraph g = ringcc::test::loadFixture(name);
+  const int perHost = static_cast<int>(rankDevices(g).size());
+  const std::vector<RankPlace> places = blockPlaces(g, hosts * perHost, hosts);
+  REQUIRE(places.size() == size_t(hosts * perHost));
+  RingSearch s;
+  std::string error;
+  if (!searchRings(std::vector<const TopoGraph*>(size_t(hosts), &g), places, 32, &s, &error))
+    FAIL(error);
+  for (const RankPlace& p : places) {
+    PeerInfo info;
+    info.rank = static_cast<int>(peers->size());
+    info.hostHash = 7000 + static_cast<uint64_t>(p.host);
+    peers->push_back(info);
+  }
+  return s;
+}
+
+}  // namespace
+
+TEST_CASE("a device communicator's figures come from the topology's ring search", "[tune]") {
+  std::vector<PeerInfo> dgxPeers, pciePeers, clusterPeers;
+  const RingSearch dgx = fixtureSearch("dgx_h100", 1, &dgxPeers);
+  const RingSearch pcie = fixtureSearch("pcie_8gpu", 1, &pciePeers);
+  const RingSearch cluster = fixtureSearch("dgx_h100", 4, &clusterPeers);
+  REQUIRE(dgx.nChannels() > 1);
+  const LinkFigures f = deviceLinkFigures(dgxPeers, dgx);
+  CHECK(f.nHosts == 1);
+  CHECK(f.ranksPerHost == 8);
+  CHECK(f.intra.channelGBs == dgx.bwPerChannel);
+  CHECK(f.intra.maxGBs == dgx.bwPerChannel * dgx.nChannels());
+  CHECK(f.intra.alphaUs == kNvlinkHopUs);
+  CHECK(f.callUs == kDeviceCallUs);
+  const LinkFigures p = deviceLinkFigures(pciePeers, pcie);
+  CHECK(p.intra.alphaUs == kPciHopUs);  // its rings cross the socket link
+  CHECK(p.intra.maxGBs < f.intra.maxGBs);
+  const LinkFigures c = deviceLinkFigures(clusterPeers, cluster);
+  CHECK(c.nHosts == 4);
+  CHECK(c.inter.alphaUs == kNetHopUs);
+  CHECK(c.inter.maxGBs == cluster.bwPerChannel * cluster.nChannels());
+
+  // Large messages take as many channels as the search found (each adds bandwidth), never more
+  // (they would share its links); on host memory, where one thread drives every channel, one.
+  TuneConfig config;
+  config.maxChannels = 32;
+  const TuneChoice big = chooseTune(config, f, Coll::AllReduce, 1ull << 30, 8);
+  CHECK(big.nChannels == dgx.nChannels());
+  CHECK(chooseTune(config, p, Coll::AllReduce, 1ull << 30, 8).nChannels == pcie.nChannels());
+  CHECK(chooseTune(config, hostFigures(1, 8), Coll::AllReduce, 1ull << 30, 8).nChannels == 1);
+  // NVSwitch moves a large all-reduce faster than PCIe, by the ratio of their figures.
+  const double pcieUs = chooseTune(config, p, Coll::AllReduce, 1ull << 30, 8).micros;
+  CHECK(pcieUs > 2 * big.micros);
+  // A small one costs about a launch and its hops, not bandwidth.
+  CHECK(chooseTune(config, f, Coll::AllReduce, 8, 8).micros < 100);
+  // A search at speed 0 (no usable link) still gives usable figures.
+  RingSearch none = dgx;
+  none.bwPerChannel = 0;
+  const LinkFigures z = deviceLinkFigures(dgxPeers, none);
+  CHECK(z.intra.channelGBs > 0);
+  CHECK(std::isfinite(chooseTune(config, z, Coll::AllReduce, 1 << 20, 8).micros));
 }
 
 TEST_CASE("across many hosts the tree wins small and mid sizes, the ring large ones", "[tune]") {
