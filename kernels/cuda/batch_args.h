@@ -8,7 +8,7 @@
 // block points to, uploaded once. So a launch needs no host synchronisation and can be
 // captured into a CUDA graph.
 //
-//   BatchArgs { nJobs, nBlocks, scratch, abortFlag, status,
+//   BatchArgs { nJobs, nBlocks, scratch, abortFlag, status, timeoutNs,
 //               jobs[0..nJobs) ── wordsAt ──► words[ inputs | outputs | counts ]  per job }
 //
 // The block must fit CUDA's classic 4 KB kernel-parameter limit; a batch with more jobs or
@@ -67,6 +67,7 @@ enum BlockStatus : uint32_t {
   kBlockAborted = 1,     // the abort flag was raised while the block waited
   kBlockRunError = 2,    // the runner reported an error; the RunError is in the next byte
   kBlockPeerFailed = 3,  // a peer's block stopped first; its FailReason is in the next byte
+  kBlockTimeout = 4,     // nothing could move for timeoutNs (NCCL_TIMEOUT)
 };
 
 struct BatchArgs {
@@ -75,6 +76,7 @@ struct BatchArgs {
   ChannelScratch* scratch;    // device, [nBlocks] at least
   const uint32_t* abortFlag;  // host-mapped: non-zero stops every waiting block
   uint32_t* status;           // host-mapped, [nBlocks]: BlockStatus (| RunError << 8)
+  uint64_t timeoutNs;         // a block that waits this long without a slice to move stops
   DeviceJob jobs[kLaunchMaxJobs];
   uint64_t words[kLaunchWords];
 };

@@ -18,6 +18,7 @@
 //   uint32_t index(), thread(), threads()   blockIdx.x, threadIdx.x, blockDim.x
 //   void barrier()                          __syncthreads()
 //   void nap(unsigned polls)                pause after `polls` fruitless polls
+//   uint64_t nanos()                        a clock in nanoseconds (the GPU's global timer)
 //   Slice* slice(); int* word()             block-shared storage
 //   using Sync = ...                        ProgramRunner's Sync policy
 #pragma once
@@ -95,11 +96,13 @@ RINGCC_INLINE bool batchBindJob(const BatchArgs& args, const DeviceJob& job, Cha
 }
 
 // Thread 0: the next slice that can move, waiting (and watching the abort flag and the peers'
-// failures) until one can.
+// failures) until one can, or until nothing moved for args.timeoutNs (NCCL_TIMEOUT, as the
+// host engine's waits: a peer that never makes its call, or a network path gone silent).
 template <class Block>
 RINGCC_INLINE int batchAcquire(const BatchArgs& args, const DeviceJob& job, Block& blk,
                                ChannelScratch* s) {
   typename Block::Sync sync;
+  uint64_t waitingSince = 0;  // read at the first check: a wait that ends soon reads no clock
   for (unsigned polls = 0;; ++polls) {
     RunError error = kRunOk;
     const RunStatus st = s->runner.acquire(sync, blk.slice(), &error);
@@ -117,6 +120,15 @@ RINGCC_INLINE int batchAcquire(const BatchArgs& args, const DeviceJob& job, Bloc
       if (const uint32_t reason = batchPeerFailed(job); reason != kFailNone) {
         batchSetStatus(args, blk.index(), kBlockPeerFailed | (reason << 8));
         return kBlockStop;
+      }
+      if (args.timeoutNs != 0) {
+        const uint64_t now = blk.nanos();
+        if (waitingSince == 0) {
+          waitingSince = now;
+        } else if (now - waitingSince > args.timeoutNs) {
+          batchStop(args, job, blk.index(), kBlockTimeout, kFailStopped);
+          return kBlockStop;
+        }
       }
     }
     blk.nap(polls);

@@ -6,7 +6,8 @@
 //
 // Waiting: when no lane can move, thread 0 polls the connection counters again, napping with
 // __nanosleep after a short spin, and reads the communicator's abort flag (host-mapped) between
-// polls, so ncclCommAbort frees a blocked kernel. A block that stops early (abort, a runner
+// polls, so ncclCommAbort frees a blocked kernel; a wait longer than NCCL_TIMEOUT (the GPU's
+// global timer) stops the block too. A block that stops early (abort, a runner
 // error) writes why to status[block] (host-mapped) and returns; the engine reads it.
 //
 // Built into a fatbin (sm_80, sm_90, compute_90 PTX) that libnccl.so.2 embeds and loads with
@@ -29,6 +30,11 @@ struct DeviceBlock {
   __device__ void barrier() const { __syncthreads(); }
   __device__ void nap(unsigned polls) const {
     if (polls > 64) __nanosleep(polls > 4096 ? 1000 : 100);
+  }
+  __device__ uint64_t nanos() const {
+    uint64_t t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
   }
   __device__ Slice* slice() const { return slice_; }
   __device__ int* word() const { return word_; }

@@ -156,6 +156,11 @@ ncclResult_t CudaEngine::readStatusWords() const {
                   "a kernel of this communicator stopped on channel %u: the communicator was "
                   "aborted",
                   b);
+    if ((st & 0xff) == kBlockTimeout)
+      return fail(ncclRemoteError, "collective",
+                  "a kernel of this communicator stopped on channel %u: nothing moved for %lld "
+                  "ms (NCCL_TIMEOUT): a peer did not make the matching call, or stopped",
+                  b, static_cast<long long>(timeoutMs_));
     if ((st & 0xff) == kBlockPeerFailed) {
       const bool mismatch = (st >> 8) == kFailMismatch;
       return fail(mismatch ? ncclInvalidUsage : ncclRemoteError, "collective",
@@ -202,6 +207,7 @@ ncclResult_t CudaEngine::launchBatch(std::span<const CollArgs> ops, CuStream str
   lc.nScratch = kLaunchMaxBlocks;
   lc.abortFlag = reinterpret_cast<const uint32_t*>(mappedDev_);
   lc.status = reinterpret_cast<uint32_t*>(mappedDev_) + kStatusAt;
+  lc.timeoutNs = static_cast<uint64_t>(timeoutMs_) * 1000000u;
   RINGCC_CHECK(packLaunches(
       jobs, lc,
       [&](const PlanJob& job, JobDeviceRefs* refs) {

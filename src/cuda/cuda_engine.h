@@ -75,7 +75,7 @@ class CudaEngine final : public CommEngine {
   ncclComm* comm_;
   const CudaDriver& cu_;
   CuContext ctx_;
-  const int64_t timeoutMs_;  // NCCL_TIMEOUT for making connections, read at init
+  const int64_t timeoutMs_;  // NCCL_TIMEOUT for making connections and kernels' waits, at init
   ConnectionTable conns_;
   Planner planner_;
   Plan plan_;

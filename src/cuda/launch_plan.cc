@@ -47,6 +47,7 @@ BatchArgs& newLaunch(const LaunchContext& ctx, std::vector<BatchArgs>* out) {
   b.scratch = ctx.scratch;
   b.abortFlag = ctx.abortFlag;
   b.status = ctx.status;
+  b.timeoutNs = ctx.timeoutNs;
   return b;
 }
 

@@ -36,6 +36,7 @@ struct LaunchContext {
   uint32_t nScratch = 0;              // channels the scratch covers
   const uint32_t* abortFlag = nullptr;
   uint32_t* status = nullptr;  // host-mapped, [nScratch]
+  uint64_t timeoutNs = 0;      // NCCL_TIMEOUT for a block's waits; 0: none
 };
 
 // Packs jobs[0..n) into *out (cleared first): one BatchArgs per launch, in launch order.

@@ -235,3 +235,44 @@ TEST_CASE("ncclCommAbort frees a kernel that waits for a peer that never calls",
   CHECK(ncclCommAbort(comms[1]) == ncclSuccess);
   CHECK(cuda.liveDeviceAllocs() == 0);
 }
+
+TEST_CASE("a kernel that waits longer than NCCL_TIMEOUT stops, and its peer's next one too",
+          "[cuda_faults]") {
+  FakeCudaScope cuda;
+  ScopedEnv device("RINGCC_DEVICE", "cuda");
+  ScopedEnv timeout("NCCL_TIMEOUT", "300");  // read when the communicators are made
+  std::vector<ncclComm_t> comms(2);
+  int devs[2] = {0, 1};
+  REQUIRE(ncclCommInitAll(comms.data(), 2, devs) == ncclSuccess);
+  const CuStream stream = cuda.newStream();
+  const CuStream other = cuda.newStream();
+  const size_t n = size_t{1} << 20;
+  std::vector<float> x(n, 1.0f), y(n, 1.0f);
+  // Once on both ranks (the connections exist, and a wait shorter than the timeout is fine);
+  // then only rank 0 calls.
+  REQUIRE(ncclGroupStart() == ncclSuccess);
+  REQUIRE(ncclAllReduce(x.data(), x.data(), n, ncclFloat, ncclSum, comms[0],
+                        reinterpret_cast<cudaStream_t>(stream)) == ncclSuccess);
+  REQUIRE(ncclAllReduce(y.data(), y.data(), n, ncclFloat, ncclSum, comms[1],
+                        reinterpret_cast<cudaStream_t>(other)) == ncclSuccess);
+  REQUIRE(ncclGroupEnd() == ncclSuccess);
+  cuda.synchronizeAll();
+  CHECK(x[0] == 2.0f);
+  const auto start = std::chrono::steady_clock::now();
+  REQUIRE(ncclAllReduce(x.data(), x.data(), n, ncclFloat, ncclSum, comms[0],
+                        reinterpret_cast<cudaStream_t>(stream)) == ncclSuccess);
+  // The kernel ends by itself: nobody aborts it.
+  CHECK(cuda.driver().cuStreamSynchronize(stream) == kCuSuccess);
+  const auto waited = std::chrono::steady_clock::now() - start;
+  CHECK(waited >= std::chrono::milliseconds(300));
+  CHECK(awaitAsyncError(comms[0]) == ncclRemoteError);
+  const std::string why = ncclGetLastError(comms[0]);
+  CHECK(why.find("NCCL_TIMEOUT") != std::string::npos);
+  CHECK(why.find("300 ms") != std::string::npos);
+  // Rank 1's next kernel finds the connections marked failed and stops too.
+  REQUIRE(ncclAllReduce(y.data(), y.data(), n, ncclFloat, ncclSum, comms[1],
+                        reinterpret_cast<cudaStream_t>(other)) == ncclSuccess);
+  CHECK(awaitAsyncError(comms[1]) == ncclRemoteError);
+  for (ncclComm_t c : comms) CHECK(ncclCommAbort(c) == ncclSuccess);
+  CHECK(cuda.liveDeviceAllocs() == 0);
+}

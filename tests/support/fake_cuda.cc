@@ -108,6 +108,11 @@ struct HostBlock {
     else if (polls > 16)
       sched_yield();
   }
+  uint64_t nanos() const {
+    return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                     std::chrono::steady_clock::now().time_since_epoch())
+                                     .count());
+  }
   Slice* slice() { return &s; }
   int* word() { return &w; }
 };
