@@ -75,6 +75,7 @@ bool resolve(void* lib, CudaDriver* t, std::string* missing) {
   get(t->cuEventDestroy, "cuEventDestroy_v2");
   get(t->cuStreamWaitEvent, "cuStreamWaitEvent");
   get(t->cuCtxEnablePeerAccess, "cuCtxEnablePeerAccess");
+  get(t->cuDeviceCanAccessPeer, "cuDeviceCanAccessPeer");
   return ok;
 }
 

@@ -43,6 +43,7 @@ constexpr unsigned kCuMemHostAllocPortable = 0x01;   // CU_MEMHOSTALLOC_PORTABLE
 constexpr unsigned kCuStreamNonBlocking = 0x1;       // CU_STREAM_NON_BLOCKING
 constexpr unsigned kCuEventDisableTiming = 0x2;      // CU_EVENT_DISABLE_TIMING
 constexpr CuResult kCuErrorPeerAccessAlreadyEnabled = 704;
+constexpr CuResult kCuErrorPeerAccessUnsupported = 217;
 
 // The entry points ringcc uses. Every pointer is set once the table is loaded.
 struct CudaDriver {
@@ -86,6 +87,7 @@ struct CudaDriver {
   CuResult (*cuEventDestroy)(CuEvent event) = nullptr;
   CuResult (*cuStreamWaitEvent)(CuStream stream, CuEvent event, unsigned flags) = nullptr;
   CuResult (*cuCtxEnablePeerAccess)(CuContext peer, unsigned flags) = nullptr;
+  CuResult (*cuDeviceCanAccessPeer)(int* can, CuDevice dev, CuDevice peer) = nullptr;
 };
 
 // The driver, loading it (and calling cuInit) on first need. On failure *out is null and the

@@ -133,6 +133,37 @@ TEST_CASE("CUDA communicators tune by the topology graph's links, host ones by h
   resetLogging();  // the settings of the scopes above are gone
 }
 
+TEST_CASE("CUDA ranks on GPUs without peer access share FIFOs in pinned host memory",
+          "[cuda_engine]") {
+  FakeCudaScope cuda;
+  cuda.disablePeerAccess();
+  ScopedEnv device("RINGCC_DEVICE", "cuda");
+  CapturedLog log;
+  ScopedEnv debug("NCCL_DEBUG", "INFO");
+  ScopedEnv subsys("NCCL_DEBUG_SUBSYS", "P2P");
+  resetLogging();
+  {
+    CudaRanks ranks(cuda, {0, 1, 2});
+    uint64_t seed = 40;
+    for (Coll coll : {Coll::AllReduce, Coll::AllGather, Coll::Broadcast, Coll::AlltoAll}) {
+      CollCase c;
+      c.coll = coll;
+      c.type = ncclFloat32;
+      c.op = collReduces(coll) ? Op::Sum : Op::Copy;
+      c.count = 70001;
+      c.root = 1;
+      c.seed = seed++;
+      runCase(cuda, ranks, c);  // exact on every rank
+    }
+    CHECK(cuda.liveHostAllocs() > 0);  // the FIFOs, while the communicators live
+  }
+  CHECK(log.contains("pinned host (no peer access between the GPUs)"));
+  CHECK(cuda.peerAccessCalls() == 0);  // nobody asked for what the GPUs cannot do
+  CHECK(cuda.liveHostAllocs() == 0);   // freed with the connections
+  CHECK(cuda.liveDeviceAllocs() == 0);
+  resetLogging();  // (reopening the log file empties it: after the checks)
+}
+
 TEST_CASE("a repeated call uploads nothing and a graph capture finds its tables", "[cuda_engine]") {
   FakeCudaScope cuda;
   ScopedEnv device("RINGCC_DEVICE", "cuda");

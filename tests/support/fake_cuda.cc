@@ -123,6 +123,7 @@ struct State {
   std::vector<std::unique_ptr<Stream>> streams;
   Stream* legacy = nullptr;
   std::atomic<size_t> kernelsRun{0};
+  std::atomic<size_t> peerAccessCalls{0};
   CudaDriver table;
 
   Stream* stream(CuStream s) { return s == nullptr ? legacy : reinterpret_cast<Stream*>(s); }
@@ -142,6 +143,12 @@ struct State {
 
 State* gState = nullptr;
 thread_local CuContext tCurrent = nullptr;
+std::atomic<bool> gNoPeerAccess{false};  // FakeCudaScope::disablePeerAccess
+std::atomic<size_t> gLiveHostAllocs{0};  // cuMemHostAlloc blocks not freed yet
+
+int deviceOf(CuContext ctx) {
+  return static_cast<int>(reinterpret_cast<uintptr_t>(ctx) - kContextBase);
+}
 
 // The kernel: every block on a thread of its own, as blocks of a launch run side by side.
 void runKernel(const BatchArgs& args, uint32_t blocks) {
@@ -238,6 +245,7 @@ CudaDriver makeTable() {
   };
   d.cuMemHostAlloc = [](void** p, size_t bytes, unsigned) -> CuResult {
     *p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
+    if (*p != nullptr) ++gLiveHostAllocs;
     return *p ? kCuSuccess : 2;
   };
   d.cuMemHostGetDevicePointer = [](CuDevicePtr* dptr, void* host, unsigned) {
@@ -246,6 +254,7 @@ CudaDriver makeTable() {
   };
   d.cuMemFreeHost = [](void* p) {
     std::free(p);
+    --gLiveHostAllocs;
     return kCuSuccess;
   };
   d.cuStreamQuery = [](CuStream s) {
@@ -321,7 +330,16 @@ CudaDriver makeTable() {
     gState->stream(s)->push([ev, n] { ev->waitFor(n); });
     return kCuSuccess;
   };
-  d.cuCtxEnablePeerAccess = [](CuContext, unsigned) { return kCuSuccess; };
+  d.cuCtxEnablePeerAccess = [](CuContext peer, unsigned) -> CuResult {
+    ++gState->peerAccessCalls;
+    return gNoPeerAccess && deviceOf(peer) != deviceOf(tCurrent) ? kCuErrorPeerAccessUnsupported
+                                                                 : kCuSuccess;
+  };
+  d.cuDeviceCanAccessPeer = [](int* can, CuDevice dev, CuDevice peer) -> CuResult {
+    if (dev < 0 || dev >= kDevices || peer < 0 || peer >= kDevices) return 101;
+    *can = !gNoPeerAccess || dev == peer;
+    return kCuSuccess;
+  };
   return d;
 }
 
@@ -341,6 +359,7 @@ FakeCudaScope::~FakeCudaScope() {
   delete gState;
   gState = nullptr;
   tCurrent = nullptr;
+  gNoPeerAccess = false;
 }
 
 const CudaDriver& FakeCudaScope::driver() const { return gState->table; }
@@ -361,6 +380,12 @@ void FakeCudaScope::synchronizeAll() {
 }
 
 size_t FakeCudaScope::kernelsRun() const { return gState->kernelsRun.load(); }
+
+void FakeCudaScope::disablePeerAccess() { gNoPeerAccess = true; }
+
+size_t FakeCudaScope::peerAccessCalls() const { return gState->peerAccessCalls.load(); }
+
+size_t FakeCudaScope::liveHostAllocs() const { return gLiveHostAllocs.load(); }
 
 size_t FakeCudaScope::liveDeviceAllocs() const {
   std::lock_guard<std::mutex> lock(gState->mu);

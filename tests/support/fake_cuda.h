@@ -38,8 +38,14 @@ class FakeCudaScope {
   // Waits until every stream has run everything queued so far.
   void synchronizeAll();
 
+  // From now on no device can access another's memory (PCIe GPUs under different root
+  // complexes): cuDeviceCanAccessPeer says 0 and cuCtxEnablePeerAccess fails.
+  void disablePeerAccess();
+
   size_t kernelsRun() const;        // launches that ran to their end
   size_t liveDeviceAllocs() const;  // cuMemAlloc blocks not freed yet
+  size_t liveHostAllocs() const;    // cuMemHostAlloc blocks not freed yet
+  size_t peerAccessCalls() const;   // cuCtxEnablePeerAccess calls
 };
 
 }  // namespace ringcc::test

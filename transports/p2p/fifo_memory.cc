@@ -72,13 +72,46 @@ ncclResult_t allocDevice(const FifoLayout& l, uint64_t llBytes, uint32_t refKind
   return ncclSuccess;
 }
 
+// Pinned host memory that every context maps; initialized from the host (no stream to wait on).
+ncclResult_t allocPinned(const FifoLayout& l, uint64_t llBytes, uint32_t refKind, int peerRank,
+                         int channel, FifoMemory* out) {
+  const CudaDriver* cu = nullptr;
+  RINGCC_CHECK(cudaDriver(&cu, "a CUDA p2p connection"));
+  CuContext ctx = nullptr;
+  if (cu->cuCtxGetCurrent(&ctx) != kCuSuccess || ctx == nullptr)
+    return failPeer(ncclInvalidUsage, peerRank, "p2p setup recv",
+                    "no current CUDA context on the thread making channel %d's connection",
+                    channel);
+  void* host = nullptr;
+  CuResult r =
+      cu->cuMemHostAlloc(&host, l.total, kCuMemHostAllocDeviceMap | kCuMemHostAllocPortable);
+  if (r != kCuSuccess) return cudaFailed(*cu, r, "cuMemHostAlloc", peerRank, channel);
+  auto* base = static_cast<char*>(host);
+  std::memset(base + l.controlOffset, 0, l.slotsOffset - l.controlOffset);
+  std::memset(base + l.llSlotsOffset, 0, llBytes);
+  reinterpret_cast<FifoControl*>(base + l.controlOffset)->refKind = refKind;
+  CuDevicePtr dev = 0;
+  r = cu->cuMemHostGetDevicePointer(&dev, host, 0);
+  if (r != kCuSuccess) {
+    cu->cuMemFreeHost(host);
+    return cudaFailed(*cu, r, "cuMemHostGetDevicePointer", peerRank, channel);
+  }
+  out->kind = MemoryKind::Cuda;
+  out->base = reinterpret_cast<char*>(dev);  // the same address in every context (UVA)
+  out->ctx = ctx;
+  out->pinned = host;
+  return ncclSuccess;
+}
+
 }  // namespace
 
 ncclResult_t allocFifoMemory(MemoryKind kind, const FifoLayout& l, uint64_t llBytes,
-                             uint32_t refKind, int peerRank, int channel, FifoMemory* out) {
+                             uint32_t refKind, int peerRank, int channel, FifoMemory* out,
+                             bool pinnedHost) {
   *out = FifoMemory{};
-  return kind == MemoryKind::Cuda ? allocDevice(l, llBytes, refKind, peerRank, channel, out)
-                                  : allocHost(l, llBytes, refKind, peerRank, channel, out);
+  if (kind == MemoryKind::Host) return allocHost(l, llBytes, refKind, peerRank, channel, out);
+  return pinnedHost ? allocPinned(l, llBytes, refKind, peerRank, channel, out)
+                    : allocDevice(l, llBytes, refKind, peerRank, channel, out);
 }
 
 void freeFifoMemory(const FifoMemory& m) {
@@ -92,7 +125,10 @@ void freeFifoMemory(const FifoMemory& m) {
   CuContext previous = nullptr;
   cu->cuCtxGetCurrent(&previous);
   if (previous != m.ctx) cu->cuCtxSetCurrent(m.ctx);
-  cu->cuMemFree(reinterpret_cast<CuDevicePtr>(m.base));
+  if (m.pinned != nullptr)
+    cu->cuMemFreeHost(m.pinned);
+  else
+    cu->cuMemFree(reinterpret_cast<CuDevicePtr>(m.base));
   if (previous != m.ctx) cu->cuCtxSetCurrent(previous);
 }
 
@@ -103,6 +139,23 @@ CuContext currentCudaContext() {
   return ctx;
 }
 
+ncclResult_t cudaPeerAccessible(int dev, int peerDev, bool* out) {
+  *out = true;
+  if (dev == peerDev) return ncclSuccess;
+  const CudaDriver* cu = nullptr;
+  RINGCC_CHECK(cudaDriver(&cu, "a CUDA p2p connection"));
+  int can = 0;
+  const CuResult r = cu->cuDeviceCanAccessPeer(&can, dev, peerDev);
+  if (r != kCuSuccess) {
+    char name[96];
+    return fail(ncclUnhandledCudaError, "p2p setup recv",
+                "cuDeviceCanAccessPeer(%d, %d) failed: %s", dev, peerDev,
+                cuErrorName(*cu, r, name, sizeof name));
+  }
+  *out = can != 0;
+  return ncclSuccess;
+}
+
 ncclResult_t enablePeerAccess(CuContext peer, int selfDev, int peerDev, int peerRank) {
   const CudaDriver* cu = nullptr;
   RINGCC_CHECK(cudaDriver(&cu, "a CUDA p2p connection"));
@@ -110,8 +163,8 @@ ncclResult_t enablePeerAccess(CuContext peer, int selfDev, int peerDev, int peer
   if (r == kCuSuccess || r == kCuErrorPeerAccessAlreadyEnabled) return ncclSuccess;
   char name[96];
   return failPeer(ncclSystemError, peerRank, "p2p connect send",
-                  "GPU %d cannot write into GPU %d's memory (cuCtxEnablePeerAccess: %s): ranks "
-                  "in one process on GPUs without peer access are not supported yet",
+                  "GPU %d cannot write into GPU %d's memory (cuCtxEnablePeerAccess: %s), "
+                  "although cuDeviceCanAccessPeer said it could",
                   selfDev, peerDev, cuErrorName(*cu, r, name, sizeof name));
 }
 

@@ -183,8 +183,9 @@ class P2pPendingSend final : public PendingConnection {
     RINGCC_CHECK(checkSameProcess(r.pid, spec(), where));
     RINGCC_CHECK(checkSameMemory(r.memory, spec(), where));
     RINGCC_CHECK(checkConnGeometry(spec(), r.geometry, where));
-    // A kernel on another GPU writes into the receiver's device memory through peer access.
-    if (spec().self.memory == MemoryKind::Cuda && r.cudaDev != spec().self.cudaDev)
+    // A kernel on another GPU writes into the receiver's device memory through peer access
+    // (pinned host memory needs none).
+    if (spec().self.memory == MemoryKind::Cuda && r.cudaDev != spec().self.cudaDev && !r.pinned)
       RINGCC_CHECK(enablePeerAccess(reinterpret_cast<CuContext>(r.context), spec().self.cudaDev,
                                     r.cudaDev, spec().peer.rank));
     P2pBlock* block = openBlocks().acquire(r.serial, r.block);
@@ -233,11 +234,16 @@ class P2pTransport final : public Transport {
     // host memory always, device memory when both ranks are on one GPU.
     const bool sameMemory =
         spec.self.memory == MemoryKind::Host || spec.self.cudaDev == spec.peer.cudaDev;
+    // A sender on a GPU that cannot write into ours: the FIFO goes to pinned host memory,
+    // which both reach.
+    bool peerWrites = true;
+    if (spec.self.memory == MemoryKind::Cuda)
+      RINGCC_CHECK(cudaPeerAccessible(spec.peer.cudaDev, spec.self.cudaDev, &peerWrites));
     const FifoLayout l = fifoLayout(connGeometry(spec), 0, kAlign);
     FifoMemory fifo;
     RINGCC_CHECK(allocFifoMemory(spec.self.memory, l, connLlBytes(spec),
                                  sameMemory ? kRefPointer : kRefNone, spec.peer.rank, spec.channel,
-                                 &fifo));
+                                 &fifo, /*pinnedHost=*/!peerWrites));
     auto* block = new P2pBlock;
     block->magic = kP2pMagic;
     block->refs.store(1, std::memory_order_relaxed);
@@ -259,12 +265,16 @@ class P2pTransport final : public Transport {
     r.memory = static_cast<uint32_t>(spec.self.memory);
     r.cudaDev = spec.self.cudaDev;
     r.context = reinterpret_cast<uint64_t>(fifo.ctx);
+    r.pinned = fifo.pinned != nullptr;
     r.geometry = connGeometry(spec);
     RINGCC_CHECK(packConnInfo("p2p", kP2pInfoVersion, ConnSide::Recv, r, info));
     LOG_INFO(kLogP2p | kLogInit,
              "p2p: channel %d recv from rank %d: %u x %u bytes (LL %u bytes) in %s memory at %p",
              spec.channel, spec.peer.rank, spec.nSlots, spec.slotBytes, spec.llSlotBytes,
-             fifo.kind == MemoryKind::Cuda ? "GPU" : "host", static_cast<void*>(fifo.base));
+             fifo.pinned                     ? "pinned host (no peer access between the GPUs)"
+             : fifo.kind == MemoryKind::Cuda ? "GPU"
+                                             : "host",
+             static_cast<void*>(fifo.base));
     *pending = std::move(recv);
     return ncclSuccess;
   }

@@ -23,7 +23,7 @@
 
 namespace ringcc {
 
-inline constexpr uint32_t kP2pInfoVersion = 4;
+inline constexpr uint32_t kP2pInfoVersion = 5;
 
 // The receiver's info: where its FIFO is.
 struct P2pRecvInfo {
@@ -33,7 +33,7 @@ struct P2pRecvInfo {
   int32_t pid;
   uint32_t memory;  // MemoryKind of the FIFO
   int32_t cudaDev;  // CUDA: the receiver's device, else -1
-  uint32_t pad;
+  uint32_t pinned;  // CUDA: 1 when the FIFO is pinned host memory (the GPUs lack peer access)
   ConnGeometry geometry;
 };
 
