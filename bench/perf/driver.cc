@@ -20,6 +20,7 @@
 #include "bench/perf/data_check.h"
 #include "bench/perf/datatypes.h"
 #include "bench/perf/json_writer.h"
+#include "bench/perf/perf_cuda.h"
 #include "bench/perf/perf_options.h"
 #include "bench/perf/process_group.h"
 #include "bench/perf/report.h"
@@ -103,10 +104,10 @@ struct Run;
 struct ThreadCtx {
   Run* run = nullptr;
   int thread = 0;
-  int rep = 0;          // data-check seed counter, per thread like nccl-tests
-  CollCounts counts;    // for the current size and type
+  int rep = 0;        // data-check seed counter, per thread like nccl-tests
+  CollCounts counts;  // for the current size and type
   size_t sendBytes = 0, recvBytes = 0;
-  int errors = 0;       // checks with wrong elements seen by this thread
+  int errors = 0;  // checks with wrong elements seen by this thread
   double bwSum = 0;
   int bwCount = 0;
   int result = kPerfSuccess;
@@ -124,7 +125,9 @@ struct Run {
   size_t maxBytes = 0;
   ncclUniqueId id{};
   std::vector<ncclComm_t> comms;  // nThreads * nGpus, this process's
-  std::vector<RankBuffers> bufs;
+  std::vector<RankBuffers> bufs;  // host buffers; on device, the host mirrors of devs' buffers
+  PerfDevices devs;               // the ranks' GPUs, when the driver has any
+  bool onDevice = false;          // the communicators are CUDA ones: device buffers and streams
   std::unique_ptr<ThreadReducer> reducer;
   JsonOut* json = nullptr;
   std::string program;
@@ -169,8 +172,7 @@ bool ncclOk(Run& run, ncclResult_t rc, const char* what) {
   if (!run.failed.load()) {
     const char* last = run.api->getLastError ? run.api->getLastError(nullptr) : "";
     std::fprintf(run.io.out, "%s: Test NCCL failure %s '%s / %s'\n", hostName().c_str(), what,
-                 run.api->getErrorString ? run.api->getErrorString(rc) : "error",
-                 last ? last : "");
+                 run.api->getErrorString ? run.api->getErrorString(rc) : "error", last ? last : "");
     std::fflush(run.io.out);
   }
   fail(run, run.timedOut ? kPerfTimeout : kPerfNcclError);
@@ -183,10 +185,19 @@ bool aggregate(ThreadCtx& t, double& value, Average mode) {
   ReduceOp op = ReduceOp::Sum;
   CtrlReduce cross = CtrlReduce::Sum;
   switch (mode) {
-    case Average::Rank0: op = ReduceOp::First; break;
-    case Average::Avg: break;
-    case Average::Min: op = ReduceOp::Min; cross = CtrlReduce::Min; break;
-    case Average::Max: op = ReduceOp::Max; cross = CtrlReduce::Max; break;
+    case Average::Rank0:
+      op = ReduceOp::First;
+      break;
+    case Average::Avg:
+      break;
+    case Average::Min:
+      op = ReduceOp::Min;
+      cross = CtrlReduce::Min;
+      break;
+    case Average::Max:
+      op = ReduceOp::Max;
+      cross = CtrlReduce::Max;
+      break;
   }
   auto leader = [&](double& v) {
     if (mode == Average::Rank0 && run.group->rank() != 0) v = 0;
@@ -226,6 +237,23 @@ bool barrier(ThreadCtx& t) {
   return sumOver(t, v);
 }
 
+// A driver call's result: false (and the run failed with kPerfCudaError, saying why) if it failed.
+bool deviceOk(Run& run, bool ok) {
+  if (ok) return true;
+  std::fprintf(run.io.err, "%s: %s\n", run.program.c_str(), run.devs.lastError());
+  fail(run, kPerfCudaError);
+  return false;
+}
+
+// Waits until the thread's ranks' streams ran everything queued (nothing to wait for on host).
+bool syncThread(ThreadCtx& t) {
+  Run& run = *t.run;
+  if (!run.onDevice) return true;
+  for (int i = 0; i < run.nGpus; ++i)
+    if (!deviceOk(run, run.devs.sync(t.thread * run.nGpus + i))) return false;
+  return true;
+}
+
 void setupSize(ThreadCtx& t, size_t bytes, ncclDataType_t type) {
   Run& run = *t.run;
   size_t elt = typeInfo(type).size;
@@ -236,51 +264,49 @@ void setupSize(ThreadCtx& t, size_t bytes, ncclDataType_t type) {
 
 // Issues one operation on each of the thread's communicators.
 bool runColl(ThreadCtx& t, ncclComm_t comm, int rank, const void* sendp, void* recvp,
-             ncclDataType_t type, ncclRedOp_t op, int root) {
+             ncclDataType_t type, ncclRedOp_t op, int root, cudaStream_t stream) {
   Run& run = *t.run;
   const CommApi& api = *run.api;
   size_t count = t.counts.paramCount;
   switch (run.kind) {
     case CollKind::AllReduce:
-      return ncclOk(run, api.allReduce(sendp, recvp, count, type, op, comm, nullptr),
+      return ncclOk(run, api.allReduce(sendp, recvp, count, type, op, comm, stream),
                     "ncclAllReduce");
     case CollKind::AllGather:
-      return ncclOk(run, api.allGather(sendp, recvp, count, type, comm, nullptr),
-                    "ncclAllGather");
+      return ncclOk(run, api.allGather(sendp, recvp, count, type, comm, stream), "ncclAllGather");
     case CollKind::Broadcast:
-      return ncclOk(run, api.broadcast(sendp, recvp, count, type, root, comm, nullptr),
+      return ncclOk(run, api.broadcast(sendp, recvp, count, type, root, comm, stream),
                     "ncclBroadcast");
     case CollKind::Reduce:
-      return ncclOk(run, api.reduce(sendp, recvp, count, type, op, root, comm, nullptr),
+      return ncclOk(run, api.reduce(sendp, recvp, count, type, op, root, comm, stream),
                     "ncclReduce");
     case CollKind::ReduceScatter:
-      return ncclOk(run, api.reduceScatter(sendp, recvp, count, type, op, comm, nullptr),
+      return ncclOk(run, api.reduceScatter(sendp, recvp, count, type, op, comm, stream),
                     "ncclReduceScatter");
     case CollKind::AlltoAll: {
       if (api.alltoAll)
-        return ncclOk(run, api.alltoAll(sendp, recvp, count, type, comm, nullptr),
-                      "ncclAlltoAll");
+        return ncclOk(run, api.alltoAll(sendp, recvp, count, type, comm, stream), "ncclAlltoAll");
       // Libraries without ncclAlltoAll: grouped send/recv to every peer, as nccl-tests does.
       size_t blk = count * typeInfo(type).size;
       if (!ncclOk(run, api.groupStart(), "ncclGroupStart")) return false;
       bool ok = true;
       for (int r = 0; r < run.nranks && ok; ++r) {
-        ok = ncclOk(run, api.send(static_cast<const char*>(sendp) + r * blk, count, type, r, comm,
-                                  nullptr),
-                    "ncclSend") &&
-             ncclOk(run, api.recv(static_cast<char*>(recvp) + r * blk, count, type, r, comm,
-                                  nullptr),
-                    "ncclRecv");
+        ok =
+            ncclOk(
+                run,
+                api.send(static_cast<const char*>(sendp) + r * blk, count, type, r, comm, stream),
+                "ncclSend") &&
+            ncclOk(run, api.recv(static_cast<char*>(recvp) + r * blk, count, type, r, comm, stream),
+                   "ncclRecv");
       }
       return ncclOk(run, api.groupEnd(), "ncclGroupEnd") && ok;
     }
     case CollKind::SendRecv: {
       int n = run.nranks;
       if (!ncclOk(run, api.groupStart(), "ncclGroupStart")) return false;
-      bool ok = ncclOk(run, api.send(sendp, count, type, (rank + 1) % n, comm, nullptr),
-                       "ncclSend") &&
-                ncclOk(run, api.recv(recvp, count, type, (rank - 1 + n) % n, comm, nullptr),
-                       "ncclRecv");
+      bool ok =
+          ncclOk(run, api.send(sendp, count, type, (rank + 1) % n, comm, stream), "ncclSend") &&
+          ncclOk(run, api.recv(recvp, count, type, (rank - 1 + n) % n, comm, stream), "ncclRecv");
       return ncclOk(run, api.groupEnd(), "ncclGroupEnd") && ok;
     }
   }
@@ -303,34 +329,42 @@ bool startColl(ThreadCtx& t, ncclDataType_t type, OpKind op, int root, bool inPl
   for (int i = 0; i < run.nGpus && ok; ++i) {
     int idx = t.thread * run.nGpus + i;
     int rank = run.globalRank(t.thread, i);
-    char* recv = run.bufs[idx].recv + shift;
-    char* send = run.bufs[idx].send + shift;
+    // Device buffers (nccl-tests' semantics) when the communicators are CUDA ones.
+    char* recv =
+        (run.onDevice ? reinterpret_cast<char*>(run.devs.rank(idx).recv) : run.bufs[idx].recv) +
+        shift;
+    char* send =
+        (run.onDevice ? reinterpret_cast<char*>(run.devs.rank(idx).send) : run.bufs[idx].send) +
+        shift;
+    cudaStream_t stream =
+        run.onDevice ? reinterpret_cast<cudaStream_t>(run.devs.rank(idx).stream) : nullptr;
+    if (run.onDevice && !deviceOk(run, run.devs.use(idx))) return false;
     ncclRedOp_t redop = static_cast<ncclRedOp_t>(op == OpKind::MulSum ? 0 : static_cast<int>(op));
     if (op == OpKind::MulSum) {
       alignas(16) char scalar[16] = {};
       encodeValue(type, premulScalar(rank), scalar);
-      ok = ncclOk(run,
-                  api.redOpCreatePreMulSum(&redop, scalar, type, ncclScalarHostImmediate,
-                                           run.comms[idx]),
-                  "ncclRedOpCreatePreMulSum");
+      ok = ncclOk(
+          run,
+          api.redOpCreatePreMulSum(&redop, scalar, type, ncclScalarHostImmediate, run.comms[idx]),
+          "ncclRedOpCreatePreMulSum");
       if (!ok) break;
     }
     const void* sp = inPlace ? recv + t.counts.sendInplaceOffset * rank * elt : send;
     void* rp = inPlace ? recv + t.counts.recvInplaceOffset * rank * elt : recv;
-    ok = runColl(t, run.comms[idx], rank, sp, rp, type, redop, root);
+    ok = runColl(t, run.comms[idx], rank, sp, rp, type, redop, root, stream);
     if (op == OpKind::MulSum && ok)
       ok = ncclOk(run, api.redOpDestroy(redop, run.comms[idx]), "ncclRedOpDestroy");
   }
   if (grouped) ok = ncclOk(run, api.groupEnd(), "ncclGroupEnd") && ok;
   run.progress.fetch_add(1, std::memory_order_relaxed);
-  // Host communicators complete inside the call: there is no stream to wait for. -z 1 adds
-  // nccl-tests' barrier after each operation.
-  if (ok && run.opt.blocking == 1) ok = barrier(t);
+  // Host communicators complete inside the call; device ones are waited for where a result is
+  // needed (syncThread). -z 1 adds nccl-tests' barrier after each operation.
+  if (ok && run.opt.blocking == 1) ok = syncThread(t) && barrier(t);
   return ok;
 }
 
-void initData(ThreadCtx& t, ncclDataType_t type, OpKind op, int root, uint64_t seed,
-              bool inPlace) {
+// Fills the inputs and the expected results (on device: in the host mirrors, then copied up).
+bool initData(ThreadCtx& t, ncclDataType_t type, OpKind op, int root, uint64_t seed, bool inPlace) {
   Run& run = *t.run;
   size_t elt = typeInfo(type).size;
   for (int i = 0; i < run.nGpus; ++i) {
@@ -343,17 +377,24 @@ void initData(ThreadCtx& t, ncclDataType_t type, OpKind op, int root, uint64_t s
     fillInput(s, input);
     const char* region = inPlace ? b.recv + t.counts.recvInplaceOffset * rank * elt : b.recv;
     fillExpected(s, b.expected, region);
+    if (run.onDevice && !(deviceOk(run, run.devs.upload(idx, false, b.send, t.sendBytes)) &&
+                          deviceOk(run, run.devs.upload(idx, true, b.recv, t.recvBytes))))
+      return false;
   }
+  return true;
 }
 
+// Wrong elements in the thread's results; -1 if a device result could not be read back.
 int64_t checkData(ThreadCtx& t, ncclDataType_t type, OpKind op, int root, bool inPlace) {
   Run& run = *t.run;
   size_t elt = typeInfo(type).size;
   int64_t wrong = 0;
+  if (!syncThread(t)) return -1;
   for (int i = 0; i < run.nGpus; ++i) {
     int idx = t.thread * run.nGpus + i;
     int rank = run.globalRank(t.thread, i);
     const RankBuffers& b = run.bufs[idx];
+    if (run.onDevice && !deviceOk(run, run.devs.download(idx, b.recv, t.recvBytes))) return -1;
     CheckSetup s{run.kind, type, op, root, run.nranks, rank, 0, t.counts};
     const char* region = inPlace ? b.recv + t.counts.recvInplaceOffset * rank * elt : b.recv;
     wrong += countWrong(type, region, b.expected, t.counts.recvCount, checkTolerance(s));
@@ -365,9 +406,9 @@ bool benchTime(ThreadCtx& t, ncclDataType_t type, OpKind op, int root, bool inPl
   Run& run = *t.run;
   const PerfOptions& o = run.opt;
   const CommApi& api = *run.api;
-  if (o.check) initData(t, type, op, root, 99, inPlace);
+  if (o.check && !initData(t, type, op, root, 99, inPlace)) return false;
   if (!startColl(t, type, op, root, inPlace, 0)) return false;  // sync
-  if (!barrier(t)) return false;
+  if (!syncThread(t) || !barrier(t)) return false;
 
   auto start = Clock::now();
   for (int iter = 0; iter < o.iters; ++iter) {
@@ -378,7 +419,8 @@ bool benchTime(ThreadCtx& t, ncclDataType_t type, OpKind op, int root, bool inPl
   }
   double ops = static_cast<double>(o.iters) * o.aggIters;
   double cpuSec = std::chrono::duration<double>(Clock::now() - start).count() / ops;
-  // Host communicators have finished every operation by now; device ones would wait here.
+  // Host communicators have finished every operation by now; device ones are waited for.
+  if (!syncThread(t)) return false;
   double sec = std::chrono::duration<double>(Clock::now() - start).count() / ops;
   if (!aggregate(t, sec, o.average)) return false;
   Bandwidth bw = bandwidth(run.kind, t.counts.paramCount, typeInfo(type).size, sec, run.nranks);
@@ -388,9 +430,10 @@ bool benchTime(ThreadCtx& t, ncclDataType_t type, OpKind op, int root, bool inPl
   double wrong = 0;
   ++t.rep;
   for (int c = 0; c < o.check; ++c) {
-    initData(t, type, op, root, static_cast<uint64_t>(t.rep), inPlace);
+    if (!initData(t, type, op, root, static_cast<uint64_t>(t.rep), inPlace)) return false;
     if (!startColl(t, type, op, root, inPlace, 0)) return false;
     int64_t local = checkData(t, type, op, root, inPlace);
+    if (local < 0) return false;
     if (reportErrors && local) t.errors++;
     wrong = static_cast<double>(local);
     if (!sumOver(t, wrong)) return false;
@@ -411,8 +454,10 @@ bool benchTime(ThreadCtx& t, ncclDataType_t type, OpKind op, int root, bool inPl
       w.key("bus_bw");
       w.number(bw.busBw);
       w.key("nwrong");
-      if (reportErrors) w.number(wrong);
-      else w.null();
+      if (reportErrors)
+        w.number(wrong);
+      else
+        w.null();
       w.endObject();
     }
   }
@@ -431,6 +476,7 @@ bool timeTest(ThreadCtx& t, ncclDataType_t type, OpKind op, const char* opLabel,
     for (int w = 0; w < o.warmupIters; ++w)
       if (!startColl(t, type, op, root, false, w)) return false;
   }
+  if (!syncThread(t)) return false;
   std::vector<size_t> sizes = sizeSweep(o.minBytes, run.maxBytes, o.stepBytes, o.stepFactor);
   const char* typeName = typeInfo(type).name;
   for (long cycle = 0; o.runCycles == 0 || cycle < o.runCycles; ++cycle) {
@@ -476,11 +522,14 @@ bool initThreadComms(Run& run, int thread) {
   const CommApi& api = *run.api;
   if (!ncclOk(run, api.groupStart(), "ncclGroupStart")) return false;
   bool ok = true;
-  for (int i = 0; i < run.nGpus && ok; ++i)
+  for (int i = 0; i < run.nGpus && ok; ++i) {
+    // On a GPU, each rank's communicator is made with its device current (cudaSetDevice).
+    if (run.devs.active() && !deviceOk(run, run.devs.use(thread * run.nGpus + i))) return false;
     ok = ncclOk(run,
                 api.commInitRank(&run.comms[thread * run.nGpus + i], run.nranks, run.id,
                                  run.globalRank(thread, i)),
                 "ncclCommInitRank");
+  }
   return ncclOk(run, api.groupEnd(), "ncclGroupEnd") && ok;
 }
 
@@ -602,6 +651,10 @@ void writeJsonHeader(Run& run, int argc, char** argv, int version) {
 
 std::string deviceLine(Run& run, int localIdx) {
   int thread = localIdx / run.nGpus, i = localIdx % run.nGpus;
+  if (run.onDevice)
+    return sprint("#  Rank %2d Group %2d Pid %6d on %10s device %2d [%s] %s\n",
+                  run.globalRank(thread, i), 0, static_cast<int>(getpid()), hostName().c_str(),
+                  run.devs.rank(localIdx).dev, "cuda", "CUDA device memory");
   return sprint("#  Rank %2d Group %2d Pid %6d on %10s device %2d [%s] %s\n",
                 run.globalRank(thread, i), 0, static_cast<int>(getpid()), hostName().c_str(), -1,
                 "host", "ringcc host memory");
@@ -672,8 +725,8 @@ int runPerf(CollKind kind, int argc, char** argv, const CommApi& api, PerfIo io)
   if (run.printer && !o.jsonFile.empty()) json = openJson(o.jsonFile, io.out);
   run.json = json.get();
 
-  bool mulsum = std::find(o.ops.begin(), o.ops.end(), static_cast<int>(OpKind::MulSum)) !=
-                o.ops.end();
+  bool mulsum =
+      std::find(o.ops.begin(), o.ops.end(), static_cast<int>(OpKind::MulSum)) != o.ops.end();
   bool needId = group->size() > 1 || (o.parallelInit && run.nThreads > 1);
   std::vector<std::string> missing = missingEntries(api, kind, mulsum, needId);
   if (!missing.empty()) {
@@ -696,12 +749,12 @@ int runPerf(CollKind kind, int argc, char** argv, const CommApi& api, PerfIo io)
                     "nccl-library=%d\n",
                     RINGCC_VERSION, NCCL_VERSION_CODE, version));
   print(run, sprint("# Collective test starting: %s\n", run.program.c_str()));
-  print(run, sprint("# nThread %d nGpus %d minBytes %zu maxBytes %zu step: %zu(%s) warmup iters: "
-                    "%d iters: %d agg iters: %d validation: %d graph: %d unalign: %d\n",
-                    run.nThreads, run.nGpus, o.minBytes, o.maxBytes,
-                    o.stepFactor > 1 ? o.stepFactor : o.stepBytes,
-                    o.stepFactor > 1 ? "factor" : "bytes", o.warmupIters, o.iters, o.aggIters,
-                    o.check, 0, 0));
+  print(run,
+        sprint("# nThread %d nGpus %d minBytes %zu maxBytes %zu step: %zu(%s) warmup iters: "
+               "%d iters: %d agg iters: %d validation: %d graph: %d unalign: %d\n",
+               run.nThreads, run.nGpus, o.minBytes, o.maxBytes,
+               o.stepFactor > 1 ? o.stepFactor : o.stepBytes, o.stepFactor > 1 ? "factor" : "bytes",
+               o.warmupIters, o.iters, o.aggIters, o.check, 0, 0));
   if (o.blocking == 1)
     print(run, "# Blocking Enabled: wait for completion and barrier after each collective \n");
   if (o.blocking > 1)
@@ -762,8 +815,8 @@ int runPerf(CollKind kind, int argc, char** argv, const CommApi& api, PerfIo io)
       if (run.maxBytes > memMax) {
         run.maxBytes = memMax;
         if (minBytes > run.maxBytes) minBytes = run.maxBytes;
-        print(run, sprint("#\n# Reducing maxBytes to %zu due to memory limitation\n",
-                          run.maxBytes));
+        print(run,
+              sprint("#\n# Reducing maxBytes to %zu due to memory limitation\n", run.maxBytes));
       }
     }
   }
@@ -783,35 +836,57 @@ int runPerf(CollKind kind, int argc, char** argv, const CommApi& api, PerfIo io)
 
   int nLocal = run.nThreads * run.nGpus;
   run.comms.assign(nLocal, nullptr);
+  // GPUs, as nccl-tests uses them, where the CUDA driver has any (perf_cuda.h).
+  std::string noCuda = "RINGCC_DEVICE=host";
+  const char* forced = std::getenv("RINGCC_DEVICE");
+  if (forced == nullptr || std::strcmp(forced, "host") != 0) {
+    const CudaDriver* cu = io.cuda ? io.cuda : loadPerfCuda(&noCuda);
+    if (cu && !run.devs.open(cu, group->rank() * nLocal, nLocal, &err)) {
+      std::fprintf(io.err, "%s: %s\n", run.program.c_str(), err.c_str());
+      return finalize(kPerfCudaError);
+    }
+  }
   Watchdog watchdog(run);
   if (!o.parallelInit) {
     if (group->size() == 1) {
-      if (!ncclOk(run, api.commInitAll(run.comms.data(), nLocal, nullptr), "ncclCommInitAll"))
+      std::vector<int> devList;
+      for (int k = 0; k < run.devs.size(); ++k) devList.push_back(run.devs.rank(k).dev);
+      if (!ncclOk(run,
+                  api.commInitAll(run.comms.data(), nLocal,
+                                  run.devs.active() ? devList.data() : nullptr),
+                  "ncclCommInitAll"))
         return finalize(run.failCode);
     } else {
       bool ok = ncclOk(run, api.groupStart(), "ncclGroupStart");
       for (int t = 0; t < run.nThreads && ok; ++t)
-        for (int i = 0; i < run.nGpus && ok; ++i)
+        for (int i = 0; i < run.nGpus && ok; ++i) {
+          if (run.devs.active() && !deviceOk(run, run.devs.use(t * run.nGpus + i)))
+            return finalize(run.failCode);
           ok = ncclOk(run,
                       api.commInitRank(&run.comms[t * run.nGpus + i], run.nranks, run.id,
                                        run.globalRank(t, i)),
                       "ncclCommInitRank");
+        }
       ok = ncclOk(run, api.groupEnd(), "ncclGroupEnd") && ok;
       if (!ok) return finalize(run.failCode);
     }
-    if (api.commMemoryKind) {
-      for (ncclComm_t c : run.comms) {
-        ringccMemKind_t memKind = ringccMemHost;
-        if (!ncclOk(run, api.commMemoryKind(c, &memKind), "ringccCommMemoryKind"))
-          return finalize(run.failCode);
-        if (memKind != ringccMemHost) {
-          std::fprintf(io.err,
-                       "%s: the communicator uses CUDA device memory; device buffers in the perf "
-                       "tools are not supported yet (run with RINGCC_DEVICE=host)\n",
-                       run.program.c_str());
-          for (ncclComm_t comm : run.comms) api.commDestroy(comm);
-          return finalize(kPerfNotImplemented);
-        }
+  }
+  // Device buffers exactly when the communicators are CUDA ones (a library without
+  // ringccCommMemoryKind, NVIDIA's, makes only CUDA ones).
+  run.onDevice = run.devs.active();
+  if (api.commMemoryKind) {
+    for (ncclComm_t c : run.comms) {
+      ringccMemKind_t memKind = ringccMemHost;
+      if (!ncclOk(run, api.commMemoryKind(c, &memKind), "ringccCommMemoryKind"))
+        return finalize(run.failCode);
+      run.onDevice = memKind == ringccMemCuda;
+      if (run.onDevice && !run.devs.active()) {
+        std::fprintf(io.err,
+                     "%s: the communicator uses CUDA device memory, but the tool cannot "
+                     "allocate device buffers: %s\n",
+                     run.program.c_str(), noCuda.c_str());
+        for (ncclComm_t comm : run.comms) api.commDestroy(comm);
+        return finalize(kPerfCudaError);
       }
     }
   }
@@ -827,12 +902,15 @@ int runPerf(CollKind kind, int argc, char** argv, const CommApi& api, PerfIo io)
     b.expected = allocBuffer(o.check ? largest.recvCount : 0);
     allocated = allocated && b.send && b.recv && b.expected;
   }
+  std::string deviceErr;
+  if (allocated && run.onDevice) allocated = run.devs.allocate(run.maxBytes, &deviceErr);
   auto freeBuffers = [&]() {
     for (RankBuffers& b : run.bufs) {
       std::free(b.send);
       std::free(b.recv);
       std::free(b.expected);
     }
+    run.devs.release();
   };
 
   // Who runs where: every process's lines, printed by process 0.
@@ -859,20 +937,24 @@ int runPerf(CollKind kind, int argc, char** argv, const CommApi& api, PerfIo io)
       w.integer(0);
       w.key("hostname");
       w.str(hostName());
+      // This process's ranks' devices (the JSON lists every rank; others' are not known here).
+      const int here = r - group->rank() * nLocal;
+      const bool mine = run.onDevice && here >= 0 && here < nLocal;
       w.key("device");
-      w.integer(-1);
+      w.integer(mine ? run.devs.rank(here).dev : -1);
       w.key("device_hex");
-      w.str("host");
+      w.str(run.onDevice ? "cuda" : "host");
       w.key("device_info");
-      w.str("ringcc host memory");
+      w.str(run.onDevice ? "CUDA device memory" : "ringcc host memory");
       w.endObject();
     }
     w.endList();
     w.endObject();  // config
   }
   if (!allocated) {
-    std::fprintf(io.err, "%s: cannot allocate %zu-byte buffers for %d ranks\n",
-                 run.program.c_str(), run.maxBytes, nLocal);
+    std::fprintf(io.err, "%s: cannot allocate %zu-byte buffers for %d ranks%s%s\n",
+                 run.program.c_str(), run.maxBytes, nLocal, deviceErr.empty() ? "" : ": ",
+                 deviceErr.c_str());
     abortComms(run);
     freeBuffers();
     return finalize(kPerfInternalError);
@@ -933,8 +1015,10 @@ int runPerf(CollKind kind, int argc, char** argv, const CommApi& api, PerfIo io)
   print(run, footer(errors, avgBw, minBw, run.program.c_str()));
   print(run, "#\n");
   const char* last = api.getLastError ? api.getLastError(nullptr) : nullptr;
-  if (last && *last) print(run, sprint("# error: %s\n", last));
-  else print(run, "\n");
+  if (last && *last)
+    print(run, sprint("# error: %s\n", last));
+  else
+    print(run, "\n");
   if (run.json) {
     JsonWriter& w = run.json->w;
     w.key("out_of_bounds");
@@ -949,8 +1033,10 @@ int runPerf(CollKind kind, int argc, char** argv, const CommApi& api, PerfIo io)
     w.key("bandwidth");
     w.number(avgBw);
     w.key("okay");
-    if (minBw < 0) w.str("unchecked");
-    else w.boolean(avgBw >= minBw * 0.9);
+    if (minBw < 0)
+      w.str("unchecked");
+    else
+      w.boolean(avgBw >= minBw * 0.9);
     w.endObject();
     w.key("errors");
     w.beginList();

@@ -7,15 +7,20 @@
 // -m grouped operations), combines the time over ranks as -a says, checks the data (-c) and
 // prints one row; rank 0's first thread prints, and writes -J's JSON.
 //
-// Host communicators only: buffers are host memory and every call has completed when it
-// returns. A communicator that reports device memory (ringccCommMemoryKind) stops the run
-// with "not implemented".
+// Buffers: host memory for host communicators (every call has completed when it returns);
+// device memory and a stream per rank for CUDA ones, where the CUDA driver has GPUs
+// (perf_cuda.h). A communicator that reports device memory (ringccCommMemoryKind) when the
+// tool has no driver stops the run with a CUDA error saying so.
 #pragma once
 
 #include <cstdio>
 
 #include "bench/perf/coll_spec.h"
 #include "bench/perf/comm_api.h"
+
+namespace ringcc {
+struct CudaDriver;
+}
 
 namespace ringcc::bench {
 
@@ -35,6 +40,8 @@ enum PerfExit {
 struct PerfIo {
   FILE* out = stdout;
   FILE* err = stderr;
+  // The CUDA driver to use for device buffers; null: libcuda.so.1 if it loads (perf_cuda.h).
+  const CudaDriver* cuda = nullptr;
 };
 
 // Runs the tool for `kind` with the command line argc/argv (argv[0]: program name). May call

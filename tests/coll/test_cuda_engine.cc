@@ -11,6 +11,8 @@
 #include <thread>
 #include <vector>
 
+#include "bench/perf/comm_api.h"
+#include "bench/perf/driver.h"
 #include "coll/coll_check.h"
 #include "nccl.h"
 #include "src/core/log.h"
@@ -306,4 +308,85 @@ TEST_CASE("a kernel that waits longer than NCCL_TIMEOUT stops, and its peer's ne
   CHECK(awaitAsyncError(comms[1]) == ncclRemoteError);
   for (ncclComm_t c : comms) CHECK(ncclCommAbort(c) == ncclSuccess);
   CHECK(cuda.liveDeviceAllocs() == 0);
+}
+
+namespace {
+
+// The library's entry points, as this test program links them.
+bench::CommApi linkedCommApi() {
+  bench::CommApi a;
+  a.getVersion = ncclGetVersion;
+  a.getUniqueId = ncclGetUniqueId;
+  a.commInitRank = ncclCommInitRank;
+  a.commInitAll = ncclCommInitAll;
+  a.commDestroy = ncclCommDestroy;
+  a.commAbort = ncclCommAbort;
+  a.commCount = ncclCommCount;
+  a.commUserRank = ncclCommUserRank;
+  a.groupStart = ncclGroupStart;
+  a.groupEnd = ncclGroupEnd;
+  a.allReduce = ncclAllReduce;
+  a.allGather = ncclAllGather;
+  a.reduceScatter = ncclReduceScatter;
+  a.broadcast = ncclBroadcast;
+  a.reduce = ncclReduce;
+  a.alltoAll = ncclAlltoAll;
+  a.send = ncclSend;
+  a.recv = ncclRecv;
+  a.redOpCreatePreMulSum = ncclRedOpCreatePreMulSum;
+  a.redOpDestroy = ncclRedOpDestroy;
+  a.getErrorString = ncclGetErrorString;
+  a.getLastError = ncclGetLastError;
+  a.commMemoryKind = ringccCommMemoryKind;
+  return a;
+}
+
+// Runs a perf tool in this process; its output and exit code.
+struct PerfRun {
+  int code = -1;
+  std::string out, err;
+};
+PerfRun runPerfTool(bench::CollKind kind, std::vector<std::string> args, const CudaDriver* cuda) {
+  args.insert(args.begin(), "perf_tool");
+  std::vector<char*> argv;
+  for (std::string& a : args) argv.push_back(a.data());
+  argv.push_back(nullptr);
+  FILE* out = std::tmpfile();
+  FILE* err = std::tmpfile();
+  const bench::CommApi api = linkedCommApi();
+  PerfRun r;
+  r.code = bench::runPerf(kind, static_cast<int>(args.size()), argv.data(), api,
+                          bench::PerfIo{out, err, cuda});
+  for (auto [f, text] : {std::pair{out, &r.out}, std::pair{err, &r.err}}) {
+    std::rewind(f);
+    char buf[4096];
+    size_t n;
+    while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) text->append(buf, n);
+    std::fclose(f);
+  }
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("the perf tools run CUDA communicators on device buffers, checked", "[cuda_engine]") {
+  FakeCudaScope cuda;
+  ScopedEnv device("RINGCC_DEVICE", "cuda");
+  for (auto [kind, threads] :
+       {std::pair{bench::CollKind::AllReduce, "1"}, std::pair{bench::CollKind::AllGather, "2"},
+        std::pair{bench::CollKind::Broadcast, "1"}}) {
+    // 2 ranks per thread on devices 0, 1 (and 2, 3): a group per thread, data checked.
+    const PerfRun r = runPerfTool(kind,
+                                  {"-t", threads, "-g", "2", "-b", "8", "-e", "256K", "-f", "8",
+                                   "-n", "2", "-w", "1", "-c", "1"},
+                                  &cuda.driver());
+    INFO(r.out << r.err);
+    if (std::getenv("SHOW_PERF")) std::fprintf(stderr, "%s%s", r.out.c_str(), r.err.c_str());
+    CHECK(r.code == 0);
+    CHECK(r.out.find("device  1 [cuda] CUDA device memory") != std::string::npos);
+    CHECK(r.out.find("# Out of bounds values : 0 OK") != std::string::npos);
+    CHECK(r.out.find("262144") != std::string::npos);  // the last size ran
+  }
+  CHECK(cuda.kernelsRun() > 0);
+  CHECK(cuda.liveDeviceAllocs() == 0);  // the tool's buffers and the communicators' memory
 }

@@ -14,8 +14,8 @@
 #   abort             ncclCommAbort frees a kernel waiting for a peer that never calls
 #   graph             an all-reduce of 2 ranks captured into CUDA graphs and replayed
 #   reduce-copy-bw    the kernels' reduce-copy against cudaMemcpy device to device (GB/s)
-#   all-reduce-perf   all_reduce_perf on device buffers: bench/perf allocates host buffers still;
-#                     the real NCCL's all_reduce_perf, if installed, is run for reference
+#   all-reduce-perf   ringcc's all_reduce_perf on device buffers (2 ranks on GPU 0, then one per
+#                     GPU), checked; the real NCCL's all_reduce_perf, if installed, for reference
 #   torch-preload     PyTorch's NCCL process group with ringcc preloaded
 #                     (tests/gpu/torch_nccl_preload.py; "not run" without torch+CUDA)
 set -uo pipefail
@@ -85,7 +85,29 @@ else
   report reduce-copy-bw "FAILED: $out"
 fi
 
-report all-reduce-perf "FAILED (not built yet: bench/perf on device buffers, issue 12 item 6)"
+# ringcc's all_reduce_perf on device buffers (bench/perf/perf_cuda.h): 2 ranks on GPU 0 (one
+# thread, -g 2: device index mod the GPU count), then every GPU if there are several.
+ngpus=$(nvidia-smi -L 2>/dev/null | wc -l)
+[ "$ngpus" -ge 1 ] || ngpus=1
+perf_ok=1
+for g in 2 "$ngpus"; do
+  [ "$g" -ge 2 ] || continue
+  echo "ringcc all_reduce_perf -g $g (device buffers):"
+  if out=$(timeout 150 "$BUILD/bench/all_reduce_perf" -b 1M -e 256M -f 4 -g "$g" -c 1 2>&1); then
+    echo "$out" | tail -12
+    echo "$out" | grep -q 'CUDA device memory' || perf_ok=0
+    echo "$out" | grep -q 'Out of bounds values : 0 OK' || perf_ok=0
+  else
+    echo "$out" | tail -5
+    perf_ok=0
+  fi
+  [ "$ngpus" -ge 2 ] || break
+done
+if [ $perf_ok = 1 ]; then
+  report all-reduce-perf "ok: $(echo "$out" | grep 'Avg bus bandwidth')"
+else
+  report all-reduce-perf "FAILED (see above)"
+fi
 for real in /usr/local/bin/all_reduce_perf /opt/nccl-tests/build/all_reduce_perf; do
   if [ -x "$real" ]; then
     echo "real NCCL, for reference ($real):"

@@ -987,8 +987,9 @@ TEST_CASE("driver: wrong data, missing entry points, device memory, bad usage",
 
   ToolRun cuda = runTool(CollKind::AllReduce, {"-t", "2", "-b", "8", "-e", "8"},
                          ringcc::test::fakeCommApi(FakeCommKnobs{.cudaMemory = true}));
-  CHECK(cuda.code == kPerfNotImplemented);
-  CHECK(cuda.err.find("device buffers in the perf tools are not supported yet") !=
+  // A CUDA communicator where the tool has no CUDA driver to allocate device buffers with.
+  CHECK(cuda.code == kPerfCudaError);
+  CHECK(cuda.err.find("uses CUDA device memory, but the tool cannot allocate device buffers") !=
         std::string::npos);
 
   CommApi api = ringcc::test::fakeCommApi();
