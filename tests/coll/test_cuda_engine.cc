@@ -230,27 +230,46 @@ TEST_CASE("mismatched calls stop the kernels and become the communicators' async
   CHECK(cuda.liveDeviceAllocs() == 0);
 }
 
+namespace {
+
+// Two CUDA ranks on devices 0 and 1, a stream each, that ran one all-reduce together (so their
+// connections exist).
+struct ConnectedPair {
+  // Large enough that no rank can finish its part from what the other sent before it blocked.
+  static constexpr size_t kCount = size_t{1} << 20;
+  explicit ConnectedPair(FakeCudaScope& cuda)
+      : comms(2),
+        stream(cuda.newStream()),
+        other(cuda.newStream()),
+        x(kCount, 1.0f),
+        y(kCount, 1.0f) {
+    int devs[2] = {0, 1};
+    REQUIRE(ncclCommInitAll(comms.data(), 2, devs) == ncclSuccess);
+    REQUIRE(ncclGroupStart() == ncclSuccess);
+    REQUIRE(ncclAllReduce(x.data(), x.data(), kCount, ncclFloat, ncclSum, comms[0],
+                          reinterpret_cast<cudaStream_t>(stream)) == ncclSuccess);
+    REQUIRE(ncclAllReduce(y.data(), y.data(), kCount, ncclFloat, ncclSum, comms[1],
+                          reinterpret_cast<cudaStream_t>(other)) == ncclSuccess);
+    REQUIRE(ncclGroupEnd() == ncclSuccess);
+    cuda.synchronizeAll();
+    CHECK(x[0] == 2.0f);
+  }
+  std::vector<ncclComm_t> comms;
+  CuStream stream, other;
+  std::vector<float> x, y;
+};
+
+}  // namespace
+
 TEST_CASE("ncclCommAbort frees a kernel that waits for a peer that never calls", "[cuda_faults]") {
   FakeCudaScope cuda;
   ScopedEnv device("RINGCC_DEVICE", "cuda");
-  std::vector<ncclComm_t> comms(2);
-  int devs[2] = {0, 1};
-  REQUIRE(ncclCommInitAll(comms.data(), 2, devs) == ncclSuccess);
-  const CuStream stream = cuda.newStream();
-  const CuStream other = cuda.newStream();
-  // Large enough that no rank can finish its part from what the other sent before it blocked.
-  const size_t n = size_t{1} << 20;
-  std::vector<float> x(n, 1.0f), y(n, 1.0f);
-  // Once on both ranks, so that the connections exist; then only rank 0 calls: its kernel is
-  // queued and waits on rank 1 for good.
-  REQUIRE(ncclGroupStart() == ncclSuccess);
-  REQUIRE(ncclAllReduce(x.data(), x.data(), n, ncclFloat, ncclSum, comms[0],
-                        reinterpret_cast<cudaStream_t>(stream)) == ncclSuccess);
-  REQUIRE(ncclAllReduce(y.data(), y.data(), n, ncclFloat, ncclSum, comms[1],
-                        reinterpret_cast<cudaStream_t>(other)) == ncclSuccess);
-  REQUIRE(ncclGroupEnd() == ncclSuccess);
-  cuda.synchronizeAll();
-  CHECK(x[0] == 2.0f);
+  ConnectedPair p(cuda);
+  std::vector<ncclComm_t>& comms = p.comms;
+  const CuStream stream = p.stream, other = p.other;
+  const size_t n = ConnectedPair::kCount;
+  std::vector<float>&x = p.x, &y = p.y;
+  // Only rank 0 calls: its kernel is queued and waits on rank 1 for good.
   REQUIRE(ncclAllReduce(x.data(), x.data(), n, ncclFloat, ncclSum, comms[0],
                         reinterpret_cast<cudaStream_t>(stream)) == ncclSuccess);
   std::this_thread::sleep_for(std::chrono::milliseconds(50));
@@ -274,23 +293,12 @@ TEST_CASE("a kernel that waits longer than NCCL_TIMEOUT stops, and its peer's ne
   FakeCudaScope cuda;
   ScopedEnv device("RINGCC_DEVICE", "cuda");
   ScopedEnv timeout("NCCL_TIMEOUT", "300");  // read when the communicators are made
-  std::vector<ncclComm_t> comms(2);
-  int devs[2] = {0, 1};
-  REQUIRE(ncclCommInitAll(comms.data(), 2, devs) == ncclSuccess);
-  const CuStream stream = cuda.newStream();
-  const CuStream other = cuda.newStream();
-  const size_t n = size_t{1} << 20;
-  std::vector<float> x(n, 1.0f), y(n, 1.0f);
-  // Once on both ranks (the connections exist, and a wait shorter than the timeout is fine);
-  // then only rank 0 calls.
-  REQUIRE(ncclGroupStart() == ncclSuccess);
-  REQUIRE(ncclAllReduce(x.data(), x.data(), n, ncclFloat, ncclSum, comms[0],
-                        reinterpret_cast<cudaStream_t>(stream)) == ncclSuccess);
-  REQUIRE(ncclAllReduce(y.data(), y.data(), n, ncclFloat, ncclSum, comms[1],
-                        reinterpret_cast<cudaStream_t>(other)) == ncclSuccess);
-  REQUIRE(ncclGroupEnd() == ncclSuccess);
-  cuda.synchronizeAll();
-  CHECK(x[0] == 2.0f);
+  ConnectedPair p(cuda);                     // (a wait shorter than the timeout is fine)
+  std::vector<ncclComm_t>& comms = p.comms;
+  const CuStream stream = p.stream, other = p.other;
+  const size_t n = ConnectedPair::kCount;
+  std::vector<float>&x = p.x, &y = p.y;
+  // Only rank 0 calls.
   const auto start = std::chrono::steady_clock::now();
   REQUIRE(ncclAllReduce(x.data(), x.data(), n, ncclFloat, ncclSum, comms[0],
                         reinterpret_cast<cudaStream_t>(stream)) == ncclSuccess);

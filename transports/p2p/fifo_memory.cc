@@ -36,15 +36,21 @@ ncclResult_t cudaFailed(const CudaDriver& cu, CuResult r, const char* call, int 
                   cuErrorName(cu, r, name, sizeof name));
 }
 
-ncclResult_t allocDevice(const FifoLayout& l, uint64_t llBytes, uint32_t refKind, int peerRank,
-                         int channel, FifoMemory* out) {
-  const CudaDriver* cu = nullptr;
-  RINGCC_CHECK(cudaDriver(&cu, "a CUDA p2p connection"));
-  CuContext ctx = nullptr;
-  if (cu->cuCtxGetCurrent(&ctx) != kCuSuccess || ctx == nullptr)
+// The driver and the calling thread's current context, which the FIFO's memory belongs to.
+ncclResult_t driverAndContext(int peerRank, int channel, const CudaDriver** cu, CuContext* ctx) {
+  RINGCC_CHECK(cudaDriver(cu, "a CUDA p2p connection"));
+  if ((*cu)->cuCtxGetCurrent(ctx) != kCuSuccess || *ctx == nullptr)
     return failPeer(ncclInvalidUsage, peerRank, "p2p setup recv",
                     "no current CUDA context on the thread making channel %d's connection",
                     channel);
+  return ncclSuccess;
+}
+
+ncclResult_t allocDevice(const FifoLayout& l, uint64_t llBytes, uint32_t refKind, int peerRank,
+                         int channel, FifoMemory* out) {
+  const CudaDriver* cu = nullptr;
+  CuContext ctx = nullptr;
+  RINGCC_CHECK(driverAndContext(peerRank, channel, &cu, &ctx));
   CuDevicePtr dev = 0;
   CuResult r = cu->cuMemAlloc(&dev, l.total);
   if (r != kCuSuccess) return cudaFailed(*cu, r, "cuMemAlloc", peerRank, channel);
@@ -76,12 +82,8 @@ ncclResult_t allocDevice(const FifoLayout& l, uint64_t llBytes, uint32_t refKind
 ncclResult_t allocPinned(const FifoLayout& l, uint64_t llBytes, uint32_t refKind, int peerRank,
                          int channel, FifoMemory* out) {
   const CudaDriver* cu = nullptr;
-  RINGCC_CHECK(cudaDriver(&cu, "a CUDA p2p connection"));
   CuContext ctx = nullptr;
-  if (cu->cuCtxGetCurrent(&ctx) != kCuSuccess || ctx == nullptr)
-    return failPeer(ncclInvalidUsage, peerRank, "p2p setup recv",
-                    "no current CUDA context on the thread making channel %d's connection",
-                    channel);
+  RINGCC_CHECK(driverAndContext(peerRank, channel, &cu, &ctx));
   void* host = nullptr;
   CuResult r =
       cu->cuMemHostAlloc(&host, l.total, kCuMemHostAllocDeviceMap | kCuMemHostAllocPortable);
