@@ -138,8 +138,8 @@ constexpr uint32_t kLlMaxSliceBytes = 8192;
 // Smallest slice sent by reference to another process: below it, a system call per slice
 // costs more than the copy it saves (docs/benchmarks.md). References within one process
 // have no such cost and no floor. The same floor for the network (kRefNetwork): a small
-// slice's copy costs little, and a reference holds the operation until the far receiver's
-// credit comes back.
+// slice's copy costs little, and a reference holds the operation until the proxy's send of it
+// has completed.
 constexpr uint32_t kRefMinBytes = 16384;
 
 struct RunArgs {

@@ -219,10 +219,9 @@ ncclResult_t UcxLink::progress(bool* moved) {
     *moved = true;
   }
   if (int st = epStatus_.load(std::memory_order_acquire); st != 0) {
-    // What the peer said before it went still counts: a sender takes the credits that arrived
-    // and the sends that completed, so that a runner waiting for its references to be released
-    // by a receiver that consumed everything and exited ends well (it checks head before the
-    // peer's state).
+    // What happened before the endpoint failed still counts: a sender publishes the sends
+    // that completed (head: a runner waiting for its references ends well if they all left)
+    // and takes the credits that arrived (consumed(), which its Connector's close waits for).
     if (side_ == ConnSide::Send && takeCredits(moved) == ncclSuccess)
       (void)finishSends(/*quiet=*/true, moved);
     // Logged at INFO only: a peer that exits after its last operation ends its connections
