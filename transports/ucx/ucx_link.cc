@@ -394,9 +394,9 @@ bool UcxLink::release(std::chrono::steady_clock::time_point now) {
     // Tell the peer (best effort: it may be gone), so its waits end at once with Closed.
     if (!started_ && !peerAddress_.empty()) (void)start();
     if (ep_ && epStatus_.load() == 0) {
-      // A receiver's last head first (messages of one endpoint arrive in order): a sender
-      // whose runner published slices by reference waits for it before its operation ends,
-      // and this side may have consumed the last slots after its last credit left.
+      // A receiver's last head first (messages of one endpoint arrive in order): this side
+      // may have consumed the last slots after its last credit left, and the sender's
+      // Connector, closing, waits until the credits reach its tail (drained()).
       lastCredit_ = loadCounter(&control_->head);
       if (side_ == ConnSide::Recv && lastCredit_ != credit_) {
         void* r =
