@@ -17,6 +17,7 @@ namespace ringcc {
 namespace {
 using Clock = std::chrono::steady_clock;
 constexpr int kReadsPerRound = 16;  // per connection and poll round: keeps the others served
+
 }  // namespace
 
 struct Inbox::Conn {
@@ -156,12 +157,20 @@ void Inbox::acceptAll() {
     size_t pending = std::count_if(conns_.begin(), conns_.end(),
                                    [](const Conn& c) { return !c.dead && !c.authed; });
     if (pending >= wire::kMaxPendingConnections) {
+      // Drop the oldest connection that has sent nothing yet: a rank sends its header as soon
+      // as it connects, so under a flood of silent connections the peer's is the one with
+      // bytes waiting, and it must not be dropped before the loop reads them (this loop can
+      // accept hundreds before that). Only if every pending one has sent something, the oldest.
+      Conn* victim = nullptr;
       for (Conn& c : conns_) {
-        if (!c.dead && !c.authed) {
-          endConn(c, "is one of too many connections without a header", true);
+        if (c.dead || c.authed) continue;
+        if (victim == nullptr) victim = &c;
+        if (!c.sock.hasBytesWaiting()) {
+          victim = &c;
           break;
         }
       }
+      if (victim) endConn(*victim, "is one of too many connections without a header", true);
     }
     Conn c;
     c.sock = std::move(s);

@@ -138,8 +138,15 @@ void RootServer::accept(Clock::time_point now) {
     }
     if (!s.valid()) return;
     if (pending_.size() >= wire::kMaxPendingConnections) {
-      auto oldest =
-          std::find_if(pending_.begin(), pending_.end(), [](const Pending& p) { return !p.dead; });
+      // The oldest that has sent nothing yet: a rank sends its hello as soon as it connects,
+      // so under a flood of silent connections its bytes are waiting, and it must not be
+      // dropped before they are read (this loop can accept hundreds first). If every pending
+      // one has sent something, the oldest.
+      auto live = [](const Pending& p) { return !p.dead; };
+      auto oldest = std::find_if(pending_.begin(), pending_.end(), [&](const Pending& p) {
+        return live(p) && !p.sock.hasBytesWaiting();
+      });
+      if (oldest == pending_.end()) oldest = std::find_if(pending_.begin(), pending_.end(), live);
       if (oldest != pending_.end()) {
         LOG_WARN("bootstrap root: too many connections without a hello; dropping %s",
                  oldest->sock.label().c_str());

@@ -5,6 +5,7 @@
 #include <netdb.h>
 #include <netinet/tcp.h>
 #include <poll.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -300,6 +301,11 @@ Socket& Socket::operator=(Socket&& o) noexcept {
 void Socket::close() {
   if (fd_ >= 0) ::close(fd_);
   fd_ = -1;
+}
+
+bool Socket::hasBytesWaiting() const {
+  char b;
+  return fd_ >= 0 && ::recv(fd_, &b, 1, MSG_PEEK | MSG_DONTWAIT) > 0;
 }
 
 SocketAddress Socket::localAddress() const {

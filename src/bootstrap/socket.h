@@ -109,6 +109,8 @@ class Socket {
   int fd() const { return fd_; }
   bool valid() const { return fd_ >= 0; }
   void close();
+  // Whether bytes wait to be read (peeked, not taken; never blocks).
+  bool hasBytesWaiting() const;
   // Gives up ownership: returns the descriptor, which the caller must close.
   int release() {
     int fd = fd_;
