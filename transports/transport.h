@@ -64,7 +64,9 @@
 // proxy can read; the proxy sleeps on it (fifo_host.h) when it has nothing to move, and whoever
 // publishes a counter on the connection (tail on the send side, head on the receive side) also
 // bumps the doorbell and wakes it. p2p and shm leave it null: their peer sleeps on the FIFO
-// counters themselves.
+// counters themselves. A CUDA rank's kernel cannot wake a host thread: its connections leave
+// the doorbell null and answer fedByDevice(), and the proxy polls them (the CUDA engine wakes
+// it once per launch that uses them).
 //
 // Errors. Bad specs return ncclInvalidArgument; an info made by another transport, layout
 // version or side, for another process, or for another geometry ncclInvalidUsage; a peer that
@@ -274,6 +276,11 @@ class Connector {
   // Whether a proxy thread must call progress() for data to move (see "Progress" above).
   // Constant for the Connector's lifetime. p2p and shm: false.
   virtual bool needsProgress() const { return false; }
+
+  // Whether this side's runner is a CUDA kernel, which publishes counters in host-mapped
+  // memory but cannot ring a doorbell (its view's doorbell is null): the proxy must then look
+  // at the counters itself, napping briefly instead of sleeping (src/proxy). Constant.
+  virtual bool fedByDevice() const { return false; }
 
   // Moves what can be moved now without waiting (posts sends of filled slots, completes
   // received ones) and sets *moved if anything changed, so the proxy knows whether to poll

@@ -76,6 +76,8 @@ bool resolve(void* lib, CudaDriver* t, std::string* missing) {
   get(t->cuStreamWaitEvent, "cuStreamWaitEvent");
   get(t->cuCtxEnablePeerAccess, "cuCtxEnablePeerAccess");
   get(t->cuDeviceCanAccessPeer, "cuDeviceCanAccessPeer");
+  get(t->cuMemHostRegister, "cuMemHostRegister_v2");
+  get(t->cuMemHostUnregister, "cuMemHostUnregister");
   return ok;
 }
 

@@ -40,6 +40,8 @@ constexpr unsigned kCuMemoryTypeUnified = 4;
 constexpr int kCuStreamCaptureStatusNone = 0;        // CUstreamCaptureStatus
 constexpr unsigned kCuMemHostAllocDeviceMap = 0x02;  // CU_MEMHOSTALLOC_DEVICEMAP
 constexpr unsigned kCuMemHostAllocPortable = 0x01;   // CU_MEMHOSTALLOC_PORTABLE
+constexpr unsigned kCuMemHostRegisterPortable = 0x01;   // CU_MEMHOSTREGISTER_PORTABLE
+constexpr unsigned kCuMemHostRegisterDeviceMap = 0x02;  // CU_MEMHOSTREGISTER_DEVICEMAP
 constexpr unsigned kCuStreamNonBlocking = 0x1;       // CU_STREAM_NON_BLOCKING
 constexpr unsigned kCuEventDisableTiming = 0x2;      // CU_EVENT_DISABLE_TIMING
 constexpr CuResult kCuErrorPeerAccessAlreadyEnabled = 704;
@@ -88,6 +90,10 @@ struct CudaDriver {
   CuResult (*cuStreamWaitEvent)(CuStream stream, CuEvent event, unsigned flags) = nullptr;
   CuResult (*cuCtxEnablePeerAccess)(CuContext peer, unsigned flags) = nullptr;
   CuResult (*cuDeviceCanAccessPeer)(int* can, CuDevice dev, CuDevice peer) = nullptr;
+  // Host memory that another process shares (a shm segment) or that a proxy moves (a network
+  // FIFO), made reachable for kernels: transports/host_mapped.h.
+  CuResult (*cuMemHostRegister)(void* ptr, size_t bytes, unsigned flags) = nullptr;
+  CuResult (*cuMemHostUnregister)(void* ptr) = nullptr;
 };
 
 // The driver, loading it (and calling cuInit) on first need. On failure *out is null and the

@@ -9,6 +9,7 @@
 #include "src/core/log.h"
 #include "src/core/param.h"
 #include "src/cuda/kernel_module.h"
+#include "src/proxy/proxy.h"
 #include "src/exec/engine_setup.h"
 
 namespace ringcc {
@@ -198,8 +199,11 @@ ncclResult_t CudaEngine::launchBatch(std::span<const CollArgs> ops, CuStream str
   planPortKeys(plan_, &keys_);
   RINGCC_CHECK(conns_.ensure(keys_, &abortOps_, timeoutMs_));
   if (views_.size() < plan_.nJobs) views_.resize(plan_.nJobs);
-  for (size_t j = 0; j < plan_.nJobs; ++j)
+  bool proxyFed = false;  // a connection the proxy must watch for our kernels (ucx)
+  for (size_t j = 0; j < plan_.nJobs; ++j) {
     RINGCC_CHECK(bindPorts(conns_, plan_.jobs[j], &views_[j], &connectors_));
+    for (const Connector* c : connectors_) proxyFed |= c->fedByDevice();
+  }
 
   const std::span<const PlanJob> jobs(plan_.jobs.data(), plan_.nJobs);
   LaunchContext lc;
@@ -230,6 +234,8 @@ ncclResult_t CudaEngine::launchBatch(std::span<const CollArgs> ops, CuStream str
   }
   r = cu_.cuEventRecord(lastEvent_, stream);
   if (r != kCuSuccess) return cudaFailed(r, "cuEventRecord");
+  // The kernels cannot wake the proxy; this tells it to watch their connections closely now.
+  if (proxyFed) Proxy::get().wake();
   launched_ = true;
   lastStream_ = stream;
   LOG_TRACE(kLogColl, "cuda: %zu jobs in %zu launches on stream %p", plan_.nJobs, args_.size(),

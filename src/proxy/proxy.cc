@@ -24,6 +24,12 @@ constexpr int kIdleSweepsBeforeSleep = 200;
 constexpr int kMaxSleepMs = 100;
 // Longest sleep with no connector registered (a process whose communicators are gone).
 constexpr int kIdleSleepMs = 1000;
+// With connectors fed by kernels (proxy.h): the nap while they are active (a kernel's step
+// waits at most this long for the proxy to notice it), how long after the last movement or
+// wake-up they count as active, and the nap after that.
+constexpr auto kDeviceNap = std::chrono::microseconds(50);
+constexpr auto kDeviceActive = std::chrono::seconds(1);
+constexpr auto kDeviceIdleNap = std::chrono::milliseconds(10);
 
 std::atomic_ref<uint32_t> waitersOf(FifoCounter* c) {
   return std::atomic_ref<uint32_t>(c->waiters);
@@ -84,6 +90,7 @@ void Proxy::add(Connector* c) {
   {
     std::lock_guard<std::mutex> lock(mu_);
     conns_.push_back(c);
+    if (c->fedByDevice()) ++deviceFed_;
     startLocked();
   }
   wake();
@@ -91,7 +98,10 @@ void Proxy::add(Connector* c) {
 
 void Proxy::remove(Connector* c) {
   std::lock_guard<std::mutex> lock(mu_);
-  conns_.erase(std::remove(conns_.begin(), conns_.end(), c), conns_.end());
+  auto it = std::find(conns_.begin(), conns_.end(), c);
+  if (it == conns_.end()) return;
+  if (c->fedByDevice()) --deviceFed_;
+  conns_.erase(it);
 }
 
 void Proxy::addSource(WakeSource* s) {
@@ -154,6 +164,7 @@ bool Proxy::sweep() {
     bool m = false;
     if (conns_[i]->progress(&m) != ncclSuccess) {
       // Logged by the transport, which now reports the failure through peerState().
+      if (conns_[i]->fedByDevice()) --deviceFed_;
       conns_.erase(conns_.begin() + static_cast<std::ptrdiff_t>(i));
       moved = true;
       continue;
@@ -167,11 +178,13 @@ bool Proxy::sweep() {
 void Proxy::run() {
   int idle = 0;
   std::vector<pollfd> fds;
+  auto lastActive = std::chrono::steady_clock::now();  // moved or woken (for kernel-fed links)
   for (;;) {
     std::unique_lock<std::mutex> lock(mu_);
     if (stop_) return;
     if (sweep()) {
       idle = 0;
+      if (deviceFed_ > 0) lastActive = std::chrono::steady_clock::now();
       continue;
     }
     if (++idle < kIdleSweepsBeforeSleep) {
@@ -196,15 +209,28 @@ void Proxy::run() {
         blind = true;
     }
     if (sleep) ++sleeps_;
-    // With no connector to serve, nothing waits on a missed wake-up: sleep longer.
-    const int timeoutMs = blind ? 1 : conns_.empty() ? kIdleSleepMs : kMaxSleepMs;
+    // With no connector to serve, nothing waits on a missed wake-up: sleep longer. Kernels
+    // publish without waking us: nap (proxy.h).
+    std::chrono::microseconds timeout = std::chrono::milliseconds(
+        blind ? 1 : conns_.empty() ? kIdleSleepMs : kMaxSleepMs);
+    if (deviceFed_ > 0)
+      timeout = std::chrono::steady_clock::now() - lastActive < kDeviceActive
+                    ? kDeviceNap
+                    : std::chrono::microseconds(kDeviceIdleNap);
     lock.unlock();
-    if (sleep) poll(fds.data(), fds.size(), timeoutMs);
+    if (sleep) {
+      const timespec ts{static_cast<time_t>(timeout.count() / 1000000),
+                        static_cast<long>(timeout.count() % 1000000) * 1000};
+      ppoll(fds.data(), fds.size(), &ts, nullptr);
+    }
     waitersOf(&doorbell_).fetch_sub(1, std::memory_order_seq_cst);
     if (eventFd_ >= 0) {
       uint64_t drained;
       ssize_t n = read(eventFd_, &drained, sizeof(drained));  // non-blocking
-      if (sleep && n == sizeof(drained)) doorbellWakes_.fetch_add(1, std::memory_order_relaxed);
+      if (sleep && n == sizeof(drained)) {
+        doorbellWakes_.fetch_add(1, std::memory_order_relaxed);
+        lastActive = std::chrono::steady_clock::now();
+      }
     }
     idle = 0;
   }

@@ -10,6 +10,10 @@
 // the doorbell's `waiters` before its last sweep and keeps it raised while it sleeps, so a
 // publish after that sweep always writes the eventfd (fifo_host.h's handshake). Network
 // events wake it through the source's fd, armed (WakeSource::arm) after that same sweep.
+// A kernel cannot ring the doorbell: while connectors fed by kernels are registered
+// (Connector::fedByDevice), the proxy naps kDeviceNap instead of sleeping, for a second after
+// anything last moved or woke it (the CUDA engine wakes it at each launch that uses such
+// connectors), then kDeviceIdleNap.
 //
 // Threads: add/remove/addSource/removeSource from any thread. A sweep runs under the proxy's
 // lock, so once remove(c) returns, c->progress() is not running and never runs again; the
@@ -85,6 +89,7 @@ class Proxy {
 
   mutable std::mutex mu_;
   std::vector<Connector*> conns_;
+  int deviceFed_ = 0;  // connectors in conns_ whose runner is a kernel (Connector::fedByDevice)
   std::vector<WakeSource*> sources_;
   std::thread thread_;
   bool stop_ = false;

@@ -398,3 +398,90 @@ TEST_CASE("the perf tools run CUDA communicators on device buffers, checked", "[
   CHECK(cuda.kernelsRun() > 0);
   CHECK(cuda.liveDeviceAllocs() == 0);  // the tool's buffers and the communicators' memory
 }
+
+namespace {
+
+// One CUDA rank in a forked process (its own emulated driver, device rank % 4), running
+// `cases` on a stream of its own; returns how many failed (printed). While the communicator
+// lives its connections' host memory is registered for the "GPU" (shm segments, UCX FIFOs),
+// and destroying it unregisters every range.
+int cudaRankProcess(int rank, int nranks, const ncclUniqueId& id,
+                    const std::vector<CollCase>& cases) {
+  FakeCudaScope cuda;
+  setenv("RINGCC_DEVICE", "cuda", 1);
+  CuContext ctx = nullptr;
+  if (cuda.driver().cuDevicePrimaryCtxRetain(&ctx, rank % 4) != kCuSuccess ||
+      cuda.driver().cuCtxSetCurrent(ctx) != kCuSuccess)
+    return 100;
+  ncclComm_t comm = nullptr;
+  if (ncclCommInitRank(&comm, nranks, id, rank) != ncclSuccess) return 10;
+  const auto stream = reinterpret_cast<cudaStream_t>(cuda.newStream());
+  int bad = 0;
+  for (const CollCase& c : cases) {
+    const CaseData data(c, nranks);
+    CollRank me(data, rank, comm);
+    me.setStream(stream);
+    const ncclResult_t r = me.issue();
+    cuda.synchronizeAll();
+    ncclResult_t async = ncclInternalError;
+    ncclCommGetAsyncError(comm, &async);
+    std::string why = r != ncclSuccess       ? std::string("returned ") + ncclGetErrorString(r)
+                      : async != ncclSuccess ? std::string("async ") + ncclGetErrorString(async)
+                                             : me.check();
+    if (!why.empty()) {
+      std::fprintf(stderr, "[cuda procs] %s rank %d: %s\n", c.describe(nranks).c_str(), rank,
+                   why.c_str());
+      ++bad;
+      break;  // the others may now wait for this rank
+    }
+  }
+  if (cuda.liveHostRegistrations() == 0) {
+    std::fprintf(stderr, "[cuda procs] rank %d: no host memory was registered\n", rank);
+    ++bad;
+  }
+  if (ncclCommDestroy(comm) != ncclSuccess) ++bad;
+  if (cuda.liveHostRegistrations() != 0 || cuda.liveDeviceAllocs() != 0) {
+    std::fprintf(stderr, "[cuda procs] rank %d: %zu registrations, %zu device blocks left\n",
+                 rank, cuda.liveHostRegistrations(), cuda.liveDeviceAllocs());
+    ++bad;
+  }
+  return bad;
+}
+
+std::vector<CollCase> everyCollective(int root, uint64_t seed) {
+  std::vector<CollCase> cases;
+  for (Coll coll : kAllColls)
+    for (size_t count : {size_t{1}, size_t{70001}}) {
+      CollCase c;
+      c.coll = coll;
+      c.type = count == 1 ? ncclBfloat16 : ncclFloat32;
+      c.op = collReduces(coll) ? Op::Sum : Op::Copy;
+      c.count = count;
+      c.root = root;
+      c.inPlace = count == 1;
+      c.seed = seed++;
+      cases.push_back(c);
+    }
+  return cases;
+}
+
+}  // namespace
+
+// Forked ranks: this group's process starts no thread before it forks (tests/support/ranks.h).
+TEST_CASE("CUDA ranks in different processes share shm segments mapped for their GPUs",
+          "[cuda_procs]") {
+  const int n = 3;
+  const std::vector<CollCase> cases = everyCollective(n - 1, 70);
+  const ncclUniqueId id = newUniqueId();
+  CHECK(runProcesses(n, [&](int rank) { return cudaRankProcess(rank, n, id, cases); }) == 0);
+}
+
+TEST_CASE("CUDA ranks across a network stage through host memory that the proxy moves",
+          "[cuda_procs]") {
+  ScopedEnv net("NCCL_NET", "ucx");  // every connection over UCX, on loopback
+  ScopedEnv devices("UCX_NET_DEVICES", "lo");
+  const int n = 2;
+  const std::vector<CollCase> cases = everyCollective(1, 90);
+  const ncclUniqueId id = newUniqueId();
+  CHECK(runProcesses(n, [&](int rank) { return cudaRankProcess(rank, n, id, cases); }) == 0);
+}

@@ -16,6 +16,8 @@
 #   reduce-copy-bw    the kernels' reduce-copy against cudaMemcpy device to device (GB/s)
 #   all-reduce-perf   ringcc's all_reduce_perf on device buffers (2 ranks on GPU 0, then one per
 #                     GPU), checked; the real NCCL's all_reduce_perf, if installed, for reference
+#   processes         all_reduce_perf in 2 processes (ringcc-run) on device buffers: CUDA ranks
+#                     of different processes over shm segments mapped for the GPU, checked
 #   torch-preload     PyTorch's NCCL process group with ringcc preloaded
 #                     (tests/gpu/torch_nccl_preload.py; "not run" without torch+CUDA)
 set -uo pipefail
@@ -59,7 +61,7 @@ else
   report cuda-unit "FAILED ($BUILD/meson-logs/testlog.txt)"
 fi
 if timeout 300 meson test -C "$BUILD" "cuda_engine [cuda_engine]" "cuda_engine [cuda_faults]" \
-     >/dev/null; then
+     "cuda_engine [cuda_procs]" >/dev/null; then
   report cuda-engine ok
 else
   report cuda-engine "FAILED ($BUILD/meson-logs/testlog.txt)"
@@ -107,6 +109,18 @@ if [ $perf_ok = 1 ]; then
   report all-reduce-perf "ok: $(echo "$out" | grep 'Avg bus bandwidth')"
 else
   report all-reduce-perf "FAILED (see above)"
+fi
+# Two processes, one rank each (GPU (rank) mod the GPU count: both on GPU 0 with one GPU).
+echo "ringcc all_reduce_perf, 2 processes (device buffers):"
+if out=$(timeout 150 "$BUILD/bench/ringcc-run" -n 2 "$BUILD/bench/all_reduce_perf" -b 8 -e 64M \
+           -f 8 -c 1 2>&1) &&
+   echo "$out" | grep -q 'CUDA device memory' &&
+   echo "$out" | grep -q 'Out of bounds values : 0 OK'; then
+  echo "$out" | tail -12
+  report processes "ok: $(echo "$out" | grep 'Avg bus bandwidth')"
+else
+  echo "$out" | tail -8
+  report processes "FAILED (see above)"
 fi
 for real in /usr/local/bin/all_reduce_perf /opt/nccl-tests/build/all_reduce_perf; do
   if [ -x "$real" ]; then

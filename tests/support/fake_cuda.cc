@@ -146,6 +146,30 @@ thread_local CuContext tCurrent = nullptr;
 std::atomic<bool> gNoPeerAccess{false};  // FakeCudaScope::disablePeerAccess
 std::atomic<size_t> gLiveHostAllocs{0};  // cuMemHostAlloc blocks not freed yet
 
+// Host memory the "GPU" may address: cuMemHostAlloc blocks and cuMemHostRegister ranges, so
+// that cuMemHostGetDevicePointer fails, as the driver does, on memory that is neither.
+struct MappedHost {
+  std::mutex mu;
+  std::map<uintptr_t, size_t> allocs;      // base -> bytes
+  std::map<uintptr_t, size_t> registered;  // base -> bytes
+  static bool inside(const std::map<uintptr_t, size_t>& m, uintptr_t p) {
+    auto it = m.upper_bound(p);
+    if (it == m.begin()) return false;
+    --it;
+    return p < it->first + it->second;
+  }
+  bool overlapsRegistered(uintptr_t p, size_t bytes) {
+    auto it = registered.lower_bound(p + bytes);
+    if (it == registered.begin()) return false;
+    --it;
+    return it->first + it->second > p;
+  }
+};
+MappedHost& mappedHost() {
+  static MappedHost* m = new MappedHost;  // frees may come after the scope
+  return *m;
+}
+
 int deviceOf(CuContext ctx) {
   return static_cast<int>(reinterpret_cast<uintptr_t>(ctx) - kContextBase);
 }
@@ -245,16 +269,45 @@ CudaDriver makeTable() {
   };
   d.cuMemHostAlloc = [](void** p, size_t bytes, unsigned) -> CuResult {
     *p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
-    if (*p != nullptr) ++gLiveHostAllocs;
-    return *p ? kCuSuccess : 2;
+    if (*p == nullptr) return 2;
+    ++gLiveHostAllocs;
+    std::lock_guard<std::mutex> lock(mappedHost().mu);
+    mappedHost().allocs[reinterpret_cast<uintptr_t>(*p)] = bytes;
+    return kCuSuccess;
   };
-  d.cuMemHostGetDevicePointer = [](CuDevicePtr* dptr, void* host, unsigned) {
+  d.cuMemHostGetDevicePointer = [](CuDevicePtr* dptr, void* host, unsigned) -> CuResult {
+    MappedHost& m = mappedHost();
+    std::lock_guard<std::mutex> lock(m.mu);
+    const auto p = reinterpret_cast<uintptr_t>(host);
+    if (!MappedHost::inside(m.allocs, p) && !MappedHost::inside(m.registered, p))
+      return 1;  // CUDA_ERROR_INVALID_VALUE: not memory the driver maps
     *dptr = reinterpret_cast<CuDevicePtr>(host);
     return kCuSuccess;
   };
   d.cuMemFreeHost = [](void* p) {
+    {
+      std::lock_guard<std::mutex> lock(mappedHost().mu);
+      mappedHost().allocs.erase(reinterpret_cast<uintptr_t>(p));
+    }
     std::free(p);
     --gLiveHostAllocs;
+    return kCuSuccess;
+  };
+  d.cuMemHostRegister = [](void* host, size_t bytes, unsigned flags) -> CuResult {
+    if (host == nullptr || bytes == 0 || (flags & kCuMemHostRegisterDeviceMap) == 0)
+      return 1;  // CUDA_ERROR_INVALID_VALUE (ringcc always asks for a device mapping)
+    MappedHost& m = mappedHost();
+    std::lock_guard<std::mutex> lock(m.mu);
+    const auto p = reinterpret_cast<uintptr_t>(host);
+    if (m.overlapsRegistered(p, bytes)) return 712;  // CUDA_ERROR_HOST_MEMORY_ALREADY_REGISTERED
+    m.registered[p] = bytes;
+    return kCuSuccess;
+  };
+  d.cuMemHostUnregister = [](void* host) -> CuResult {
+    MappedHost& m = mappedHost();
+    std::lock_guard<std::mutex> lock(m.mu);
+    if (m.registered.erase(reinterpret_cast<uintptr_t>(host)) == 0)
+      return 713;  // CUDA_ERROR_HOST_MEMORY_NOT_REGISTERED
     return kCuSuccess;
   };
   d.cuStreamQuery = [](CuStream s) {
@@ -386,6 +439,11 @@ void FakeCudaScope::disablePeerAccess() { gNoPeerAccess = true; }
 size_t FakeCudaScope::peerAccessCalls() const { return gState->peerAccessCalls.load(); }
 
 size_t FakeCudaScope::liveHostAllocs() const { return gLiveHostAllocs.load(); }
+
+size_t FakeCudaScope::liveHostRegistrations() const {
+  std::lock_guard<std::mutex> lock(mappedHost().mu);
+  return mappedHost().registered.size();
+}
 
 size_t FakeCudaScope::liveDeviceAllocs() const {
   std::lock_guard<std::mutex> lock(gState->mu);

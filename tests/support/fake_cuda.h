@@ -6,7 +6,9 @@
 //
 //   contexts   device d's primary context is 0x1000 + d (d < 4); current per thread
 //   memory     cuMemAlloc / cuMemHostAlloc are host allocations; a pointer inside a
-//              cuMemAlloc block is device memory, any other is page-locked host memory
+//              cuMemAlloc block is device memory, any other is page-locked host memory;
+//              cuMemHostGetDevicePointer answers only inside a cuMemHostAlloc block or a
+//              cuMemHostRegister range (DEVICEMAP), as the driver does
 //   streams    each stream (the legacy default stream too) is a host thread running its
 //              tasks in order: kernel launches, async copies and memsets, event records and
 //              waits; cuStreamSynchronize waits until its queue is empty
@@ -45,6 +47,7 @@ class FakeCudaScope {
   size_t kernelsRun() const;        // launches that ran to their end
   size_t liveDeviceAllocs() const;  // cuMemAlloc blocks not freed yet
   size_t liveHostAllocs() const;    // cuMemHostAlloc blocks not freed yet
+  size_t liveHostRegistrations() const;  // cuMemHostRegister ranges not unregistered yet
   size_t peerAccessCalls() const;   // cuCtxEnablePeerAccess calls
 };
 

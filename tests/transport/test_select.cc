@@ -79,7 +79,17 @@ TEST_CASE("selection: p2p in one process, shm on one host, ucx between hosts", "
     CHECK(log.contains("rank 1"));
     CHECK(log.contains("p2p: not the same process"));
     CHECK(log.contains("shm: not the same host"));
-    CHECK(log.contains("ucx: device memory"));
+    CHECK(log.contains("ucx: one rank uses host memory, the other device memory"));
+  }
+  {
+    // CUDA ranks on both ends: shm (mapped for the GPU) on one host, ucx (staged) across hosts.
+    PeerInfo gpuSelf = self, gpuOtherProc = otherProc, gpuOtherHost = otherHost;
+    for (PeerInfo* p : {&gpuSelf, &gpuOtherProc, &gpuOtherHost}) {
+      p->memory = MemoryKind::Cuda;
+      p->cudaDev = 0;
+    }
+    CHECK(selected(gpuSelf, gpuOtherProc) == "shm");
+    CHECK(selected(gpuSelf, gpuOtherHost) == "ucx");
   }
   CHECK(selectTransport(self, sameProc, nullptr) == ncclInvalidArgument);
 }

@@ -12,6 +12,7 @@
 #include "src/core/param.h"
 #include "transports/fifo_host.h"
 #include "transports/fifo_layout.h"
+#include "transports/host_mapped.h"
 #include "transports/peer_read.h"
 #include "transports/shm/process_watch.h"
 #include "transports/shm/shm_segment.h"
@@ -46,11 +47,21 @@ std::atomic_ref<uint32_t> closedRef(ShmHeader* h, ConnSide s) {
   return std::atomic_ref<uint32_t>(h->closed[static_cast<int>(s)]);
 }
 
-ConnectorView viewOf(const ShmSegment& seg) {
+// The FIFO of `seg` as seen at `base`: the segment's own (host) address, or its device
+// address for a CUDA rank's kernels.
+ConnectorView viewOf(const ShmSegment& seg, char* base = nullptr) {
   auto* h = static_cast<ShmHeader*>(seg.base());
   const FifoLayout l{h->controlOffset, h->slotsOffset, h->llSlotsOffset, 0};
   const ConnGeometry g{h->nSlots, h->slotBytes, h->llSlotBytes, 0};
-  return fifoView(static_cast<char*>(seg.base()), l, g);
+  return fifoView(base != nullptr ? base : static_cast<char*>(seg.base()), l, g);
+}
+
+// A CUDA rank's kernels reach the segment through a registration (transports/host_mapped.h);
+// a host rank needs none.
+ncclResult_t mapForKernels(const ConnSpec& spec, const ShmSegment& seg, const char* where,
+                           HostMapping* out) {
+  if (spec.self.memory != MemoryKind::Cuda) return ncclSuccess;
+  return HostMapping::map(seg.base(), seg.size(), spec.peer.rank, spec.channel, where, out);
 }
 
 // One side's mapping of a segment. Releasing it (destruction) tells the other side through its
@@ -80,10 +91,13 @@ class ShmSide {
 class ShmConnector final : public Connector {
  public:
   // refPid (receive side): the sender's pid when this side reads its references, else 0.
-  ShmConnector(ConnSide side, int peerRank, ShmSide mapping, ProcessWatch watch, int refPid = 0)
-      : Connector(side, peerRank, viewOf(mapping.segment())),
+  // device: the segment's registration for a CUDA rank (the view then holds device addresses).
+  ShmConnector(ConnSide side, int peerRank, ShmSide mapping, ProcessWatch watch,
+               HostMapping device, int refPid = 0)
+      : Connector(side, peerRank, viewOf(mapping.segment(), device.device())),
         mapping_(std::move(mapping)),
-        watch_(std::move(watch)) {
+        watch_(std::move(watch)),
+        device_(std::move(device)) {
     if (refPid > 0) {
       view_.refPid = refPid;
       // Published once, before this side's first head moves; the sender reads it per slice.
@@ -105,6 +119,7 @@ class ShmConnector final : public Connector {
  private:
   ShmSide mapping_;
   ProcessWatch watch_;
+  HostMapping device_;  // released first: the segment stays mapped until ShmSide goes
 };
 
 // Pids only name the same process within one pid namespace.
@@ -116,8 +131,10 @@ ProcessWatch watchPeer(const ConnSpec& spec, int32_t pid) {
 // Receiver between setup and connect: owns the segment (its name waits for the sender).
 class ShmPendingRecv final : public PendingConnection {
  public:
-  ShmPendingRecv(const ConnSpec& spec, ShmSegment seg)
-      : PendingConnection(ConnSide::Recv, spec), mapping_(std::move(seg), ConnSide::Recv) {}
+  ShmPendingRecv(const ConnSpec& spec, ShmSegment seg, HostMapping device)
+      : PendingConnection(ConnSide::Recv, spec),
+        mapping_(std::move(seg), ConnSide::Recv),
+        device_(std::move(device)) {}
 
  protected:
   ncclResult_t connectImpl(const ConnInfo& remote, std::unique_ptr<Connector>* conn) override {
@@ -126,13 +143,16 @@ class ShmPendingRecv final : public PendingConnection {
     RINGCC_CHECK(unpackConnInfo(remote, "shm", kShmInfoVersion, ConnSide::Send, &s,
                                 spec().peer.rank, where));
     RINGCC_CHECK(checkConnGeometry(spec(), s.geometry, where));
-    // References need the sender's pid in our namespace and the right to read its memory.
-    const bool refs = spec().self.pidNamespace == spec().peer.pidNamespace &&
+    // References need host memory (a kernel cannot follow one into another process), the
+    // sender's pid in our namespace and the right to read its memory.
+    const bool refs = spec().self.memory == MemoryKind::Host &&
+                      spec().self.pidNamespace == spec().peer.pidNamespace &&
                       paramInt("SHM_REFS") != 0 &&
                       peerReadWorks(s.sendPid, s.probeAddr, s.probeValue);
     // Watch the sender from now: it is alive (it just sent its info).
     *conn = std::make_unique<ShmConnector>(ConnSide::Recv, spec().peer.rank, std::move(mapping_),
-                                           watchPeer(spec(), s.sendPid), refs ? s.sendPid : 0);
+                                           watchPeer(spec(), s.sendPid), std::move(device_),
+                                           refs ? s.sendPid : 0);
     LOG_INFO(kLogShm | kLogInit, "shm: channel %d recv from rank %d: references %s", spec().channel,
              spec().peer.rank, refs ? "read with process_vm_readv" : "off");
     return ncclSuccess;
@@ -140,6 +160,7 @@ class ShmPendingRecv final : public PendingConnection {
 
  private:
   ShmSide mapping_;
+  HostMapping device_;
 };
 
 // Sender between setup and connect: holds nothing; it attaches in connect.
@@ -173,11 +194,14 @@ class ShmPendingSend final : public PendingConnection {
         h->slotsOffset != l.slotsOffset || h->llSlotsOffset != l.llSlotsOffset)
       return failPeer(ncclInvalidUsage, peer, where,
                       "segment %s does not hold the FIFO its info describes", r.name);
+    HostMapping device;
+    RINGCC_CHECK(mapForKernels(spec(), seg, where, &device));
     h->sendPid = static_cast<int32_t>(getpid());
-    LOG_INFO(kLogShm | kLogInit, "shm: channel %d send to rank %d: attached %s", spec().channel,
-             peer, r.name);
-    *conn = std::make_unique<ShmConnector>(
-        ConnSide::Send, peer, ShmSide(std::move(seg), ConnSide::Send), std::move(watch));
+    LOG_INFO(kLogShm | kLogInit, "shm: channel %d send to rank %d: attached %s%s", spec().channel,
+             peer, r.name, device.mapped() ? " (mapped for the GPU)" : "");
+    *conn = std::make_unique<ShmConnector>(ConnSide::Send, peer,
+                                           ShmSide(std::move(seg), ConnSide::Send),
+                                           std::move(watch), std::move(device));
     return ncclSuccess;
   }
 };
@@ -191,8 +215,9 @@ class ShmTransport final : public Transport {
       if (why) *why = "not the same host";
       return false;
     }
-    if (self.memory != MemoryKind::Host || peer.memory != MemoryKind::Host) {
-      if (why) *why = "device memory needs host-mapped shm (not available yet)";
+    // CUDA ranks map the segment for their kernels; one of each kind share no communicator.
+    if (self.memory != peer.memory) {
+      if (why) *why = "one rank uses host memory, the other device memory";
       return false;
     }
     return true;
@@ -237,16 +262,20 @@ class ShmTransport final : public Transport {
     h->slotsOffset = l.slotsOffset;
     h->llSlotsOffset = l.llSlotsOffset;
 
+    HostMapping device;
+    RINGCC_CHECK(mapForKernels(spec, seg, "shm setup recv", &device));
+
     ShmRecvInfo r{};
     std::snprintf(r.name, sizeof(r.name), "%s", seg.name());
     r.bytes = l.total;
     r.geometry = connGeometry(spec);
     r.recvPid = h->recvPid;
-    LOG_INFO(kLogShm | kLogInit, "shm: channel %d recv from rank %d: %s, %u x %u bytes (LL %u)",
-             spec.channel, spec.peer.rank, seg.name(), spec.nSlots, spec.slotBytes,
-             spec.llSlotBytes);
+    LOG_INFO(kLogShm | kLogInit,
+             "shm: channel %d recv from rank %d: %s, %u x %u bytes (LL %u)%s", spec.channel,
+             spec.peer.rank, seg.name(), spec.nSlots, spec.slotBytes, spec.llSlotBytes,
+             device.mapped() ? ", mapped for the GPU" : "");
     // The pending side owns the segment from here on, also if packing the info fails.
-    auto recv = std::make_unique<ShmPendingRecv>(spec, std::move(seg));
+    auto recv = std::make_unique<ShmPendingRecv>(spec, std::move(seg), std::move(device));
     RINGCC_CHECK(packConnInfo("shm", kShmInfoVersion, ConnSide::Recv, r, info));
     *pending = std::move(recv);
     return ncclSuccess;

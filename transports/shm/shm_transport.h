@@ -7,6 +7,9 @@
 // info carries its pid and geometry, which the receiver checks and watches. No progress
 // thread: both sides map the memory, and the doorbell is null.
 //
+// CUDA ranks: each side registers the whole segment for its GPU (transports/host_mapped.h)
+// and its view holds the device addresses; the kernels poll and copy over PCIe. No references.
+//
 // References (Direct protocol): the sender's info also names a word of its memory; a receiver
 // that can read it there with process_vm_readv (transports/peer_read.h) sets the FIFO's
 // refKind to kRefProcess, and the sender then publishes large slices by reference. Only with

@@ -77,28 +77,41 @@ UcxLink::UcxLink(UcxWorker* worker, ConnSide side, const ConnSpec& spec)
       metaReqs_(spec.nSlots, nullptr) {
   const ConnGeometry g{spec.nSlots, spec.slotBytes, 0, 0};
   const FifoLayout l = fifoLayout(g, 0, kPage);
-  void* p = std::aligned_alloc(kPage, alignUp(l.total, kPage));
+  blockBytes_ = alignUp(l.total, kPage);
+  void* p = std::aligned_alloc(kPage, blockBytes_);
   if (p == nullptr) return;
   std::memset(p, 0, l.total);  // counters, waiters and sizes start at 0
   block_ = static_cast<char*>(p);
   control_ = reinterpret_cast<FifoControl*>(block_ + l.controlOffset);
   slots_ = block_ + l.slotsOffset;
-  // The reader of a send side's FIFO is our own proxy: a Direct runner may publish a large
-  // slice by reference, and progressSend() sends it from the user's buffer, one copy fewer.
-  if (side_ == ConnSide::Send) control_->refKind = kRefNetwork;
+  // The reader of a send side's FIFO is our own proxy: a Direct runner on host memory may
+  // publish a large slice by reference, and progressSend() sends it from the user's buffer,
+  // one copy fewer. (A CUDA rank's buffers are device memory, which this UCX cannot send
+  // from: its kernels copy into the slots.)
+  if (side_ == ConnSide::Send && spec.self.memory == MemoryKind::Host)
+    control_->refKind = kRefNetwork;
 }
 
-UcxLink::~UcxLink() { std::free(block_); }
+UcxLink::~UcxLink() {
+  device_ = HostMapping();  // unregistered before the memory goes
+  std::free(block_);
+}
+
+ncclResult_t UcxLink::mapForKernels(const ConnSpec& spec) {
+  return HostMapping::map(block_, blockBytes_, peerRank_, spec.channel, "ucx setup", &device_);
+}
 
 ConnectorView UcxLink::view() const {
+  // The kernels' addresses of the same bytes, when they are mapped for a CUDA rank.
+  char* base = device_.mapped() ? device_.device() : block_;
   ConnectorView v{};
-  v.control = control_;
-  v.slots = slots_;
+  v.control = reinterpret_cast<FifoControl*>(base + (reinterpret_cast<char*>(control_) - block_));
+  v.slots = base + (slots_ - block_);
   v.nSlots = nSlots_;
   v.slotBytes = slotBytes_;
   v.llSlots = nullptr;  // no LL over the network: the runner would need every line sent
   v.llSlotBytes = 0;
-  v.doorbell = Proxy::get().doorbell();
+  v.doorbell = device_.mapped() ? nullptr : Proxy::get().doorbell();
   return v;
 }
 

@@ -30,6 +30,7 @@
 
 #include "nccl.h"
 #include "transports/connector_device.h"
+#include "transports/host_mapped.h"
 #include "transports/transport.h"
 
 namespace ringcc {
@@ -45,6 +46,14 @@ class UcxLink {
   UcxLink& operator=(const UcxLink&) = delete;
 
   bool valid() const { return block_ != nullptr; }
+  // A CUDA rank's side: registers the FIFO for its kernels (transports/host_mapped.h), which
+  // then publish into host memory that the proxy moves; view() gives device addresses and no
+  // doorbell (a kernel cannot ring it: the proxy watches such links itself, src/proxy).
+  ncclResult_t mapForKernels(const ConnSpec& spec);
+  // Ends that registration once the kernels are done (the Connector's destruction: the link
+  // itself may live on in the proxy while UCX finishes with it).
+  void unmapForKernels() { device_ = HostMapping(); }
+  bool fedByDevice() const { return device_.mapped(); }
   ConnectorView view() const;
   uint32_t id() const { return id_; }
   int peerRank() const { return peerRank_; }
@@ -96,6 +105,8 @@ class UcxLink {
   char* block_ = nullptr;  // FifoControl, then the Simple slots
   FifoControl* control_ = nullptr;
   char* slots_ = nullptr;
+  size_t blockBytes_ = 0;
+  HostMapping device_;  // a CUDA rank's registration of block_ (released before it is freed)
 
   bool started_ = false;
   ucp_mem_h memh_ = nullptr;

@@ -44,7 +44,8 @@ class UcxConnector final : public Connector {
   UcxConnector(std::unique_ptr<UcxLink> link, UcxWorker* worker)
       : Connector(link->side(), link->peerRank(), link->view()),
         link_(std::move(link)),
-        worker_(worker) {
+        worker_(worker),
+        fedByDevice_(link_->fedByDevice()) {
     Proxy::get().add(this);
   }
   ~UcxConnector() override {
@@ -72,12 +73,14 @@ class UcxConnector final : public Connector {
       }
     }
     Proxy::get().remove(this);
+    link_->unmapForKernels();  // the communicator's kernels are done; UCX needs no GPU mapping
     worker_->retire(std::move(link_));
   }
 
   const char* transportName() const override { return "ucx"; }
   PeerState peerState() const override { return link_->peerState(); }
   bool needsProgress() const override { return true; }
+  bool fedByDevice() const override { return fedByDevice_; }
   ncclResult_t progress(bool* moved) override { return link_->progress(moved); }
   void discard() override { discarded_ = true; }
 
@@ -85,6 +88,7 @@ class UcxConnector final : public Connector {
   std::unique_ptr<UcxLink> link_;
   UcxWorker* worker_;
   bool discarded_ = false;  // the operation failed: the destructor does not drain
+  const bool fedByDevice_;  // a CUDA rank's: its kernels publish, the proxy polls
 };
 
 class UcxPending final : public PendingConnection {
@@ -119,8 +123,10 @@ class UcxTransport final : public Transport {
   const char* name() const override { return "ucx"; }
 
   bool canConnect(const PeerInfo& self, const PeerInfo& peer, std::string* why) const override {
-    if (self.memory != MemoryKind::Host || peer.memory != MemoryKind::Host) {
-      if (why) *why = "device memory over the network is not available yet";
+    // CUDA ranks stage through host memory (ucx_link.h); one of each kind share no
+    // communicator.
+    if (self.memory != peer.memory) {
+      if (why) *why = "one rank uses host memory, the other device memory";
       return false;
     }
     return true;
@@ -135,14 +141,16 @@ class UcxTransport final : public Transport {
     if (!link->valid())
       return failPeer(ncclSystemError, spec.peer.rank, "ucx setup",
                       "no memory for %u x %u B of slots", spec.nSlots, spec.slotBytes);
+    if (spec.self.memory == MemoryKind::Cuda) RINGCC_CHECK(link->mapForKernels(spec));
     UcxInfo mine{};
     mine.geometry = connGeometry(spec);
     mine.linkId = link->id();
     RINGCC_CHECK(packConnInfo("ucx", kUcxInfoVersion, side, mine, info,
                               std::span<const uint8_t>(worker->address())));
-    LOG_INFO(kLogNet | kLogInit, "ucx: channel %d %s rank %d: link %u, %u x %u B slots, no LL",
+    LOG_INFO(kLogNet | kLogInit, "ucx: channel %d %s rank %d: link %u, %u x %u B slots, no LL%s",
              spec.channel, side == ConnSide::Recv ? "recv from" : "send to", spec.peer.rank,
-             link->id(), spec.nSlots, spec.slotBytes);
+             link->id(), spec.nSlots, spec.slotBytes,
+             link->fedByDevice() ? ", staged through host memory for the GPU" : "");
     *pending = std::make_unique<UcxPending>(side, spec, std::move(link), worker);
     return ncclSuccess;
   }

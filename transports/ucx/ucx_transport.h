@@ -22,6 +22,11 @@
 // runner publishes slices of kRefMinBytes and up by reference and the proxy sends them from
 // the user's buffer, as plain data; a receive side's stays kRefNone.
 //
+// CUDA ranks stage through host memory: each side's FIFO is registered for the GPU
+// (transports/host_mapped.h), the kernels copy into and out of its slots, the proxy moves them
+// as for host ranks. No references (device buffers), and no doorbell in the view (a kernel
+// cannot ring it): the proxy polls such links (Connector::fedByDevice, src/proxy/proxy.h).
+//
 // Peer state: Closed when the peer's close message arrived (its Connector was destroyed);
 // Dead when UCX reported the endpoint failed (process killed, link down) or progress failed.
 // A link that is silent (cable pulled, no UCX error yet) ends the runner's wait at
