@@ -89,6 +89,7 @@ enum FailReason : uint32_t {
   kFailNone = 0,
   kFailMismatch = 1,  // this side found that the ranks' calls differ
   kFailStopped = 2,   // this side's kernel stopped on another error, or was aborted
+  kFailPeerDead = 3,  // written by this side's own host: the peer's process died
 };
 
 // The call a side of a connection is in, posted by its engine when a batch starts (host

@@ -282,6 +282,11 @@ class Connector {
   // at the counters itself, napping briefly instead of sleeping (src/proxy). Constant.
   virtual bool fedByDevice() const { return false; }
 
+  // The FIFO's control block at an address this process's host threads may write, or null
+  // (FIFO memory in a GPU). A CUDA engine writes failReason there when the peer's process
+  // dies, which its kernels cannot see by themselves (src/cuda/peer_watch.h).
+  virtual FifoControl* hostControl() const { return nullptr; }
+
   // Moves what can be moved now without waiting (posts sends of filled slots, completes
   // received ones) and sets *moved if anything changed, so the proxy knows whether to poll
   // again at once or to sleep on the doorbell. Called from the proxy thread only. An error is

@@ -118,7 +118,9 @@ RINGCC_INLINE int batchAcquire(const BatchArgs& args, const DeviceJob& job, Bloc
     }
     if (polls % 64 == 63) {
       if (const uint32_t reason = batchPeerFailed(job); reason != kFailNone) {
-        batchSetStatus(args, blk.index(), kBlockPeerFailed | (reason << 8));
+        // Passed on with the same reason, so that ranks waiting on this one stop too (a
+        // ring's far side never sees the rank that failed or died).
+        batchStop(args, job, blk.index(), kBlockPeerFailed | (reason << 8), reason);
         return kBlockStop;
       }
       if (args.timeoutNs != 0) {

@@ -81,6 +81,7 @@ CudaEngine::~CudaEngine() {
   // Everything below is in use until this communicator's last kernel is done; its event
   // covers every earlier one (stream order, and the waits between streams).
   if (launched_) cu_.cuEventSynchronize(lastEvent_);
+  peerWatch_.stop();  // (it ran until here: a kernel waiting on a dead peer must stop)
   conns_.closeAll(/*failed=*/comm_->abortFlag.load() || comm_->revoked.load());
   uploads_.reset();
   if (scratch_ != 0) cu_.cuMemFree(scratch_);
@@ -162,6 +163,16 @@ ncclResult_t CudaEngine::readStatusWords() const {
                   "a kernel of this communicator stopped on channel %u: nothing moved for %lld "
                   "ms (NCCL_TIMEOUT): a peer did not make the matching call, or stopped",
                   b, static_cast<long long>(timeoutMs_));
+    if ((st & 0xff) == kBlockPeerFailed && (st >> 8) == kFailPeerDead) {
+      if (const int dead = peerWatch_.deadRank(); dead >= 0)
+        return fail(ncclRemoteError, "collective",
+                    "a kernel of this communicator stopped on channel %u: rank %d's process died",
+                    b, dead);
+      return fail(ncclRemoteError, "collective",
+                  "a kernel of this communicator stopped on channel %u: a peer's process died "
+                  "(another rank saw it)",
+                  b);
+    }
     if ((st & 0xff) == kBlockPeerFailed) {
       const bool mismatch = (st >> 8) == kFailMismatch;
       return fail(mismatch ? ncclInvalidUsage : ncclRemoteError, "collective",
@@ -203,6 +214,12 @@ ncclResult_t CudaEngine::launchBatch(std::span<const CollArgs> ops, CuStream str
   for (size_t j = 0; j < plan_.nJobs; ++j) {
     RINGCC_CHECK(bindPorts(conns_, plan_.jobs[j], &views_[j], &connectors_));
     for (const Connector* c : connectors_) proxyFed |= c->fedByDevice();
+  }
+  if (conns_.size() != watchedConns_) {  // new connections: watch those to other processes
+    watchedConns_ = conns_.size();
+    std::vector<const Connector*> all;
+    conns_.forEach([&](const Connector& c) { all.push_back(&c); });
+    peerWatch_.watch(all);
   }
 
   const std::span<const PlanJob> jobs(plan_.jobs.data(), plan_.nJobs);

@@ -24,7 +24,8 @@
 // why into a status word in host-mapped memory. The next call, and ncclCommGetAsyncError,
 // read the status words (pollAsyncError) and turn a stop into the communicator's error.
 // ncclCommAbort raises the abort flag (host-mapped) that every waiting block reads, so a kernel
-// blocked on a peer that never comes is freed. Destroying the engine waits for its last
+// blocked on a peer that never comes is freed. A peer process that dies is seen by a watch
+// thread (src/cuda/peer_watch.h) that marks its connections, which the waiting blocks read. Destroying the engine waits for its last
 // kernel to finish (the event), then frees connections, uploads and scratch.
 #pragma once
 
@@ -39,6 +40,7 @@
 #include "src/cuda/cuda_driver.h"
 #include "src/cuda/device_uploads.h"
 #include "src/cuda/launch_plan.h"
+#include "src/cuda/peer_watch.h"
 #include "src/exec/batch_thread.h"
 #include "src/exec/connections.h"
 #include "src/exec/engine.h"
@@ -98,6 +100,8 @@ class CudaEngine final : public CommEngine {
   std::atomic<bool> abortOps_{false};  // ends a batch that waits for its connections
   std::mutex asyncMu_;
   ErrorCause asyncCause_;  // the first stop found in the status words, kept
+  PeerWatch peerWatch_;    // peers in other processes that die while kernels wait on them
+  size_t watchedConns_ = 0;  // conns_.size() when peerWatch_ was last told
 
   BatchThread batchThread_;  // last: its thread runs batches on everything above
 };

@@ -485,3 +485,57 @@ TEST_CASE("CUDA ranks across a network stage through host memory that the proxy 
   const ncclUniqueId id = newUniqueId();
   CHECK(runProcesses(n, [&](int rank) { return cudaRankProcess(rank, n, id, cases); }) == 0);
 }
+
+TEST_CASE("a CUDA rank's kernel stops when a peer's process dies, long before NCCL_TIMEOUT",
+          "[cuda_procs]") {
+  ScopedEnv timeout("NCCL_TIMEOUT", "120000");  // two minutes: the watch must be what stops them
+  // Rank 2 dies. In a ring of 4 one survivor is not its neighbour: that one stops because a
+  // neighbour's kernel stopped and passed the reason on.
+  const int n = 4, dead = 2;
+  const ncclUniqueId id = newUniqueId();
+  CHECK(runProcesses(n, [&](int rank) {
+          FakeCudaScope cuda;
+          setenv("RINGCC_DEVICE", "cuda", 1);
+          CuContext ctx = nullptr;
+          if (cuda.driver().cuDevicePrimaryCtxRetain(&ctx, rank) != kCuSuccess ||
+              cuda.driver().cuCtxSetCurrent(ctx) != kCuSuccess)
+            return 100;
+          ncclComm_t comm = nullptr;
+          if (ncclCommInitRank(&comm, n, id, rank) != ncclSuccess) return 10;
+          const auto stream = reinterpret_cast<cudaStream_t>(cuda.newStream());
+          // One all-reduce together, which makes its connections; then the last rank exits,
+          // its communicator never destroyed.
+          CollCase c;
+          c.count = 1024;
+          const CaseData data(c, n);
+          {
+            CollRank first(data, rank, comm);
+            first.setStream(stream);
+            if (first.issue() != ncclSuccess) return 11;
+            cuda.synchronizeAll();
+            if (!first.check().empty()) return 12;
+          }
+          if (rank == dead) return 0;
+          // The same again: the dead rank's neighbours wait on it, the others on them.
+          CollRank me(data, rank, comm);
+          me.setStream(stream);
+          if (me.issue() != ncclSuccess) return 13;
+          const auto start = std::chrono::steady_clock::now();
+          ncclResult_t async = ncclSuccess;
+          while (async == ncclSuccess &&
+                 std::chrono::steady_clock::now() - start < std::chrono::seconds(30)) {
+            std::this_thread::sleep_for(std::chrono::milliseconds(5));
+            ncclCommGetAsyncError(comm, &async);
+          }
+          const std::string last = ncclGetLastError(comm);
+          const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
+                               .count();
+          std::fprintf(stderr, "[cuda procs] rank %d: %s after %.2f s: %s\n", rank,
+                       ncclGetErrorString(async), s, last.c_str());
+          int bad = 0;
+          if (async != ncclRemoteError) ++bad;
+          if (last.find("process died") == std::string::npos) ++bad;
+          if (ncclCommAbort(comm) != ncclSuccess) ++bad;
+          return bad;
+        }) == 0);
+}

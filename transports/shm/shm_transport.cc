@@ -107,6 +107,7 @@ class ShmConnector final : public Connector {
   }
 
   const char* transportName() const override { return "shm"; }
+  FifoControl* hostControl() const override { return viewOf(mapping_.segment()).control; }
 
   PeerState peerState() const override {
     ConnSide other = side() == ConnSide::Recv ? ConnSide::Send : ConnSide::Recv;

@@ -54,6 +54,7 @@ class UcxLink {
   // itself may live on in the proxy while UCX finishes with it).
   void unmapForKernels() { device_ = HostMapping(); }
   bool fedByDevice() const { return device_.mapped(); }
+  FifoControl* hostControl() const { return control_; }
   ConnectorView view() const;
   uint32_t id() const { return id_; }
   int peerRank() const { return peerRank_; }

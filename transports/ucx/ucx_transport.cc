@@ -81,6 +81,7 @@ class UcxConnector final : public Connector {
   PeerState peerState() const override { return link_->peerState(); }
   bool needsProgress() const override { return true; }
   bool fedByDevice() const override { return fedByDevice_; }
+  FifoControl* hostControl() const override { return link_->hostControl(); }
   ncclResult_t progress(bool* moved) override { return link_->progress(moved); }
   void discard() override { discarded_ = true; }
 
