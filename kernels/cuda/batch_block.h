@@ -46,20 +46,40 @@ RINGCC_INLINE void batchMarkFailed(const DeviceJob& job, uint32_t reason) {
     *(volatile uint32_t*)&job.ports[i].control->failReason = reason;
 }
 
-// A FailReason that a peer left on one of the job's connections, or kFailNone.
-RINGCC_INLINE uint32_t batchPeerFailed(const DeviceJob& job) {
-  for (int i = 0; i < job.program->nPorts; ++i) {
-    const uint32_t r = *(const volatile uint32_t*)&job.ports[i].control->failReason;
-    if (r != kFailNone) return r;
-  }
-  return kFailNone;
+// How much a FailReason tells: mismatched calls name the cause, a death names the peer, a
+// stop the least. Connections may carry different ones (a peer that closed because it saw
+// another die): the most telling is reported.
+RINGCC_INLINE int batchFailWeight(uint32_t r) {
+  return r == kFailMismatch ? 3 : r == kFailPeerDead ? 2 : r == kFailStopped ? 1 : 0;
 }
 
-// Thread 0: the block stops with `status`, and tells its job's peers why.
+// The most telling FailReason that peers left on the job's connections, or kFailNone.
+RINGCC_INLINE uint32_t batchPeerFailed(const DeviceJob& job) {
+  uint32_t found = kFailNone;
+  for (int i = 0; i < job.program->nPorts; ++i) {
+    const uint32_t r = *(const volatile uint32_t*)&job.ports[i].control->failReason;
+    if (batchFailWeight(r) > batchFailWeight(found)) found = r;
+  }
+  return found;
+}
+
+// Orders a block's earlier stores before its later ones, as the host and peers see them.
+RINGCC_INLINE void batchFenceSystem() {
+#if defined(__CUDA_ARCH__)
+  __threadfence_system();
+#else
+  __atomic_thread_fence(__ATOMIC_SEQ_CST);
+#endif
+}
+
+// Thread 0: the block tells its job's peers why it stops, then stops with `status`. In that
+// order: the host acts on the status (an abort closes the connections), and peers must read
+// the reason before they can see a close.
 RINGCC_INLINE void batchStop(const BatchArgs& args, const DeviceJob& job, uint32_t block,
                              uint32_t status, uint32_t reason) {
-  batchSetStatus(args, block, status);
   batchMarkFailed(job, reason);
+  batchFenceSystem();
+  batchSetStatus(args, block, status);
 }
 
 // The FailReason a block's stop tells its peers: the ranks' calls differ, or anything else.

@@ -5,7 +5,9 @@
 // would wait until NCCL_TIMEOUT (five minutes by default). So a CUDA engine whose connections
 // reach other processes runs this watch: a thread that looks at their peerState() every
 // kPeerWatchPeriod and, when a peer is Dead, writes kFailPeerDead into that connection's
-// FifoControl::failReason through its host address (Connector::hostControl). A kernel waiting
+// FifoControl::failReason through its host address (Connector::hostControl); kFailStopped when
+// the peer closed its side (it aborted, or destroyed its communicator: the host engine's waits
+// end on that too). A kernel waiting
 // on the connection reads failReason between polls (kernels/cuda/batch_block.h) and stops;
 // one that does not need the connection any more never looks, so data the peer delivered
 // before it died is still used. Connections in device memory (p2p: one process) have no host

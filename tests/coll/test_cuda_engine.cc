@@ -4,6 +4,8 @@
 // are made by ncclCommInitAll with RINGCC_DEVICE=cuda (several on one device, or one per
 // device), each with a stream of its own, and every result is checked bit for bit once the
 // streams have drained.
+#include <sys/wait.h>
+
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <memory>
@@ -441,8 +443,8 @@ int cudaRankProcess(int rank, int nranks, const ncclUniqueId& id,
   }
   if (ncclCommDestroy(comm) != ncclSuccess) ++bad;
   if (cuda.liveHostRegistrations() != 0 || cuda.liveDeviceAllocs() != 0) {
-    std::fprintf(stderr, "[cuda procs] rank %d: %zu registrations, %zu device blocks left\n",
-                 rank, cuda.liveHostRegistrations(), cuda.liveDeviceAllocs());
+    std::fprintf(stderr, "[cuda procs] rank %d: %zu registrations, %zu device blocks left\n", rank,
+                 cuda.liveHostRegistrations(), cuda.liveDeviceAllocs());
     ++bad;
   }
   return bad;
@@ -486,56 +488,106 @@ TEST_CASE("CUDA ranks across a network stage through host memory that the proxy 
   CHECK(runProcesses(n, [&](int rank) { return cudaRankProcess(rank, n, id, cases); }) == 0);
 }
 
+namespace {
+
+// What a survivor of peerLeaves() saw: exit status 0 (ncclRemoteError, another message) or
+// kSawDeath (ncclRemoteError naming the dead rank); anything else is a failure.
+constexpr int kSawDeath = 20;
+
+// n CUDA ranks in forked processes run an all-reduce together; then rank `leaver` leaves
+// (exits without destroying its communicator if `dies`, else aborts it and exits) and the
+// others run the same all-reduce again. Their kernels must stop with ncclRemoteError, long
+// before NCCL_TIMEOUT (two minutes here), their last error containing `expect` (or, for a
+// death, that a peer's process died, or kSawDeath's message). In a ring of 4 one survivor is not
+// the leaver's neighbour: it stops because a neighbour's kernel stopped and passed the reason on
+// (or, once that neighbour aborted on seeing it, because the neighbour's other blocks stopped).
+// Returns each rank's exit status (runProcessesStatus).
+std::vector<int> peerLeaves(int n, int leaver, bool dies, const char* expect) {
+  ScopedEnv timeout("NCCL_TIMEOUT", "120000");
+  const ncclUniqueId id = newUniqueId();
+  return runProcessesStatus(n, [&](int rank) {
+    FakeCudaScope cuda;
+    setenv("RINGCC_DEVICE", "cuda", 1);
+    CuContext ctx = nullptr;
+    if (cuda.driver().cuDevicePrimaryCtxRetain(&ctx, rank) != kCuSuccess ||
+        cuda.driver().cuCtxSetCurrent(ctx) != kCuSuccess)
+      return 100;
+    ncclComm_t comm = nullptr;
+    if (ncclCommInitRank(&comm, n, id, rank) != ncclSuccess) return 10;
+    const auto stream = reinterpret_cast<cudaStream_t>(cuda.newStream());
+    // The first all-reduce makes the connections.
+    CollCase c;
+    c.count = 1024;
+    const CaseData data(c, n);
+    {
+      CollRank first(data, rank, comm);
+      first.setStream(stream);
+      if (first.issue() != ncclSuccess) return 11;
+      cuda.synchronizeAll();
+      if (!first.check().empty()) return 12;
+    }
+    if (rank == leaver) return dies || ncclCommAbort(comm) == ncclSuccess ? 0 : 14;
+    CollRank me(data, rank, comm);
+    me.setStream(stream);
+    if (me.issue() != ncclSuccess) return 13;
+    const auto start = std::chrono::steady_clock::now();
+    ncclResult_t async = ncclSuccess;
+    while (async == ncclSuccess &&
+           std::chrono::steady_clock::now() - start < std::chrono::seconds(30)) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(5));
+      ncclCommGetAsyncError(comm, &async);
+    }
+    const std::string last = ncclGetLastError(comm);
+    const double s =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    std::fprintf(stderr, "[cuda procs] rank %d: %s after %.2f s: %s\n", rank,
+                 ncclGetErrorString(async), s, last.c_str());
+    const std::string death = "rank " + std::to_string(leaver) + "'s process died";
+    const bool sawDeath = dies && last.find(death) != std::string::npos;
+    int bad = 0;
+    if (async != ncclRemoteError) ++bad;
+    const bool heardOfDeath = dies && last.find("a peer's process died") != std::string::npos;
+    if (!sawDeath && !heardOfDeath && last.find(expect) == std::string::npos) ++bad;
+    if (ncclCommAbort(comm) != ncclSuccess) ++bad;
+    return bad > 0 ? 1 : sawDeath ? kSawDeath : 0;
+  });
+}
+
+// Exit codes of runProcessesStatus's children (-1 for one that did not end in time).
+std::vector<int> exitCodes(const std::vector<int>& statuses) {
+  std::vector<int> codes;
+  for (int st : statuses) codes.push_back(st >= 0 && WIFEXITED(st) ? WEXITSTATUS(st) : -1);
+  return codes;
+}
+
+}  // namespace
+
 TEST_CASE("a CUDA rank's kernel stops when a peer's process dies, long before NCCL_TIMEOUT",
           "[cuda_procs]") {
-  ScopedEnv timeout("NCCL_TIMEOUT", "120000");  // two minutes: the watch must be what stops them
-  // Rank 2 dies. In a ring of 4 one survivor is not its neighbour: that one stops because a
-  // neighbour's kernel stopped and passed the reason on.
-  const int n = 4, dead = 2;
-  const ncclUniqueId id = newUniqueId();
-  CHECK(runProcesses(n, [&](int rank) {
-          FakeCudaScope cuda;
-          setenv("RINGCC_DEVICE", "cuda", 1);
-          CuContext ctx = nullptr;
-          if (cuda.driver().cuDevicePrimaryCtxRetain(&ctx, rank) != kCuSuccess ||
-              cuda.driver().cuCtxSetCurrent(ctx) != kCuSuccess)
-            return 100;
-          ncclComm_t comm = nullptr;
-          if (ncclCommInitRank(&comm, n, id, rank) != ncclSuccess) return 10;
-          const auto stream = reinterpret_cast<cudaStream_t>(cuda.newStream());
-          // One all-reduce together, which makes its connections; then the last rank exits,
-          // its communicator never destroyed.
-          CollCase c;
-          c.count = 1024;
-          const CaseData data(c, n);
-          {
-            CollRank first(data, rank, comm);
-            first.setStream(stream);
-            if (first.issue() != ncclSuccess) return 11;
-            cuda.synchronizeAll();
-            if (!first.check().empty()) return 12;
-          }
-          if (rank == dead) return 0;
-          // The same again: the dead rank's neighbours wait on it, the others on them.
-          CollRank me(data, rank, comm);
-          me.setStream(stream);
-          if (me.issue() != ncclSuccess) return 13;
-          const auto start = std::chrono::steady_clock::now();
-          ncclResult_t async = ncclSuccess;
-          while (async == ncclSuccess &&
-                 std::chrono::steady_clock::now() - start < std::chrono::seconds(30)) {
-            std::this_thread::sleep_for(std::chrono::milliseconds(5));
-            ncclCommGetAsyncError(comm, &async);
-          }
-          const std::string last = ncclGetLastError(comm);
-          const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - start)
-                               .count();
-          std::fprintf(stderr, "[cuda procs] rank %d: %s after %.2f s: %s\n", rank,
-                       ncclGetErrorString(async), s, last.c_str());
-          int bad = 0;
-          if (async != ncclRemoteError) ++bad;
-          if (last.find("process died") == std::string::npos) ++bad;
-          if (ncclCommAbort(comm) != ncclSuccess) ++bad;
-          return bad;
-        }) == 0);
+  const std::vector<int> codes =
+      exitCodes(peerLeaves(4, 2, /*dies=*/true, "a peer's kernel stopped"));
+  int sawDeath = 0;
+  for (int r = 0; r < 4; ++r) {
+    INFO("rank " << r);
+    if (r == 2) continue;  // the one that died (its exit status is its own)
+    CHECK((codes[r] == 0 || codes[r] == kSawDeath));
+    sawDeath += codes[r] == kSawDeath;
+  }
+  CHECK(sawDeath >= 1);  // a neighbour of the dead rank names it
+}
+
+TEST_CASE("a CUDA rank's kernel stops when a peer in another process aborts", "[cuda_procs]") {
+  for (int code : exitCodes(peerLeaves(4, 1, /*dies=*/false, "a peer's kernel stopped")))
+    CHECK(code == 0);
+}
+
+TEST_CASE("a CUDA rank's kernel stops when a peer across the network dies", "[cuda_procs]") {
+  ScopedEnv net("NCCL_NET", "ucx");  // every connection over UCX, on loopback
+  ScopedEnv devices("UCX_NET_DEVICES", "lo");
+  const std::vector<int> codes =
+      exitCodes(peerLeaves(3, 2, /*dies=*/true, "a peer's kernel stopped"));
+  for (int r = 0; r < 2; ++r) {
+    INFO("rank " << r);
+    CHECK((codes[r] == 0 || codes[r] == kSawDeath));
+  }
 }
