@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "support/fake_cuda.h"
 #include "support/ranks.h"
 #include "support/test_env.h"
 #include "tests/transport/conn_pair.h"
@@ -425,6 +426,39 @@ TEST_CASE("shm: references are declared only where the receiver can read the sen
     REQUIRE(pr->connect(sendInfo, &c.recv) == ncclSuccess);
     CHECK(c.recv->view().control->refKind == kRefNone);
   }
+}
+
+TEST_CASE("shm: CUDA ranks map the segment for their GPUs, without references", "[shm]") {
+  FakeCudaScope cuda;
+  CuContext ctx = nullptr;
+  REQUIRE(cuda.driver().cuDevicePrimaryCtxRetain(&ctx, 0) == kCuSuccess);
+  REQUIRE(cuda.driver().cuCtxSetCurrent(ctx) == kCuSuccess);
+  ScopedEnv on("RINGCC_SHM_REFS", "1");  // asked for, and still refused: kernels cannot follow them
+  ConnSpec spec = specFor(0, 1, getpid(), 4, 16384);
+  for (PeerInfo* p : {&spec.self, &spec.peer}) {
+    p->memory = MemoryKind::Cuda;
+    p->cudaDev = 0;
+  }
+  {
+    ConnPair c;
+    REQUIRE(connectPair(shmTransport(), spec, &c, false) == ncclSuccess);
+    CHECK(cuda.liveHostRegistrations() == 2);  // each side registers its own mapping
+    for (const Connector* conn : {c.recv.get(), c.send.get()}) {
+      CHECK(conn->hostControl() != nullptr);  // what the CUDA engine's peer watch writes
+      CHECK(conn->view().doorbell == nullptr);
+      CHECK_FALSE(conn->fedByDevice());  // no proxy: both sides map the memory
+    }
+    CHECK(c.recv->view().control->refKind == kRefNone);
+    CHECK(c.recv->view().refPid == 0);
+  }
+  CHECK(cuda.liveHostRegistrations() == 0);  // unregistered with the connectors
+  // Without a current context there is nothing to register with: a clear error, no crash.
+  REQUIRE(cuda.driver().cuCtxSetCurrent(nullptr) == kCuSuccess);
+  CapturedLog log;
+  ConnInfo info;
+  std::unique_ptr<PendingConnection> pending;
+  CHECK(setup(ConnSide::Recv, spec, &info, &pending) == ncclInvalidUsage);
+  CHECK(log.contains("no current CUDA context"));
 }
 
 TEST_CASE("shm: attaching after the receiver closed fails cleanly; mismatches are refused",

@@ -7,6 +7,7 @@
 
 #include "src/core/log.h"
 #include "src/proxy/proxy.h"
+#include "support/fake_cuda.h"
 #include "support/ranks.h"
 #include "support/test_env.h"
 #include "transport/conn_pair.h"
@@ -130,6 +131,45 @@ TEST_CASE("ucx: an idle proxy sleeps instead of spinning", "[ucx]") {
   REQUIRE(recvStream(c.recv->view(), &step, &got, 1, opts(c.recv.get())) == ncclSuccess);
   CHECK(got == 42);
   CHECK(Proxy::get().doorbellWakes() > wakesBefore);
+}
+
+TEST_CASE("ucx: a CUDA rank's side is mapped for its GPU, has no doorbell and no references",
+          "[ucx]") {
+  FakeCudaScope cuda;
+  CuContext ctx = nullptr;
+  REQUIRE(cuda.driver().cuDevicePrimaryCtxRetain(&ctx, 0) == kCuSuccess);
+  REQUIRE(cuda.driver().cuCtxSetCurrent(ctx) == kCuSuccess);
+  ConnSpec spec = ucxSpec(4, 4096);
+  for (PeerInfo* p : {&spec.self, &spec.peer}) {
+    p->memory = MemoryKind::Cuda;
+    p->cudaDev = 0;
+  }
+  {
+    ConnPair c;
+    REQUIRE(connectPair(ucxTransport(), spec, &c) == ncclSuccess);
+    CHECK(cuda.liveHostRegistrations() == 2);  // each side's FIFO
+    for (const Connector* conn : {c.recv.get(), c.send.get()}) {
+      CHECK(conn->fedByDevice());               // the proxy polls it
+      CHECK(conn->view().doorbell == nullptr);  // a kernel could not ring it
+      CHECK(conn->hostControl() != nullptr);
+    }
+    CHECK(c.send->view().control->refKind == kRefNone);  // device buffers: no references
+    // Published as a kernel does (counters only, no doorbell): the proxy still moves it.
+    const size_t n = 100000;
+    std::vector<uint8_t> in = makeStream(n, 3), out(n);
+    ncclResult_t sendRc = ncclInternalError;
+    uint32_t tail = 0, step = 0;
+    std::thread sender(
+        [&] { sendRc = sendStream(c.send->view(), &tail, in.data(), n, opts(c.send.get())); });
+    const ncclResult_t recvRc =
+        recvStream(c.recv->view(), &step, out.data(), n, opts(c.recv.get()));
+    sender.join();
+    CHECK(sendRc == ncclSuccess);
+    CHECK(recvRc == ncclSuccess);
+    CHECK(out == in);
+  }
+  CHECK(cuda.liveHostRegistrations() == 0);  // the Connectors' end unregistered them
+  REQUIRE(cuda.driver().cuCtxSetCurrent(nullptr) == kCuSuccess);
 }
 
 TEST_CASE("ucx: infos are checked", "[ucx]") {
