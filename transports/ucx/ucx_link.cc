@@ -186,21 +186,6 @@ ncclResult_t UcxLink::start() {
     return fail("registering %llu bytes of slots failed: %s",
                 static_cast<unsigned long long>(mp.length), ucs_status_string(st));
   }
-  ucp_ep_params_t ep{};
-  ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
-                  UCP_EP_PARAM_FIELD_ERR_HANDLER;
-  ep.address = reinterpret_cast<const ucp_address_t*>(peerAddress_.data());
-  ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
-  ep.err_handler.cb = &UcxLink::onEpError;
-  ep.err_handler.arg = this;
-  st = ucp_ep_create(worker_->worker(), &ep, &ep_);
-  if (st != UCS_OK) {
-    ep_ = nullptr;
-    return fail(
-        "creating the endpoint failed: %s; no UCX transport allowed here (%s) reaches "
-        "the peer's worker",
-        ucs_status_string(st), worker_->allowed().c_str());
-  }
   closeReq_ = postRecv(&closeBuf_, sizeof(closeBuf_), ucxTag(kUcxClose, id_, 0), kFullMask, false);
   if (UCS_PTR_IS_ERR(closeReq_)) {
     st = UCS_PTR_STATUS(closeReq_);
@@ -215,6 +200,35 @@ ncclResult_t UcxLink::start() {
       creditReq_ = nullptr;
       return fail("posting the credit receive failed: %s", ucs_status_string(st));
     }
+  }
+  // A peer that closed already (it made its connection and destroyed it before our proxy got
+  // here; its close message waits in our worker) needs no endpoint of ours, and may have
+  // exited: connecting to it would find its port closed, which UCX 1.13's tcp transport can
+  // answer with a failed assertion (tcp_ep.c:478) that aborts the process.
+  // (Progress until idle: a new incoming connection takes several steps before its first
+  // message matches.)
+  for (int i = 0; i < 64 && ucp_worker_progress(worker_->worker()) != 0; ++i) {
+  }
+  if (ucp_request_check_status(closeReq_) == UCS_OK) {
+    peerClosed_.store(true, std::memory_order_release);
+    LOG_INFO(kLogNet, "ucx: channel %d rank %d closed its side before this one connected",
+             channel_, peerRank_);
+    return ncclSuccess;
+  }
+  ucp_ep_params_t ep{};
+  ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                  UCP_EP_PARAM_FIELD_ERR_HANDLER;
+  ep.address = reinterpret_cast<const ucp_address_t*>(peerAddress_.data());
+  ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+  ep.err_handler.cb = &UcxLink::onEpError;
+  ep.err_handler.arg = this;
+  st = ucp_ep_create(worker_->worker(), &ep, &ep_);
+  if (st != UCS_OK) {
+    ep_ = nullptr;
+    return fail(
+        "creating the endpoint failed: %s; no UCX transport allowed here (%s) reaches "
+        "the peer's worker",
+        ucs_status_string(st), worker_->allowed().c_str());
   }
   if (logEnabled(LogLevel::Info, kLogNet | kLogInit))
     LOG_INFO(kLogNet | kLogInit,
@@ -291,7 +305,7 @@ ncclResult_t UcxLink::progressRecv(bool* moved) {
     ucs_status_t st = finish(creditReq_);
     if (st != UCS_OK) return fail("sending head %u failed: %s", credit_, ucs_status_string(st));
   }
-  if (creditReq_ == nullptr && head != credit_) {
+  if (creditReq_ == nullptr && head != credit_ && ep_ != nullptr) {
     credit_ = head;
     void* r = postSend(&credit_, sizeof(credit_), ucxTag(kUcxCredit, peerId_, 0), false);
     if (UCS_PTR_IS_ERR(r))
@@ -321,6 +335,7 @@ ncclResult_t UcxLink::progressRecv(bool* moved) {
 }
 
 ncclResult_t UcxLink::progressSend(bool* moved) {
+  if (ep_ == nullptr) return ncclSuccess;  // the peer closed before we connected (start())
   RINGCC_CHECK(takeCredits(moved));
   // Every slot the runner published goes out from the slot itself, or from the user's buffer
   // that its SlotRef names (kRefNetwork): the runner leaves that buffer alone until head
@@ -404,9 +419,11 @@ ncclResult_t UcxLink::finishSends(bool quiet, bool* moved) {
 
 bool UcxLink::release(std::chrono::steady_clock::time_point now) {
   if (releasePhase_ == 0) {
-    // Tell the peer (best effort: it may be gone), so its waits end at once with Closed.
+    // Tell the peer (best effort: it may be gone), so its waits end at once with Closed;
+    // unless it told us first (it waits on nothing of ours, and may have exited: see start()).
     if (!started_ && !peerAddress_.empty()) (void)start();
-    if (ep_ && epStatus_.load() == 0) {
+    const bool peerClosed = closeReq_ && ucp_request_check_status(closeReq_) == UCS_OK;
+    if (!peerClosed && ep_ && epStatus_.load() == 0) {
       // A receiver's last head first (messages of one endpoint arrive in order): this side
       // may have consumed the last slots after its last credit left, and the sender's
       // Connector, closing, waits until the credits reach its tail (drained()).
