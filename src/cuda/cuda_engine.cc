@@ -9,8 +9,8 @@
 #include "src/core/log.h"
 #include "src/core/param.h"
 #include "src/cuda/kernel_module.h"
-#include "src/proxy/proxy.h"
 #include "src/exec/engine_setup.h"
+#include "src/proxy/proxy.h"
 
 namespace ringcc {
 namespace {

@@ -25,8 +25,9 @@
 // read the status words (pollAsyncError) and turn a stop into the communicator's error.
 // ncclCommAbort raises the abort flag (host-mapped) that every waiting block reads, so a kernel
 // blocked on a peer that never comes is freed. A peer process that dies is seen by a watch
-// thread (src/cuda/peer_watch.h) that marks its connections, which the waiting blocks read. Destroying the engine waits for its last
-// kernel to finish (the event), then frees connections, uploads and scratch.
+// thread (src/cuda/peer_watch.h) that marks its connections, which the waiting blocks read.
+// Destroying the engine waits for its last kernel to finish (the event), then frees connections,
+// uploads and scratch.
 #pragma once
 
 #include <atomic>
@@ -99,8 +100,8 @@ class CudaEngine final : public CommEngine {
   size_t launches_ = 0;
   std::atomic<bool> abortOps_{false};  // ends a batch that waits for its connections
   std::mutex asyncMu_;
-  ErrorCause asyncCause_;  // the first stop found in the status words, kept
-  PeerWatch peerWatch_;    // peers in other processes that die while kernels wait on them
+  ErrorCause asyncCause_;    // the first stop found in the status words, kept
+  PeerWatch peerWatch_;      // peers in other processes that die while kernels wait on them
   size_t watchedConns_ = 0;  // conns_.size() when peerWatch_ was last told
 
   BatchThread batchThread_;  // last: its thread runs batches on everything above

@@ -211,12 +211,12 @@ void Proxy::run() {
     if (sleep) ++sleeps_;
     // With no connector to serve, nothing waits on a missed wake-up: sleep longer. Kernels
     // publish without waking us: nap (proxy.h).
-    std::chrono::microseconds timeout = std::chrono::milliseconds(
-        blind ? 1 : conns_.empty() ? kIdleSleepMs : kMaxSleepMs);
-    if (deviceFed_ > 0)
-      timeout = std::chrono::steady_clock::now() - lastActive < kDeviceActive
-                    ? kDeviceNap
-                    : std::chrono::microseconds(kDeviceIdleNap);
+    const int sleepMs = blind ? 1 : conns_.empty() ? kIdleSleepMs : kMaxSleepMs;
+    std::chrono::microseconds timeout = std::chrono::milliseconds(sleepMs);
+    if (deviceFed_ > 0) {
+      const bool active = std::chrono::steady_clock::now() - lastActive < kDeviceActive;
+      timeout = active ? kDeviceNap : std::chrono::microseconds(kDeviceIdleNap);
+    }
     lock.unlock();
     if (sleep) {
       const timespec ts{static_cast<time_t>(timeout.count() / 1000000),

@@ -44,11 +44,11 @@ class FakeCudaScope {
   // complexes): cuDeviceCanAccessPeer says 0 and cuCtxEnablePeerAccess fails.
   void disablePeerAccess();
 
-  size_t kernelsRun() const;        // launches that ran to their end
-  size_t liveDeviceAllocs() const;  // cuMemAlloc blocks not freed yet
-  size_t liveHostAllocs() const;    // cuMemHostAlloc blocks not freed yet
+  size_t kernelsRun() const;             // launches that ran to their end
+  size_t liveDeviceAllocs() const;       // cuMemAlloc blocks not freed yet
+  size_t liveHostAllocs() const;         // cuMemHostAlloc blocks not freed yet
   size_t liveHostRegistrations() const;  // cuMemHostRegister ranges not unregistered yet
-  size_t peerAccessCalls() const;   // cuCtxEnablePeerAccess calls
+  size_t peerAccessCalls() const;        // cuCtxEnablePeerAccess calls
 };
 
 }  // namespace ringcc::test

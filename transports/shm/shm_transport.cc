@@ -92,8 +92,8 @@ class ShmConnector final : public Connector {
  public:
   // refPid (receive side): the sender's pid when this side reads its references, else 0.
   // device: the segment's registration for a CUDA rank (the view then holds device addresses).
-  ShmConnector(ConnSide side, int peerRank, ShmSide mapping, ProcessWatch watch,
-               HostMapping device, int refPid = 0)
+  ShmConnector(ConnSide side, int peerRank, ShmSide mapping, ProcessWatch watch, HostMapping device,
+               int refPid = 0)
       : Connector(side, peerRank, viewOf(mapping.segment(), device.device())),
         mapping_(std::move(mapping)),
         watch_(std::move(watch)),
@@ -271,10 +271,9 @@ class ShmTransport final : public Transport {
     r.bytes = l.total;
     r.geometry = connGeometry(spec);
     r.recvPid = h->recvPid;
-    LOG_INFO(kLogShm | kLogInit,
-             "shm: channel %d recv from rank %d: %s, %u x %u bytes (LL %u)%s", spec.channel,
-             spec.peer.rank, seg.name(), spec.nSlots, spec.slotBytes, spec.llSlotBytes,
-             device.mapped() ? ", mapped for the GPU" : "");
+    LOG_INFO(kLogShm | kLogInit, "shm: channel %d recv from rank %d: %s, %u x %u bytes (LL %u)%s",
+             spec.channel, spec.peer.rank, seg.name(), spec.nSlots, spec.slotBytes,
+             spec.llSlotBytes, device.mapped() ? ", mapped for the GPU" : "");
     // The pending side owns the segment from here on, also if packing the info fails.
     auto recv = std::make_unique<ShmPendingRecv>(spec, std::move(seg), std::move(device));
     RINGCC_CHECK(packConnInfo("shm", kShmInfoVersion, ConnSide::Recv, r, info));

@@ -211,8 +211,8 @@ ncclResult_t UcxLink::start() {
   }
   if (ucp_request_check_status(closeReq_) == UCS_OK) {
     peerClosed_.store(true, std::memory_order_release);
-    LOG_INFO(kLogNet, "ucx: channel %d rank %d closed its side before this one connected",
-             channel_, peerRank_);
+    LOG_INFO(kLogNet, "ucx: channel %d rank %d closed its side before this one connected", channel_,
+             peerRank_);
     return ncclSuccess;
   }
   ucp_ep_params_t ep{};

@@ -20,15 +20,15 @@ namespace ringcc {
 namespace {
 
 // Longest a closing sender waits for the peer to consume its published slots (see
-// ~UcxConnector), and how long it waits without the peer consuming any. A peer that closed or died ends the wait at
-// once (drained() says so); the stall limit is for a peer that lives but does not read, as
-// after a failed operation, which must not hold the error's return for long. It must still be
-// long enough for a healthy peer whose proxy thread waits for a core on an oversubscribed
-// host: a sender that gives up early drops the last data of a finished operation, and its
-// peer fails with "peer died" (seen at 200 ms under a load of 15 on 2 cores). After one drain
-// stalled, the closes of the next kStallMemory wait kStallAfterStall at most: they are most
-// likely the same failed operation's other connections, and n full stalls would add up. (A
-// connection closed because its operation failed skips the wait altogether: discard().)
+// ~UcxConnector), and how long it waits without the peer consuming any. A peer that closed or died
+// ends the wait at once (drained() says so); the stall limit is for a peer that lives but does not
+// read, as after a failed operation, which must not hold the error's return for long. It must still
+// be long enough for a healthy peer whose proxy thread waits for a core on an oversubscribed host:
+// a sender that gives up early drops the last data of a finished operation, and its peer fails with
+// "peer died" (seen at 200 ms under a load of 15 on 2 cores). After one drain stalled, the closes
+// of the next kStallMemory wait kStallAfterStall at most: they are most likely the same failed
+// operation's other connections, and n full stalls would add up. (A connection closed because its
+// operation failed skips the wait altogether: discard().)
 constexpr auto kDrainWait = std::chrono::seconds(5);
 constexpr auto kDrainStall = std::chrono::seconds(2);
 constexpr auto kStallAfterStall = std::chrono::milliseconds(250);
