@@ -4,6 +4,7 @@
 // are made by ncclCommInitAll with RINGCC_DEVICE=cuda (several on one device, or one per
 // device), each with a stream of its own, and every result is checked bit for bit once the
 // streams have drained.
+#include <sys/mman.h>
 #include <sys/wait.h>
 
 #include <catch2/catch.hpp>
@@ -498,14 +499,22 @@ constexpr int kSawDeath = 20;
 // (exits without destroying its communicator if `dies`, else aborts it and exits) and the
 // others run the same all-reduce again. Their kernels must stop with ncclRemoteError, long
 // before NCCL_TIMEOUT (two minutes here), their last error containing `expect` (or, for a
-// death, that a peer's process died, or kSawDeath's message). In a ring of 4 one survivor is not
+// death, that a process died, or kSawDeath's message). In a ring of 4 one survivor is not
 // the leaver's neighbour: it stops because a neighbour's kernel stopped and passed the reason on
 // (or, once that neighbour aborted on seeing it, because the neighbour's other blocks stopped).
 // Returns each rank's exit status (runProcessesStatus).
 std::vector<int> peerLeaves(int n, int leaver, bool dies, const char* expect) {
   ScopedEnv timeout("NCCL_TIMEOUT", "120000");
   const ncclUniqueId id = newUniqueId();
-  return runProcessesStatus(n, [&](int rank) {
+  // How many ranks have checked their first result, shared by the forked processes: the
+  // leaver waits for all of them, since over UCX its last sends may still be in flight when
+  // its own kernel is done, and a process that exits then cuts them off.
+  void* shared =
+      mmap(nullptr, sizeof(int), PROT_READ | PROT_WRITE, MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  REQUIRE(shared != MAP_FAILED);
+  auto* firstDone = static_cast<int*>(shared);
+  *firstDone = 0;
+  std::vector<int> statuses = runProcessesStatus(n, [&](int rank) {
     FakeCudaScope cuda;
     setenv("RINGCC_DEVICE", "cuda", 1);
     CuContext ctx = nullptr;
@@ -526,7 +535,14 @@ std::vector<int> peerLeaves(int n, int leaver, bool dies, const char* expect) {
       cuda.synchronizeAll();
       if (!first.check().empty()) return 12;
     }
-    if (rank == leaver) return dies || ncclCommAbort(comm) == ncclSuccess ? 0 : 14;
+    __atomic_add_fetch(firstDone, 1, __ATOMIC_ACQ_REL);
+    if (rank == leaver) {
+      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+      while (__atomic_load_n(firstDone, __ATOMIC_ACQUIRE) < n &&
+             std::chrono::steady_clock::now() < until)
+        std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      return dies || ncclCommAbort(comm) == ncclSuccess ? 0 : 14;
+    }
     CollRank me(data, rank, comm);
     me.setStream(stream);
     if (me.issue() != ncclSuccess) return 13;
@@ -546,11 +562,14 @@ std::vector<int> peerLeaves(int n, int leaver, bool dies, const char* expect) {
     const bool sawDeath = dies && last.find(death) != std::string::npos;
     int bad = 0;
     if (async != ncclRemoteError) ++bad;
-    const bool heardOfDeath = dies && last.find("a peer's process died") != std::string::npos;
+    // (A survivor that saw the error first and aborted may itself look dead to a slower one.)
+    const bool heardOfDeath = dies && last.find("process died") != std::string::npos;
     if (!sawDeath && !heardOfDeath && last.find(expect) == std::string::npos) ++bad;
     if (ncclCommAbort(comm) != ncclSuccess) ++bad;
     return bad > 0 ? 1 : sawDeath ? kSawDeath : 0;
   });
+  munmap(shared, sizeof(int));
+  return statuses;
 }
 
 // Exit codes of runProcessesStatus's children (-1 for one that did not end in time).
@@ -568,7 +587,7 @@ TEST_CASE("a CUDA rank's kernel stops when a peer's process dies, long before NC
       exitCodes(peerLeaves(4, 2, /*dies=*/true, "a peer's kernel stopped"));
   int sawDeath = 0;
   for (int r = 0; r < 4; ++r) {
-    INFO("rank " << r);
+    INFO("rank " << r << ", exit code " << codes[r]);
     if (r == 2) continue;  // the one that died (its exit status is its own)
     CHECK((codes[r] == 0 || codes[r] == kSawDeath));
     sawDeath += codes[r] == kSawDeath;
@@ -587,7 +606,7 @@ TEST_CASE("a CUDA rank's kernel stops when a peer across the network dies", "[cu
   const std::vector<int> codes =
       exitCodes(peerLeaves(3, 2, /*dies=*/true, "a peer's kernel stopped"));
   for (int r = 0; r < 2; ++r) {
-    INFO("rank " << r);
+    INFO("rank " << r << ", exit code " << codes[r]);
     CHECK((codes[r] == 0 || codes[r] == kSawDeath));
   }
 }
