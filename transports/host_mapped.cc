@@ -6,10 +6,7 @@
 
 namespace ringcc {
 
-HostMapping::HostMapping(HostMapping&& other) noexcept
-    : host_(std::exchange(other.host_, nullptr)),
-      device_(std::exchange(other.device_, 0)),
-      ctx_(std::exchange(other.ctx_, nullptr)) {}
+HostMapping::HostMapping(HostMapping&& other) noexcept { *this = std::move(other); }
 
 HostMapping& HostMapping::operator=(HostMapping&& other) noexcept {
   if (this != &other) {

@@ -117,6 +117,14 @@ struct HostBlock {
   int* word() { return &w; }
 };
 
+// Whether p lies in one of the ranges of `m` (base -> bytes).
+bool insideRange(const std::map<uintptr_t, size_t>& m, uintptr_t p) {
+  auto it = m.upper_bound(p);
+  if (it == m.begin()) return false;
+  --it;
+  return p < it->first + it->second;
+}
+
 struct State {
   std::mutex mu;
   std::map<uintptr_t, size_t> deviceAllocs;  // base -> bytes
@@ -134,10 +142,7 @@ struct State {
   }
   bool isDevice(uintptr_t p) {
     std::lock_guard<std::mutex> lock(mu);
-    auto it = deviceAllocs.upper_bound(p);
-    if (it == deviceAllocs.begin()) return false;
-    --it;
-    return p < it->first + it->second;
+    return insideRange(deviceAllocs, p);
   }
 };
 
@@ -152,12 +157,6 @@ struct MappedHost {
   std::mutex mu;
   std::map<uintptr_t, size_t> allocs;      // base -> bytes
   std::map<uintptr_t, size_t> registered;  // base -> bytes
-  static bool inside(const std::map<uintptr_t, size_t>& m, uintptr_t p) {
-    auto it = m.upper_bound(p);
-    if (it == m.begin()) return false;
-    --it;
-    return p < it->first + it->second;
-  }
   bool overlapsRegistered(uintptr_t p, size_t bytes) {
     auto it = registered.lower_bound(p + bytes);
     if (it == registered.begin()) return false;
@@ -279,7 +278,7 @@ CudaDriver makeTable() {
     MappedHost& m = mappedHost();
     std::lock_guard<std::mutex> lock(m.mu);
     const auto p = reinterpret_cast<uintptr_t>(host);
-    if (!MappedHost::inside(m.allocs, p) && !MappedHost::inside(m.registered, p))
+    if (!insideRange(m.allocs, p) && !insideRange(m.registered, p))
       return 1;  // CUDA_ERROR_INVALID_VALUE: not memory the driver maps
     *dptr = reinterpret_cast<CuDevicePtr>(host);
     return kCuSuccess;
