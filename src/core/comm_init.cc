@@ -15,6 +15,7 @@
 #include "src/core/log.h"
 #include "src/core/param.h"
 #include "src/cuda/mem_kind.h"
+#include "src/cuda/pci_bus.h"
 #include "src/exec/engine.h"
 #include "src/monitor/hang_report.h"
 #include "src/monitor/trace.h"
@@ -60,7 +61,11 @@ ncclResult_t initBody(Communicator* comm, const BootstrapMaker& makeBootstrap) {
   HostTopology topo;
   RINGCC_CHECK(loadHostTopology(&topo));
   std::vector<InitInfo> infos(comm->nranks);
-  infos[comm->rank].peer = localPeerInfo(comm->rank, comm->memKind, comm->cudaDev);
+  // A CUDA rank names its GPU by PCI bus id: ranks of other processes number devices their
+  // own way (src/cuda/pci_bus.h).
+  int64_t busId = -1;
+  if (comm->memKind == MemoryKind::Cuda) RINGCC_CHECK(cudaDeviceBusId(comm->cudaDev, &busId));
+  infos[comm->rank].peer = localPeerInfo(comm->rank, comm->memKind, comm->cudaDev, busId);
   infos[comm->rank].peer.numaNode = currentNumaNode();
   infos[comm->rank].peer.topoHash = topo.hash;
   infos[comm->rank].nonce = randomNonce();

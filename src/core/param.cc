@@ -49,7 +49,9 @@ constexpr ParamDef kParams[] = {
      "(for tests); unset: only ranks on different hosts do."},
     {"NTHREADS", "0",
      "Reserved for the CUDA executor (threads per block); host communicators do not read it."},
-    {"P2P_DISABLE", "0", "1: never use the p2p transport (ranks in one process use shm)."},
+    {"P2P_DISABLE", "0",
+     "1: never use the p2p transport (ranks in one process use shm), nor GPU memory shared "
+     "between processes (CUDA IPC: shm slots stay in host memory)."},
     {"PROTO", "",
      "Protocols allowed: Simple, LL, Direct (comma list, ^ to exclude); default: LL up to 256 B "
      "per rank, Direct above (Simple where references cannot be read). Unknown names get a WARN "

@@ -78,6 +78,10 @@ bool resolve(void* lib, CudaDriver* t, std::string* missing) {
   get(t->cuDeviceCanAccessPeer, "cuDeviceCanAccessPeer");
   get(t->cuMemHostRegister, "cuMemHostRegister_v2");
   get(t->cuMemHostUnregister, "cuMemHostUnregister");
+  get(t->cuIpcGetMemHandle, "cuIpcGetMemHandle");
+  get(t->cuIpcOpenMemHandle, "cuIpcOpenMemHandle_v2");
+  get(t->cuIpcCloseMemHandle, "cuIpcCloseMemHandle");
+  get(t->cuDeviceGetAttribute, "cuDeviceGetAttribute");
   return ok;
 }
 

@@ -46,6 +46,16 @@ constexpr unsigned kCuStreamNonBlocking = 0x1;          // CU_STREAM_NON_BLOCKIN
 constexpr unsigned kCuEventDisableTiming = 0x2;         // CU_EVENT_DISABLE_TIMING
 constexpr CuResult kCuErrorPeerAccessAlreadyEnabled = 704;
 constexpr CuResult kCuErrorPeerAccessUnsupported = 217;
+constexpr int kCuDeviceAttributePciBusId = 33;           // CU_DEVICE_ATTRIBUTE_PCI_BUS_ID
+constexpr int kCuDeviceAttributePciDeviceId = 34;        // CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID
+constexpr int kCuDeviceAttributePciDomainId = 50;        // CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID
+constexpr unsigned kCuIpcMemLazyEnablePeerAccess = 0x1;  // CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS
+
+// CUipcMemHandle: opaque bytes naming a cuMemAlloc block to another process.
+struct CuIpcMemHandle {
+  char reserved[64];
+};
+static_assert(sizeof(CuIpcMemHandle) == 64);
 
 // The entry points ringcc uses. Every pointer is set once the table is loaded.
 struct CudaDriver {
@@ -94,6 +104,13 @@ struct CudaDriver {
   // FIFO), made reachable for kernels: transports/host_mapped.h.
   CuResult (*cuMemHostRegister)(void* ptr, size_t bytes, unsigned flags) = nullptr;
   CuResult (*cuMemHostUnregister)(void* ptr) = nullptr;
+  // GPU memory of one process written by another's kernels (a shm connection's slots between
+  // CUDA ranks: transports/shm/device_slots.h), and the PCI ids that tell which GPU a rank of
+  // another process uses (src/cuda/pci_bus.h).
+  CuResult (*cuIpcGetMemHandle)(CuIpcMemHandle* handle, CuDevicePtr ptr) = nullptr;
+  CuResult (*cuIpcOpenMemHandle)(CuDevicePtr* ptr, CuIpcMemHandle handle, unsigned flags) = nullptr;
+  CuResult (*cuIpcCloseMemHandle)(CuDevicePtr ptr) = nullptr;
+  CuResult (*cuDeviceGetAttribute)(int* value, int attribute, CuDevice dev) = nullptr;
 };
 
 // The driver, loading it (and calling cuInit) on first need. On failure *out is null and the

@@ -404,16 +404,25 @@ TEST_CASE("the perf tools run CUDA communicators on device buffers, checked", "[
 
 namespace {
 
-// One CUDA rank in a forked process (its own emulated driver, device rank % 4), running
-// `cases` on a stream of its own; returns how many failed (printed). While the communicator
-// lives its connections' host memory is registered for the "GPU" (shm segments, UCX FIFOs),
-// and destroying it unregisters every range.
+// How the ranks of cudaRankProcess sit.
+struct ProcLayout {
+  bool oneGpu = false;        // every rank on device 0 (else rank % 4)
+  bool noPeerAccess = false;  // the emulated GPUs cannot write into each other's memory
+  bool ipc = false;           // expected: senders write into slots in their peers' GPUs
+};
+
+// One CUDA rank in a forked process (its own emulated driver), running `cases` on a stream of
+// its own; returns how many failed (printed). While the communicator lives its connections'
+// host memory is registered for the "GPU" (shm segments' control blocks or whole FIFOs, UCX
+// FIFOs), and, with layout.ipc, its sends opened its peers' GPU memory (CUDA IPC) and nothing
+// else did; destroying it unregisters every range and closes every import.
 int cudaRankProcess(int rank, int nranks, const ncclUniqueId& id,
-                    const std::vector<CollCase>& cases) {
+                    const std::vector<CollCase>& cases, const ProcLayout& layout = {}) {
   FakeCudaScope cuda;
+  if (layout.noPeerAccess) cuda.disablePeerAccess();
   setenv("RINGCC_DEVICE", "cuda", 1);
   CuContext ctx = nullptr;
-  if (cuda.driver().cuDevicePrimaryCtxRetain(&ctx, rank % 4) != kCuSuccess ||
+  if (cuda.driver().cuDevicePrimaryCtxRetain(&ctx, layout.oneGpu ? 0 : rank % 4) != kCuSuccess ||
       cuda.driver().cuCtxSetCurrent(ctx) != kCuSuccess)
     return 100;
   ncclComm_t comm = nullptr;
@@ -442,10 +451,17 @@ int cudaRankProcess(int rank, int nranks, const ncclUniqueId& id,
     std::fprintf(stderr, "[cuda procs] rank %d: no host memory was registered\n", rank);
     ++bad;
   }
+  if (layout.ipc ? cuda.liveIpcImports() == 0 : cuda.ipcOpens() != 0) {
+    std::fprintf(stderr, "[cuda procs] rank %d: %zu peer GPU blocks opened, %s\n", rank,
+                 cuda.ipcOpens(), layout.ipc ? "expected some" : "expected none");
+    ++bad;
+  }
   if (ncclCommDestroy(comm) != ncclSuccess) ++bad;
-  if (cuda.liveHostRegistrations() != 0 || cuda.liveDeviceAllocs() != 0) {
-    std::fprintf(stderr, "[cuda procs] rank %d: %zu registrations, %zu device blocks left\n", rank,
-                 cuda.liveHostRegistrations(), cuda.liveDeviceAllocs());
+  if (cuda.liveHostRegistrations() != 0 || cuda.liveDeviceAllocs() != 0 ||
+      cuda.liveIpcImports() != 0) {
+    std::fprintf(
+        stderr, "[cuda procs] rank %d: %zu registrations, %zu device blocks, %zu imports left\n",
+        rank, cuda.liveHostRegistrations(), cuda.liveDeviceAllocs(), cuda.liveIpcImports());
     ++bad;
   }
   return bad;
@@ -471,12 +487,43 @@ std::vector<CollCase> everyCollective(int root, uint64_t seed) {
 }  // namespace
 
 // Forked ranks: this group's process starts no thread before it forks (tests/support/ranks.h).
-TEST_CASE("CUDA ranks in different processes share shm segments mapped for their GPUs",
+TEST_CASE("CUDA ranks in different processes write into each other's GPUs (CUDA IPC)",
           "[cuda_procs]") {
   const int n = 3;
   const std::vector<CollCase> cases = everyCollective(n - 1, 70);
   const ncclUniqueId id = newUniqueId();
-  CHECK(runProcesses(n, [&](int rank) { return cudaRankProcess(rank, n, id, cases); }) == 0);
+  ProcLayout layout;
+  layout.ipc = true;
+  CHECK(runProcesses(n, [&](int rank) { return cudaRankProcess(rank, n, id, cases, layout); }) ==
+        0);
+}
+
+TEST_CASE("CUDA ranks in processes sharing one GPU meet in its memory", "[cuda_procs]") {
+  const int n = 2;
+  const std::vector<CollCase> cases = everyCollective(0, 110);
+  const ncclUniqueId id = newUniqueId();
+  ProcLayout layout;
+  layout.oneGpu = true;
+  layout.ipc = true;
+  CHECK(runProcesses(n, [&](int rank) { return cudaRankProcess(rank, n, id, cases, layout); }) ==
+        0);
+}
+
+TEST_CASE("CUDA ranks of processes whose GPUs cannot reach each other stage through shm",
+          "[cuda_procs]") {
+  const int n = 3;
+  const std::vector<CollCase> cases = everyCollective(1, 130);
+  ProcLayout layout;
+  layout.noPeerAccess = true;
+  {
+    const ncclUniqueId id = newUniqueId();
+    CHECK(runProcesses(n, [&](int rank) { return cudaRankProcess(rank, n, id, cases, layout); }) ==
+          0);
+  }
+  // NCCL_P2P_DISABLE=1 asks for the same where the GPUs could.
+  ScopedEnv off("NCCL_P2P_DISABLE", "1");
+  const ncclUniqueId id = newUniqueId();
+  CHECK(runProcesses(n, [&](int rank) { return cudaRankProcess(rank, n, id, cases, {}); }) == 0);
 }
 
 TEST_CASE("CUDA ranks across a network stage through host memory that the proxy moves",

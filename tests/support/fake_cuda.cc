@@ -1,10 +1,15 @@
 #include "support/fake_cuda.h"
 
+#include <fcntl.h>
 #include <sched.h>
+#include <sys/mman.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <deque>
@@ -125,9 +130,34 @@ bool insideRange(const std::map<uintptr_t, size_t>& m, uintptr_t p) {
   return p < it->first + it->second;
 }
 
+// Where a cuMemAlloc block came from: a memfd (so that another process can map it, as CUDA
+// IPC lets it) and the device whose context allocated it.
+struct DeviceBlock {
+  int fd;
+  size_t mapped;  // bytes mapped: whole pages
+  int device;
+};
+
+// What the emulated cuIpcGetMemHandle writes into a CuIpcMemHandle: enough for another process
+// to reopen the memfd through /proc/<pid>/fd/<fd>.
+struct FakeIpcHandle {
+  uint64_t magic;
+  int32_t pid;
+  int32_t fd;
+  uint64_t mapped;
+  int32_t device;
+};
+static_assert(sizeof(FakeIpcHandle) <= sizeof(CuIpcMemHandle));
+constexpr uint64_t kIpcMagic = 0x66616b6569706321ull;  // "fakeipc!"
+
+size_t wholePages(size_t bytes) { return bytes == 0 ? 4096 : (bytes + 4095) / 4096 * 4096; }
+
 struct State {
   std::mutex mu;
   std::map<uintptr_t, size_t> deviceAllocs;  // base -> bytes
+  std::map<uintptr_t, DeviceBlock> blocks;   // base -> its memfd
+  std::map<uintptr_t, size_t> imports;       // cuIpcOpenMemHandle mappings: base -> bytes
+  std::atomic<size_t> ipcOpens{0};
   std::vector<std::unique_ptr<Stream>> streams;
   Stream* legacy = nullptr;
   std::atomic<size_t> kernelsRun{0};
@@ -142,7 +172,7 @@ struct State {
   }
   bool isDevice(uintptr_t p) {
     std::lock_guard<std::mutex> lock(mu);
-    return insideRange(deviceAllocs, p);
+    return insideRange(deviceAllocs, p) || insideRange(imports, p);
   }
 };
 
@@ -241,17 +271,82 @@ CudaDriver makeTable() {
     return kCuSuccess;
   };
   d.cuMemAlloc = [](CuDevicePtr* p, size_t bytes) -> CuResult {
-    void* mem = std::aligned_alloc(256, (bytes + 255) / 256 * 256);
-    if (mem == nullptr) return 2;  // CUDA_ERROR_OUT_OF_MEMORY
+    const size_t mapped = wholePages(bytes);
+    const int fd = memfd_create("fake-cuda-device", MFD_CLOEXEC);
+    if (fd < 0) return 2;  // CUDA_ERROR_OUT_OF_MEMORY
+    void* mem = ftruncate(fd, static_cast<off_t>(mapped)) == 0
+                    ? mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)
+                    : MAP_FAILED;
+    if (mem == MAP_FAILED) {
+      close(fd);
+      return 2;
+    }
+    const auto base = reinterpret_cast<uintptr_t>(mem);
     std::lock_guard<std::mutex> lock(gState->mu);
-    gState->deviceAllocs[reinterpret_cast<uintptr_t>(mem)] = bytes;
+    gState->deviceAllocs[base] = bytes;
+    gState->blocks[base] = DeviceBlock{fd, mapped, tCurrent != nullptr ? deviceOf(tCurrent) : -1};
     *p = reinterpret_cast<CuDevicePtr>(mem);
     return kCuSuccess;
   };
   d.cuMemFree = [](CuDevicePtr p) -> CuResult {
     std::lock_guard<std::mutex> lock(gState->mu);
-    if (gState->deviceAllocs.erase(static_cast<uintptr_t>(p)) == 0) return 1;
-    std::free(reinterpret_cast<void*>(p));
+    auto it = gState->blocks.find(static_cast<uintptr_t>(p));
+    if (it == gState->blocks.end()) return 1;
+    munmap(reinterpret_cast<void*>(p), it->second.mapped);
+    close(it->second.fd);
+    gState->blocks.erase(it);
+    gState->deviceAllocs.erase(static_cast<uintptr_t>(p));
+    return kCuSuccess;
+  };
+  d.cuIpcGetMemHandle = [](CuIpcMemHandle* handle, CuDevicePtr p) -> CuResult {
+    std::lock_guard<std::mutex> lock(gState->mu);
+    auto it = gState->blocks.find(static_cast<uintptr_t>(p));
+    if (it == gState->blocks.end()) return 1;  // CUDA_ERROR_INVALID_VALUE: not a block's base
+    const FakeIpcHandle h{kIpcMagic, static_cast<int32_t>(getpid()), it->second.fd,
+                          it->second.mapped, it->second.device};
+    *handle = CuIpcMemHandle{};
+    std::memcpy(handle->reserved, &h, sizeof h);
+    return kCuSuccess;
+  };
+  d.cuIpcOpenMemHandle = [](CuDevicePtr* p, CuIpcMemHandle handle, unsigned flags) -> CuResult {
+    FakeIpcHandle h;
+    std::memcpy(&h, handle.reserved, sizeof h);
+    if (h.magic != kIpcMagic) return 400;                  // CUDA_ERROR_INVALID_HANDLE
+    if (tCurrent == nullptr) return 201;                   // CUDA_ERROR_INVALID_CONTEXT
+    if (h.pid == getpid()) return 201;                     // the driver refuses its own handles
+    if (flags != kCuIpcMemLazyEnablePeerAccess) return 1;  // CUDA_ERROR_INVALID_VALUE
+    if (gNoPeerAccess && h.device != deviceOf(tCurrent)) return kCuErrorPeerAccessUnsupported;
+    char path[64];
+    std::snprintf(path, sizeof path, "/proc/%d/fd/%d", h.pid, h.fd);
+    const int fd = ::open(path, O_RDWR | O_CLOEXEC);
+    if (fd < 0) return 400;  // the exporter is gone or freed it
+    void* mem = mmap(nullptr, h.mapped, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);
+    // The mapping keeps the memory.
+    close(fd);
+    if (mem == MAP_FAILED) return 205;  // CUDA_ERROR_MAP_FAILED
+    std::lock_guard<std::mutex> lock(gState->mu);
+    gState->imports[reinterpret_cast<uintptr_t>(mem)] = h.mapped;
+    ++gState->ipcOpens;
+    *p = reinterpret_cast<CuDevicePtr>(mem);
+    return kCuSuccess;
+  };
+  d.cuIpcCloseMemHandle = [](CuDevicePtr p) -> CuResult {
+    std::lock_guard<std::mutex> lock(gState->mu);
+    auto it = gState->imports.find(static_cast<uintptr_t>(p));
+    if (it == gState->imports.end()) return 1;
+    munmap(reinterpret_cast<void*>(p), it->second);
+    gState->imports.erase(it);
+    return kCuSuccess;
+  };
+  d.cuDeviceGetAttribute = [](int* value, int attribute, CuDevice dev) -> CuResult {
+    if (dev < 0 || dev >= kDevices) return 101;  // CUDA_ERROR_INVALID_DEVICE
+    if (attribute == kCuDeviceAttributePciBusId)
+      *value = 0x18 + 0x10 * dev;  // 0000:18:00.0, 0000:28:00.0, ...
+    else if (attribute == kCuDeviceAttributePciDeviceId ||
+             attribute == kCuDeviceAttributePciDomainId)
+      *value = 0;
+    else
+      return 1;  // CUDA_ERROR_INVALID_VALUE: an attribute ringcc does not ask for
     return kCuSuccess;
   };
   d.cuMemcpyHtoD = [](CuDevicePtr dst, const void* src, size_t bytes) {
@@ -398,6 +493,12 @@ CudaDriver makeTable() {
 }  // namespace
 
 FakeCudaScope::FakeCudaScope() {
+  // Every device block holds a memfd open (for cuIpcOpenMemHandle): allow as many as we may.
+  rlimit files{};
+  if (getrlimit(RLIMIT_NOFILE, &files) == 0 && files.rlim_cur < files.rlim_max) {
+    files.rlim_cur = files.rlim_max;
+    setrlimit(RLIMIT_NOFILE, &files);
+  }
   gState = new State;
   gState->table = makeTable();
   gState->legacy = reinterpret_cast<Stream*>(gState->add(std::make_unique<Stream>()));
@@ -442,6 +543,13 @@ size_t FakeCudaScope::liveHostAllocs() const { return gLiveHostAllocs.load(); }
 size_t FakeCudaScope::liveHostRegistrations() const {
   std::lock_guard<std::mutex> lock(mappedHost().mu);
   return mappedHost().registered.size();
+}
+
+size_t FakeCudaScope::ipcOpens() const { return gState->ipcOpens.load(); }
+
+size_t FakeCudaScope::liveIpcImports() const {
+  std::lock_guard<std::mutex> lock(gState->mu);
+  return gState->imports.size();
 }
 
 size_t FakeCudaScope::liveDeviceAllocs() const {

@@ -9,6 +9,12 @@
 //              cuMemAlloc block is device memory, any other is page-locked host memory;
 //              cuMemHostGetDevicePointer answers only inside a cuMemHostAlloc block or a
 //              cuMemHostRegister range (DEVICEMAP), as the driver does
+//   IPC        each cuMemAlloc block is a memfd mapped shared; its CuIpcMemHandle names the
+//              process and fd, and cuIpcOpenMemHandle in another process maps the same pages
+//              (through /proc/<pid>/fd), so forked ranks really share "GPU memory"; a process
+//              cannot open its own handles, and without peer access (disablePeerAccess) no
+//              other device's, as the driver answers
+//   devices    4, on PCI buses 0000:18:00.0, 0000:28:00.0, ... (cuDeviceGetAttribute)
 //   streams    each stream (the legacy default stream too) is a host thread running its
 //              tasks in order: kernel launches, async copies and memsets, event records and
 //              waits; cuStreamSynchronize waits until its queue is empty
@@ -49,6 +55,8 @@ class FakeCudaScope {
   size_t liveHostAllocs() const;         // cuMemHostAlloc blocks not freed yet
   size_t liveHostRegistrations() const;  // cuMemHostRegister ranges not unregistered yet
   size_t peerAccessCalls() const;        // cuCtxEnablePeerAccess calls
+  size_t ipcOpens() const;               // cuIpcOpenMemHandle calls that succeeded
+  size_t liveIpcImports() const;         // ... whose memory is not closed yet
 };
 
 }  // namespace ringcc::test

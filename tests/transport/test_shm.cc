@@ -4,10 +4,12 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstring>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "support/fake_cuda.h"
@@ -15,6 +17,7 @@
 #include "support/test_env.h"
 #include "tests/transport/conn_pair.h"
 #include "tests/transport/fifo_stream.h"
+#include "transports/shm/device_slots.h"
 #include "transports/shm/shm_transport.h"
 #include "transports/transport.h"
 
@@ -459,6 +462,129 @@ TEST_CASE("shm: CUDA ranks map the segment for their GPUs, without references", 
   std::unique_ptr<PendingConnection> pending;
   CHECK(setup(ConnSide::Recv, spec, &info, &pending) == ncclInvalidUsage);
   CHECK(log.contains("no current CUDA context"));
+}
+
+namespace {
+
+// A spec between CUDA ranks: this one on emulated device selfDev, the peer on peerDev (each
+// named by its PCI bus id, as ranks of other processes know each other).
+ConnSpec cudaSpecFor(int selfRank, int peerRank, pid_t peerPid, int selfDev, int peerDev) {
+  ConnSpec spec = specFor(selfRank, peerRank, peerPid, 8, 8192);
+  for (auto [p, dev] : {std::pair{&spec.self, selfDev}, std::pair{&spec.peer, peerDev}}) {
+    p->memory = MemoryKind::Cuda;
+    p->cudaDev = dev;
+    p->busId = int64_t{0x18 + 0x10 * dev} << 8;  // the emulated driver's buses
+  }
+  return spec;
+}
+
+bool bindDevice(const FakeCudaScope& cuda, int dev) {
+  CuContext ctx = nullptr;
+  return cuda.driver().cuDevicePrimaryCtxRetain(&ctx, dev) == kCuSuccess &&
+         cuda.driver().cuCtxSetCurrent(ctx) == kCuSuccess;
+}
+
+}  // namespace
+
+TEST_CASE("shm: CUDA ranks of two processes put the slots in the receiver's GPU (CUDA IPC)",
+          "[shm]") {
+  const pid_t parent = getpid();
+  // The child, on device 1, sends into slots in the parent's device 0.
+  Child child([parent](int in, int out) {
+    FakeCudaScope cuda;
+    if (!bindDevice(cuda, 1)) return 10;
+    const ConnSpec spec = cudaSpecFor(1, 0, parent, 1, 0);
+    std::unique_ptr<PendingConnection> ps;
+    std::unique_ptr<Connector> send;
+    ConnInfo mySend, theirRecv;
+    if (setup(ConnSide::Send, spec, &mySend, &ps) != ncclSuccess) return 11;
+    if (!writeInfo(out, mySend) || !readInfo(in, &theirRecv)) return 12;
+    if (ps->connect(theirRecv, &send) != ncclSuccess) return 13;
+    if (cuda.ipcOpens() != 1 || cuda.liveIpcImports() != 1) return 14;
+    const std::vector<uint8_t> data = makeStream(kBytes, 3);
+    uint32_t tail = 0;
+    const WaitOptions o = testWaitOptions(send.get());
+    if (sendStream(send->view(), &tail, data.data(), kBytes, o) != ncclSuccess) return 15;
+    if (waitForCounter(&send->view().control->head, tail, o) != ncclSuccess) return 16;
+    // A GPU that cannot reach the receiver's cannot open its handle: an error that says why
+    // and what to do.
+    ShmRecvInfo r;
+    std::memcpy(&r, theirRecv.payload.data(), sizeof r);
+    cuda.disablePeerAccess();
+    {
+      CapturedLog log;
+      DeviceSlots refused;
+      if (DeviceSlots::open(r.ipcHandle, r.deviceBytes, 0, 0, "test", &refused) != ncclSystemError)
+        return 17;
+      if (!log.contains("cuIpcOpenMemHandle") || !log.contains("NCCL_P2P_DISABLE=1")) return 18;
+    }
+    send.reset();
+    return cuda.liveIpcImports() == 0 ? 0 : 19;  // closed with the connector
+  });
+
+  FakeCudaScope cuda;  // after the fork: the child inherits none of its threads
+  REQUIRE(bindDevice(cuda, 0));
+  const ConnSpec spec = cudaSpecFor(0, 1, child.pid, 0, 1);
+  std::unique_ptr<PendingConnection> pr;
+  std::unique_ptr<Connector> recv;
+  ConnInfo myRecv, theirSend;
+  REQUIRE(setup(ConnSide::Recv, spec, &myRecv, &pr) == ncclSuccess);
+  const ShmRecvInfo r = recvInfoOf(myRecv);
+  CHECK(r.deviceSlots == 1);
+  CHECK(r.deviceBytes == deviceSlotsBytes(connGeometry(spec)));
+  CHECK(r.bytes <= 4096);  // the segment holds the header and control block only
+  CHECK(cuda.liveDeviceAllocs() == 1);
+  REQUIRE(writeInfo(child.out, myRecv));
+  REQUIRE(readInfo(child.in, &theirSend));
+  REQUIRE(pr->connect(theirSend, &recv) == ncclSuccess);
+  const ConnectorView& v = recv->view();
+  unsigned kind = 0;
+  REQUIRE(cuda.driver().cuPointerGetAttribute(&kind, kCuPointerAttributeMemoryType,
+                                              reinterpret_cast<CuDevicePtr>(v.slots)) ==
+          kCuSuccess);
+  CHECK(kind == kCuMemoryTypeDevice);
+  REQUIRE(v.llSlots != nullptr);
+  CHECK(v.llSlots == v.slots + deviceLlOffset(connGeometry(spec)));
+  const std::vector<char> ll(v.llSlots, v.llSlots + uint64_t{v.nSlots} * v.llSlotBytes);
+  CHECK(std::all_of(ll.begin(), ll.end(), [](char c) { return c == 0; }));  // no epoch is 0
+  CHECK(recv->hostControl() != nullptr);  // the control block stays in host memory
+  std::vector<uint8_t> got(kBytes);
+  uint32_t step = 0;
+  CHECK(recvStream(v, &step, got.data(), kBytes, testWaitOptions(recv.get())) == ncclSuccess);
+  CHECK(got == makeStream(kBytes, 3));
+  CHECK(child.wait() == 0);
+  recv.reset();
+  CHECK(cuda.liveDeviceAllocs() == 0);
+  CHECK(cuda.liveHostRegistrations() == 0);
+}
+
+TEST_CASE("shm: slots stay in host memory where the sender's GPU cannot write the receiver's",
+          "[shm]") {
+  FakeCudaScope cuda;
+  REQUIRE(bindDevice(cuda, 0));
+  const pid_t other = getppid();  // another process: only the decision is tested here
+  CHECK(deviceSlotsFor(cudaSpecFor(0, 1, other, 0, 1)));
+  CHECK(deviceSlotsFor(cudaSpecFor(0, 1, other, 0, 0)));           // two processes on one GPU
+  CHECK_FALSE(deviceSlotsFor(cudaSpecFor(0, 1, getpid(), 0, 1)));  // one process: p2p's job
+  ConnSpec hidden = cudaSpecFor(0, 1, other, 0, 1);
+  hidden.peer.busId = int64_t{0x99} << 8;  // a GPU this process does not see
+  CHECK_FALSE(deviceSlotsFor(hidden));
+  ConnSpec host = specFor(0, 1, other, 8, 8192);
+  CHECK_FALSE(deviceSlotsFor(host));
+  {
+    ScopedEnv off("NCCL_P2P_DISABLE", "1");
+    CHECK_FALSE(deviceSlotsFor(cudaSpecFor(0, 1, other, 0, 1)));
+  }
+  cuda.disablePeerAccess();
+  CHECK_FALSE(deviceSlotsFor(cudaSpecFor(0, 1, other, 0, 1)));
+  CHECK(deviceSlotsFor(cudaSpecFor(0, 1, other, 0, 0)));  // its own GPU it can always reach
+  // Such a receiver's info says so, and its segment holds the slots.
+  ConnInfo info;
+  std::unique_ptr<PendingConnection> pending;
+  REQUIRE(setup(ConnSide::Recv, cudaSpecFor(0, 1, other, 0, 1), &info, &pending) == ncclSuccess);
+  CHECK(recvInfoOf(info).deviceSlots == 0);
+  CHECK(recvInfoOf(info).bytes > uint64_t{8} * 8192);
+  CHECK(cuda.liveDeviceAllocs() == 0);
 }
 
 TEST_CASE("shm: attaching after the receiver closed fails cleanly; mismatches are refused",

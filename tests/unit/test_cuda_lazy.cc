@@ -51,6 +51,10 @@ CudaDriver fakeDriver(bool withContext) {
     *dev = 3;
     return kCuSuccess;
   };
+  d.cuDeviceGetAttribute = [](int* value, int, CuDevice dev) {  // PCI ids: bus = device
+    *value = dev;
+    return kCuSuccess;
+  };
   d.cuPointerGetAttribute = [](void* data, int attribute, CuDevicePtr ptr) -> CuResult {
     if (attribute != kCuPointerAttributeMemoryType) return 1;
     auto* p = reinterpret_cast<const char*>(ptr);

@@ -14,6 +14,7 @@
 #include "transports/fifo_layout.h"
 #include "transports/host_mapped.h"
 #include "transports/peer_read.h"
+#include "transports/shm/device_slots.h"
 #include "transports/shm/process_watch.h"
 #include "transports/shm/shm_segment.h"
 
@@ -21,14 +22,16 @@ namespace ringcc {
 namespace {
 
 constexpr uint64_t kShmMagic = 0x72696e6763637368ull;  // "ringccsh"
-constexpr uint32_t kShmLayoutVersion = 3;
+constexpr uint16_t kShmLayoutVersion = 4;
+constexpr uint16_t kShmFlagDeviceSlots = 1;  // the slots are in the receiver's GPU
 constexpr uint64_t kPage = 4096;
 // What a receiver reads from the sender's memory to learn whether it may read references.
 const uint64_t kPeerReadProbe = 0x72696e6763637266ull;  // "ringccrf"
 
 struct alignas(64) ShmHeader {
   uint64_t magic;
-  uint32_t version;
+  uint16_t version;
+  uint16_t flags;  // kShmFlagDeviceSlots
   uint32_t nSlots;
   uint32_t slotBytes;
   uint32_t llSlotBytes;
@@ -41,19 +44,35 @@ struct alignas(64) ShmHeader {
 };
 static_assert(sizeof(ShmHeader) == 64);
 
-FifoLayout layoutFor(const ConnGeometry& g) { return fifoLayout(g, sizeof(ShmHeader), kPage); }
+// Where the FIFO lies in the segment. With its slots in the receiver's GPU the segment ends
+// after the control block (offsets 0: no slots here).
+FifoLayout layoutFor(const ConnGeometry& g, bool deviceSlots) {
+  FifoLayout l = fifoLayout(g, sizeof(ShmHeader), kPage);
+  if (deviceSlots) {
+    l.total = l.slotsOffset;
+    l.slotsOffset = 0;
+    l.llSlotsOffset = 0;
+  }
+  return l;
+}
 
 std::atomic_ref<uint32_t> closedRef(ShmHeader* h, ConnSide s) {
   return std::atomic_ref<uint32_t>(h->closed[static_cast<int>(s)]);
 }
 
 // The FIFO of `seg` as seen at `base`: the segment's own (host) address, or its device
-// address for a CUDA rank's kernels.
-ConnectorView viewOf(const ShmSegment& seg, char* base = nullptr) {
+// address for a CUDA rank's kernels. `slots`: where the slots are when they are in the
+// receiver's GPU (null for a host thread's view, which only touches the control block).
+ConnectorView viewOf(const ShmSegment& seg, char* base = nullptr, char* slots = nullptr) {
   auto* h = static_cast<ShmHeader*>(seg.base());
   const FifoLayout l{h->controlOffset, h->slotsOffset, h->llSlotsOffset, 0};
   const ConnGeometry g{h->nSlots, h->slotBytes, h->llSlotBytes, 0};
-  return fifoView(base != nullptr ? base : static_cast<char*>(seg.base()), l, g);
+  ConnectorView v = fifoView(base != nullptr ? base : static_cast<char*>(seg.base()), l, g);
+  if (h->flags & kShmFlagDeviceSlots) {
+    v.slots = slots;
+    v.llSlots = slots != nullptr && g.llSlotBytes > 0 ? slots + deviceLlOffset(g) : nullptr;
+  }
+  return v;
 }
 
 // A CUDA rank's kernels reach the segment through a registration (transports/host_mapped.h);
@@ -92,12 +111,14 @@ class ShmConnector final : public Connector {
  public:
   // refPid (receive side): the sender's pid when this side reads its references, else 0.
   // device: the segment's registration for a CUDA rank (the view then holds device addresses).
+  // slots: the slots in the receiver's GPU, when the segment has none.
   ShmConnector(ConnSide side, int peerRank, ShmSide mapping, ProcessWatch watch, HostMapping device,
-               int refPid = 0)
-      : Connector(side, peerRank, viewOf(mapping.segment(), device.device())),
+               DeviceSlots slots, int refPid = 0)
+      : Connector(side, peerRank, viewOf(mapping.segment(), device.device(), slots.base())),
         mapping_(std::move(mapping)),
         watch_(std::move(watch)),
-        device_(std::move(device)) {
+        device_(std::move(device)),
+        slots_(std::move(slots)) {
     if (refPid > 0) {
       view_.refPid = refPid;
       // Published once, before this side's first head moves; the sender reads it per slice.
@@ -120,7 +141,8 @@ class ShmConnector final : public Connector {
  private:
   ShmSide mapping_;
   ProcessWatch watch_;
-  HostMapping device_;  // released first: the segment stays mapped until ShmSide goes
+  HostMapping device_;  // released before the segment: it stays mapped until ShmSide goes
+  DeviceSlots slots_;   // released first
 };
 
 // Pids only name the same process within one pid namespace.
@@ -132,10 +154,11 @@ ProcessWatch watchPeer(const ConnSpec& spec, int32_t pid) {
 // Receiver between setup and connect: owns the segment (its name waits for the sender).
 class ShmPendingRecv final : public PendingConnection {
  public:
-  ShmPendingRecv(const ConnSpec& spec, ShmSegment seg, HostMapping device)
+  ShmPendingRecv(const ConnSpec& spec, ShmSegment seg, HostMapping device, DeviceSlots slots)
       : PendingConnection(ConnSide::Recv, spec),
         mapping_(std::move(seg), ConnSide::Recv),
-        device_(std::move(device)) {}
+        device_(std::move(device)),
+        slots_(std::move(slots)) {}
 
  protected:
   ncclResult_t connectImpl(const ConnInfo& remote, std::unique_ptr<Connector>* conn) override {
@@ -153,7 +176,7 @@ class ShmPendingRecv final : public PendingConnection {
     // Watch the sender from now: it is alive (it just sent its info).
     *conn = std::make_unique<ShmConnector>(ConnSide::Recv, spec().peer.rank, std::move(mapping_),
                                            watchPeer(spec(), s.sendPid), std::move(device_),
-                                           refs ? s.sendPid : 0);
+                                           std::move(slots_), refs ? s.sendPid : 0);
     LOG_INFO(kLogShm | kLogInit, "shm: channel %d recv from rank %d: references %s", spec().channel,
              spec().peer.rank, refs ? "read with process_vm_readv" : "off");
     return ncclSuccess;
@@ -162,6 +185,7 @@ class ShmPendingRecv final : public PendingConnection {
  private:
   ShmSide mapping_;
   HostMapping device_;
+  DeviceSlots slots_;
 };
 
 // Sender between setup and connect: holds nothing; it attaches in connect.
@@ -177,7 +201,16 @@ class ShmPendingSend final : public PendingConnection {
     RINGCC_CHECK(unpackConnInfo(remote, "shm", kShmInfoVersion, ConnSide::Recv, &r, peer, where));
     r.name[sizeof(r.name) - 1] = '\0';
     RINGCC_CHECK(checkConnGeometry(spec(), r.geometry, where));
-    FifoLayout l = layoutFor(r.geometry);
+    const bool onGpu = r.deviceSlots != 0;
+    if (onGpu &&
+        (spec().self.memory != MemoryKind::Cuda || r.deviceBytes != deviceSlotsBytes(r.geometry)))
+      return failPeer(ncclInvalidUsage, peer, where,
+                      "info puts %llu bytes of slots in its GPU, expected %llu for a CUDA rank",
+                      static_cast<unsigned long long>(r.deviceBytes),
+                      static_cast<unsigned long long>(spec().self.memory == MemoryKind::Cuda
+                                                          ? deviceSlotsBytes(r.geometry)
+                                                          : 0));
+    FifoLayout l = layoutFor(r.geometry, onGpu);
     if (r.bytes != l.total)
       return failPeer(ncclInvalidUsage, peer, where,
                       "info says %llu bytes for %u x %u slots (LL %u), expected %llu",
@@ -190,19 +223,27 @@ class ShmPendingSend final : public PendingConnection {
     RINGCC_CHECK(ShmSegment::attach(r.name, r.bytes, peer, &seg));
     auto* h = static_cast<ShmHeader*>(seg.base());
     if (h->magic != kShmMagic || h->version != kShmLayoutVersion ||
-        h->nSlots != r.geometry.nSlots || h->slotBytes != r.geometry.slotBytes ||
-        h->llSlotBytes != r.geometry.llSlotBytes || h->controlOffset != l.controlOffset ||
-        h->slotsOffset != l.slotsOffset || h->llSlotsOffset != l.llSlotsOffset)
+        h->flags != (onGpu ? kShmFlagDeviceSlots : 0) || h->nSlots != r.geometry.nSlots ||
+        h->slotBytes != r.geometry.slotBytes || h->llSlotBytes != r.geometry.llSlotBytes ||
+        h->controlOffset != l.controlOffset || h->slotsOffset != l.slotsOffset ||
+        h->llSlotsOffset != l.llSlotsOffset)
       return failPeer(ncclInvalidUsage, peer, where,
                       "segment %s does not hold the FIFO its info describes", r.name);
     HostMapping device;
     RINGCC_CHECK(mapForKernels(spec(), seg, where, &device));
+    DeviceSlots slots;
+    if (onGpu)
+      RINGCC_CHECK(
+          DeviceSlots::open(r.ipcHandle, r.deviceBytes, peer, spec().channel, where, &slots));
     h->sendPid = static_cast<int32_t>(getpid());
     LOG_INFO(kLogShm | kLogInit, "shm: channel %d send to rank %d: attached %s%s", spec().channel,
-             peer, r.name, device.mapped() ? " (mapped for the GPU)" : "");
+             peer, r.name,
+             onGpu             ? " (mapped for the GPU; slots in the peer's GPU, CUDA IPC)"
+             : device.mapped() ? " (mapped for the GPU)"
+                               : "");
     *conn = std::make_unique<ShmConnector>(ConnSide::Send, peer,
                                            ShmSide(std::move(seg), ConnSide::Send),
-                                           std::move(watch), std::move(device));
+                                           std::move(watch), std::move(device), std::move(slots));
     return ncclSuccess;
   }
 };
@@ -247,7 +288,9 @@ class ShmTransport final : public Transport {
       *pending = std::make_unique<ShmPendingSend>(spec);
       return ncclSuccess;
     }
-    FifoLayout l = layoutFor(connGeometry(spec));
+    const ConnGeometry g = connGeometry(spec);
+    const bool onGpu = deviceSlotsFor(spec);
+    FifoLayout l = layoutFor(g, onGpu);
     ShmSegment seg;
     RINGCC_CHECK(ShmSegment::create(l.total, spec.peer.rank, &seg));
     // A fresh segment reads as zeros: counters, waiters, sizes, closed flags and the LL lines'
@@ -255,6 +298,7 @@ class ShmTransport final : public Transport {
     auto* h = static_cast<ShmHeader*>(seg.base());
     h->magic = kShmMagic;
     h->version = kShmLayoutVersion;
+    h->flags = onGpu ? kShmFlagDeviceSlots : 0;
     h->nSlots = spec.nSlots;
     h->slotBytes = spec.slotBytes;
     h->llSlotBytes = spec.llSlotBytes;
@@ -267,15 +311,26 @@ class ShmTransport final : public Transport {
     RINGCC_CHECK(mapForKernels(spec, seg, "shm setup recv", &device));
 
     ShmRecvInfo r{};
+    DeviceSlots slots;
+    if (onGpu) {
+      RINGCC_CHECK(DeviceSlots::allocate(g, spec.peer.rank, spec.channel, "shm setup recv", &slots,
+                                         &r.ipcHandle));
+      r.deviceSlots = 1;
+      r.deviceBytes = deviceSlotsBytes(g);
+    }
     std::snprintf(r.name, sizeof(r.name), "%s", seg.name());
     r.bytes = l.total;
-    r.geometry = connGeometry(spec);
+    r.geometry = g;
     r.recvPid = h->recvPid;
     LOG_INFO(kLogShm | kLogInit, "shm: channel %d recv from rank %d: %s, %u x %u bytes (LL %u)%s",
              spec.channel, spec.peer.rank, seg.name(), spec.nSlots, spec.slotBytes,
-             spec.llSlotBytes, device.mapped() ? ", mapped for the GPU" : "");
+             spec.llSlotBytes,
+             onGpu             ? ", control mapped for the GPU, slots in this GPU (CUDA IPC)"
+             : device.mapped() ? ", mapped for the GPU"
+                               : "");
     // The pending side owns the segment from here on, also if packing the info fails.
-    auto recv = std::make_unique<ShmPendingRecv>(spec, std::move(seg), std::move(device));
+    auto recv =
+        std::make_unique<ShmPendingRecv>(spec, std::move(seg), std::move(device), std::move(slots));
     RINGCC_CHECK(packConnInfo("shm", kShmInfoVersion, ConnSide::Recv, r, info));
     *pending = std::move(recv);
     return ncclSuccess;

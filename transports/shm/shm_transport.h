@@ -9,6 +9,9 @@
 //
 // CUDA ranks: each side registers the whole segment for its GPU (transports/host_mapped.h)
 // and its view holds the device addresses; the kernels poll and copy over PCIe. No references.
+// Where the sender's GPU can write into the receiver's (the same GPU, or peers), the slots
+// leave the segment for the receiver's GPU memory, shared through a CUDA IPC handle in the
+// receiver's info (device_slots.h): the segment then holds the header and control block only.
 //
 // References (Direct protocol): the sender's info also names a word of its memory; a receiver
 // that can read it there with process_vm_readv (transports/peer_read.h) sets the FIFO's
@@ -21,6 +24,7 @@
 //   64       FifoControl: tail, head, posted calls, meta[nSlots]       64-byte aligned
 //   4096*k   Simple slots: nSlots x slotBytes                          page aligned
 //   4096*m   LL slots: nSlots x llSlotBytes (absent if 0)              page aligned
+// (no slots when the header's flags say they are in the receiver's GPU)
 //
 // Peer state: a side that destroys its Connector (or its unconnected PendingConnection) sets
 // its closed flag and wakes both counters; a side whose peer process dies is told by a pidfd
@@ -30,11 +34,12 @@
 
 #include <cstdint>
 
+#include "src/cuda/cuda_driver.h"
 #include "transports/transport.h"
 
 namespace ringcc {
 
-inline constexpr uint32_t kShmInfoVersion = 3;
+inline constexpr uint32_t kShmInfoVersion = 4;
 
 // The receiver's info: where its FIFO is.
 struct ShmRecvInfo {
@@ -42,7 +47,9 @@ struct ShmRecvInfo {
   uint64_t bytes;  // segment size
   ConnGeometry geometry;
   int32_t recvPid;
-  uint32_t pad;
+  uint32_t deviceSlots;      // 1: the slots are in the receiver's GPU, shared by ipcHandle
+  uint64_t deviceBytes;      // ... in a block of this many bytes
+  CuIpcMemHandle ipcHandle;  // zeros when deviceSlots is 0
 };
 
 // The sender's info: who it is and the geometry it expects.

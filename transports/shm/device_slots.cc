@@ -1,0 +1,140 @@
+#include "transports/shm/device_slots.h"
+
+#include <utility>
+
+#include "src/core/error.h"
+#include "src/core/param.h"
+#include "src/cuda/pci_bus.h"
+#include "transports/fifo_layout.h"
+#include "transports/p2p/fifo_memory.h"
+
+namespace ringcc {
+namespace {
+
+constexpr uint64_t kAlign = 256;  // cuMemAlloc's own alignment; LL lines want 16
+
+ncclResult_t cudaFailed(const CudaDriver& cu, CuResult r, const char* call, int peerRank,
+                        int channel, const char* where) {
+  char name[96];
+  return failPeer(ncclUnhandledCudaError, peerRank, where, "%s failed for channel %d: %s", call,
+                  channel, cuErrorName(cu, r, name, sizeof name));
+}
+
+ncclResult_t driverAndContext(int peerRank, int channel, const char* where, const CudaDriver** cu,
+                              CuContext* ctx) {
+  RINGCC_CHECK(cudaDriver(cu, "a CUDA connection between processes"));
+  if ((*cu)->cuCtxGetCurrent(ctx) != kCuSuccess || *ctx == nullptr)
+    return failPeer(ncclInvalidUsage, peerRank, where,
+                    "no current CUDA context on the thread making channel %d's connection",
+                    channel);
+  return ncclSuccess;
+}
+
+// Zeroes `bytes` at `dev` through a stream of its own: a memset on the legacy default stream
+// would wait for every kernel on the device's blocking streams, a peer's among them.
+CuResult zeroOnOwnStream(const CudaDriver& cu, CuDevicePtr dev, uint64_t bytes) {
+  CuStream stream = nullptr;
+  CuResult r = cu.cuStreamCreate(&stream, kCuStreamNonBlocking);
+  if (r != kCuSuccess) return r;
+  r = cu.cuMemsetD8Async(dev, 0, bytes, stream);
+  if (r == kCuSuccess) r = cu.cuStreamSynchronize(stream);
+  cu.cuStreamDestroy(stream);
+  return r;
+}
+
+}  // namespace
+
+bool deviceSlotsFor(const ConnSpec& spec) {
+  const PeerInfo& self = spec.self;
+  const PeerInfo& peer = spec.peer;
+  if (self.memory != MemoryKind::Cuda || peer.memory != MemoryKind::Cuda) return false;
+  // A process cannot open its own handles; ranks of one process meet in p2p anyway.
+  if (sameProcess(self, peer) || !sameHost(self, peer)) return false;
+  if (paramInt("P2P_DISABLE") == 1) return false;
+  const int senderDev = cudaDeviceWithBusId(peer.busId);
+  if (senderDev < 0 || self.cudaDev < 0) return false;  // its GPU is hidden from us
+  bool reachable = false;
+  if (cudaPeerAccessible(senderDev, self.cudaDev, &reachable) != ncclSuccess) return false;
+  return reachable;
+}
+
+uint64_t deviceLlOffset(const ConnGeometry& g) {
+  return alignUp(uint64_t{g.nSlots} * g.slotBytes, kAlign);
+}
+
+uint64_t deviceSlotsBytes(const ConnGeometry& g) {
+  return deviceLlOffset(g) + uint64_t{g.nSlots} * g.llSlotBytes;
+}
+
+DeviceSlots::DeviceSlots(DeviceSlots&& other) noexcept { *this = std::move(other); }
+
+DeviceSlots& DeviceSlots::operator=(DeviceSlots&& other) noexcept {
+  if (this != &other) {
+    release();
+    ptr_ = std::exchange(other.ptr_, 0);
+    ctx_ = std::exchange(other.ctx_, nullptr);
+    imported_ = std::exchange(other.imported_, false);
+  }
+  return *this;
+}
+
+ncclResult_t DeviceSlots::allocate(const ConnGeometry& g, int peerRank, int channel,
+                                   const char* where, DeviceSlots* out, CuIpcMemHandle* handle) {
+  const CudaDriver* cu = nullptr;
+  CuContext ctx = nullptr;
+  RINGCC_CHECK(driverAndContext(peerRank, channel, where, &cu, &ctx));
+  DeviceSlots slots;
+  CuResult r = cu->cuMemAlloc(&slots.ptr_, deviceSlotsBytes(g));
+  if (r != kCuSuccess) return cudaFailed(*cu, r, "cuMemAlloc", peerRank, channel, where);
+  slots.ctx_ = ctx;
+  const uint64_t llBytes = uint64_t{g.nSlots} * g.llSlotBytes;
+  if (llBytes > 0 &&
+      (r = zeroOnOwnStream(*cu, slots.ptr_ + deviceLlOffset(g), llBytes)) != kCuSuccess)
+    return cudaFailed(*cu, r, "zeroing the LL lines", peerRank, channel, where);
+  if ((r = cu->cuIpcGetMemHandle(handle, slots.ptr_)) != kCuSuccess)
+    return cudaFailed(*cu, r, "cuIpcGetMemHandle", peerRank, channel, where);
+  *out = std::move(slots);
+  return ncclSuccess;
+}
+
+ncclResult_t DeviceSlots::open(const CuIpcMemHandle& handle, uint64_t bytes, int peerRank,
+                               int channel, const char* where, DeviceSlots* out) {
+  const CudaDriver* cu = nullptr;
+  CuContext ctx = nullptr;
+  RINGCC_CHECK(driverAndContext(peerRank, channel, where, &cu, &ctx));
+  DeviceSlots slots;
+  const CuResult r = cu->cuIpcOpenMemHandle(&slots.ptr_, handle, kCuIpcMemLazyEnablePeerAccess);
+  if (r != kCuSuccess) {
+    char name[96];
+    return failPeer(ncclSystemError, peerRank, where,
+                    "cannot map the peer's FIFO of %llu bytes in its GPU for channel %d "
+                    "(cuIpcOpenMemHandle: %s); NCCL_P2P_DISABLE=1 keeps FIFOs between "
+                    "processes in host memory",
+                    static_cast<unsigned long long>(bytes), channel,
+                    cuErrorName(*cu, r, name, sizeof name));
+  }
+  slots.ctx_ = ctx;
+  slots.imported_ = true;
+  *out = std::move(slots);
+  return ncclSuccess;
+}
+
+void DeviceSlots::release() {
+  if (ptr_ == 0) return;
+  const CudaDriver* cu = nullptr;
+  if (cudaDriver(&cu, "releasing a CUDA connection between processes") == ncclSuccess) {
+    CuContext previous = nullptr;
+    cu->cuCtxGetCurrent(&previous);
+    if (previous != ctx_) cu->cuCtxSetCurrent(ctx_);
+    if (imported_)
+      cu->cuIpcCloseMemHandle(ptr_);
+    else
+      cu->cuMemFree(ptr_);
+    if (previous != ctx_) cu->cuCtxSetCurrent(previous);
+  }
+  ptr_ = 0;
+  ctx_ = nullptr;
+  imported_ = false;
+}
+
+}  // namespace ringcc
