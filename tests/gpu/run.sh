@@ -16,8 +16,9 @@
 #   reduce-copy-bw    the kernels' reduce-copy against cudaMemcpy device to device (GB/s)
 #   all-reduce-perf   ringcc's all_reduce_perf on device buffers (2 ranks on GPU 0, then one per
 #                     GPU), checked; the real NCCL's all_reduce_perf, if installed, for reference
-#   processes         all_reduce_perf in 2 processes (ringcc-run) on device buffers: CUDA ranks
-#                     of different processes over shm segments mapped for the GPU, checked
+#   processes-ipc     all_reduce_perf in 2 processes (ringcc-run) on device buffers: CUDA ranks
+#                     of different processes over shm, slots in the receiver's GPU (CUDA IPC)
+#   processes-host    the same with NCCL_P2P_DISABLE=1: slots in host memory mapped for the GPU
 #   torch-preload     PyTorch's NCCL process group with ringcc preloaded
 #                     (tests/gpu/torch_nccl_preload.py; "not run" without torch+CUDA)
 set -uo pipefail
@@ -110,18 +111,23 @@ if [ $perf_ok = 1 ]; then
 else
   report all-reduce-perf "FAILED (see above)"
 fi
-# Two processes, one rank each (GPU (rank) mod the GPU count: both on GPU 0 with one GPU).
-echo "ringcc all_reduce_perf, 2 processes (device buffers):"
-if out=$(timeout 150 "$BUILD/bench/ringcc-run" -n 2 "$BUILD/bench/all_reduce_perf" -b 8 -e 64M \
-           -f 8 -c 1 2>&1) &&
-   echo "$out" | grep -q 'CUDA device memory' &&
-   echo "$out" | grep -q 'Out of bounds values : 0 OK'; then
-  echo "$out" | tail -12
-  report processes "ok: $(echo "$out" | grep 'Avg bus bandwidth')"
-else
-  echo "$out" | tail -8
-  report processes "FAILED (see above)"
-fi
+# Two processes, one rank each (GPU (rank) mod the GPU count: both on GPU 0 with one GPU):
+# slots in the receiver's GPU through CUDA IPC, then with NCCL_P2P_DISABLE=1 in host memory.
+for mode in ipc host; do
+  echo "ringcc all_reduce_perf, 2 processes (device buffers, shm slots: $mode):"
+  p2p=0
+  [ $mode = host ] && p2p=1
+  if out=$(NCCL_P2P_DISABLE=$p2p timeout 120 "$BUILD/bench/ringcc-run" -n 2 \
+             "$BUILD/bench/all_reduce_perf" -b 8 -e 64M -f 8 -c 1 2>&1) &&
+     echo "$out" | grep -q 'CUDA device memory' &&
+     echo "$out" | grep -q 'Out of bounds values : 0 OK'; then
+    echo "$out" | tail -12
+    report "processes-$mode" "ok: $(echo "$out" | grep 'Avg bus bandwidth')"
+  else
+    echo "$out" | tail -8
+    report "processes-$mode" "FAILED (see above)"
+  fi
+done
 for real in /usr/local/bin/all_reduce_perf /opt/nccl-tests/build/all_reduce_perf; do
   if [ -x "$real" ]; then
     echo "real NCCL, for reference ($real):"
