@@ -146,7 +146,7 @@ class HostSearch {
     if (nic < 0) {
       firsts.push_back(0);
     } else {
-      firsts = byBandwidth(nic, used);
+      firsts = preference(nic);
     }
     for (size_t f : firsts) {
       const Route* enter = nic >= 0 ? &routes_.get(nic, devices_[f]) : nullptr;
@@ -168,13 +168,14 @@ class HostSearch {
     return false;
   }
 
-  // Unused devices ordered by route bandwidth from `from`, best first (index order on ties).
-  std::vector<size_t> byBandwidth(int from, const std::vector<char>& used) {
-    std::vector<size_t> c;
-    for (size_t i = 0; i < devices_.size(); ++i)
-      if (!used[i]) c.push_back(i);
-    // Widest first; on a tie the shorter route (under the same switch before through the
-    // CPU), then index order.
+  // Every device by route from `from`: widest first; on a tie the shorter route (under the
+  // same switch before through the CPU), then index order. Sorted once per node: the search
+  // walks it at every step, skipping the devices already in the ring.
+  const std::vector<size_t>& preference(int from) {
+    std::vector<size_t>& c = preference_[from];
+    if (c.size() == devices_.size()) return c;
+    c.clear();
+    for (size_t i = 0; i < devices_.size(); ++i) c.push_back(i);
     std::stable_sort(c.begin(), c.end(), [&](size_t a, size_t b) {
       const Route& ra = routes_.get(from, devices_[a]);
       const Route& rb = routes_.get(from, devices_[b]);
@@ -194,7 +195,8 @@ class HostSearch {
       if (order->size() == 1) return true;
       return take(routes_.get(last, order->front()), speed);
     }
-    for (size_t next : byBandwidth(last, *used)) {
+    for (size_t next : preference(last)) {
+      if ((*used)[next]) continue;  // (each try below leaves `used` as it found it)
       const Route& hop = routes_.get(last, devices_[next]);
       if (!take(hop, speed)) continue;
       (*used)[next] = 1;
@@ -214,6 +216,7 @@ class HostSearch {
   std::vector<int> nics_;
   std::vector<double> cap_;
   std::map<int, double> netIn_, netOut_;
+  std::map<int, std::vector<size_t>> preference_;  // node -> devices, best route first
   long budget_ = 0;
 };
 
