@@ -571,6 +571,9 @@ TEST_CASE("shm: slots stay in host memory where the sender's GPU cannot write th
   CHECK_FALSE(deviceSlotsFor(hidden));
   ConnSpec host = specFor(0, 1, other, 8, 8192);
   CHECK_FALSE(deviceSlotsFor(host));
+  ConnSpec container = cudaSpecFor(0, 1, other, 0, 1);
+  container.peer.pidNamespace ^= 1;  // another container's process
+  CHECK_FALSE(deviceSlotsFor(container));
   {
     ScopedEnv off("NCCL_P2P_DISABLE", "1");
     CHECK_FALSE(deviceSlotsFor(cudaSpecFor(0, 1, other, 0, 1)));

@@ -48,8 +48,10 @@ bool deviceSlotsFor(const ConnSpec& spec) {
   const PeerInfo& self = spec.self;
   const PeerInfo& peer = spec.peer;
   if (self.memory != MemoryKind::Cuda || peer.memory != MemoryKind::Cuda) return false;
-  // A process cannot open its own handles; ranks of one process meet in p2p anyway.
+  // A process cannot open its own handles; ranks of one process meet in p2p anyway. Legacy
+  // IPC between containers needs more than a shared /dev/shm: only one pid namespace counts.
   if (sameProcess(self, peer) || !sameHost(self, peer)) return false;
+  if (self.pidNamespace == 0 || self.pidNamespace != peer.pidNamespace) return false;
   if (paramInt("P2P_DISABLE") == 1) return false;
   const int senderDev = cudaDeviceWithBusId(peer.busId);
   if (senderDev < 0 || self.cudaDev < 0) return false;  // its GPU is hidden from us

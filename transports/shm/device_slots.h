@@ -6,8 +6,8 @@
 // the data moves from host memory to the GPU: one copy over NVLink (or inside one GPU) where
 // staging through host memory makes two over PCIe.
 //
-// When: both ranks are CUDA ranks of different processes on one host, NCCL_P2P_DISABLE is not
-// 1, this process sees the sender's GPU (by PCI bus id: src/cuda/pci_bus.h) and that GPU is
+// When: both ranks are CUDA ranks of different processes on one host and in one pid namespace
+// (not containers apart), NCCL_P2P_DISABLE is not 1, this process sees the sender's GPU (by PCI bus id: src/cuda/pci_bus.h) and that GPU is
 // the receiver's or can write into it (cuDeviceCanAccessPeer). The receiver decides, from the
 // ranks' PeerInfo alone, and says so in its info; the sender then must open the handle.
 //
