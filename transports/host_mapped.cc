@@ -3,6 +3,7 @@
 #include <utility>
 
 #include "src/core/error.h"
+#include "transports/cuda_memory.h"
 
 namespace ringcc {
 
@@ -21,12 +22,9 @@ HostMapping& HostMapping::operator=(HostMapping&& other) noexcept {
 ncclResult_t HostMapping::map(void* host, size_t bytes, int peerRank, int channel,
                               const char* where, HostMapping* out) {
   const CudaDriver* cu = nullptr;
-  RINGCC_CHECK(cudaDriver(&cu, "a CUDA connection through host memory"));
   CuContext ctx = nullptr;
-  if (cu->cuCtxGetCurrent(&ctx) != kCuSuccess || ctx == nullptr)
-    return failPeer(ncclInvalidUsage, peerRank, where,
-                    "no current CUDA context on the thread making channel %d's connection",
-                    channel);
+  RINGCC_CHECK(cudaDriverAndContext("a CUDA connection through host memory", peerRank, channel,
+                                    where, &cu, &ctx));
   char name[96];
   CuResult r =
       cu->cuMemHostRegister(host, bytes, kCuMemHostRegisterPortable | kCuMemHostRegisterDeviceMap);
@@ -38,9 +36,7 @@ ncclResult_t HostMapping::map(void* host, size_t bytes, int peerRank, int channe
   r = cu->cuMemHostGetDevicePointer(&device, host, 0);
   if (r != kCuSuccess) {
     cu->cuMemHostUnregister(host);
-    return failPeer(ncclUnhandledCudaError, peerRank, where,
-                    "cuMemHostGetDevicePointer for channel %d failed: %s", channel,
-                    cuErrorName(*cu, r, name, sizeof name));
+    return cudaCallFailed(*cu, r, "cuMemHostGetDevicePointer", peerRank, channel, where);
   }
   *out = HostMapping();
   out->host_ = host;
@@ -51,14 +47,8 @@ ncclResult_t HostMapping::map(void* host, size_t bytes, int peerRank, int channe
 
 void HostMapping::release() {
   if (host_ == nullptr) return;
-  const CudaDriver* cu = nullptr;
-  if (cudaDriver(&cu, "releasing a CUDA connection through host memory") == ncclSuccess) {
-    CuContext previous = nullptr;
-    cu->cuCtxGetCurrent(&previous);
-    if (previous != ctx_) cu->cuCtxSetCurrent(ctx_);
-    cu->cuMemHostUnregister(host_);
-    if (previous != ctx_) cu->cuCtxSetCurrent(previous);
-  }
+  releaseInContext("releasing a CUDA connection through host memory", ctx_,
+                   [&](const CudaDriver& cu) { cu.cuMemHostUnregister(host_); });
   host_ = nullptr;
   device_ = 0;
   ctx_ = nullptr;

@@ -5,6 +5,7 @@
 #include "src/core/error.h"
 #include "src/core/param.h"
 #include "src/cuda/pci_bus.h"
+#include "transports/cuda_memory.h"
 #include "transports/fifo_layout.h"
 #include "transports/p2p/fifo_memory.h"
 
@@ -12,35 +13,7 @@ namespace ringcc {
 namespace {
 
 constexpr uint64_t kAlign = 256;  // cuMemAlloc's own alignment; LL lines want 16
-
-ncclResult_t cudaFailed(const CudaDriver& cu, CuResult r, const char* call, int peerRank,
-                        int channel, const char* where) {
-  char name[96];
-  return failPeer(ncclUnhandledCudaError, peerRank, where, "%s failed for channel %d: %s", call,
-                  channel, cuErrorName(cu, r, name, sizeof name));
-}
-
-ncclResult_t driverAndContext(int peerRank, int channel, const char* where, const CudaDriver** cu,
-                              CuContext* ctx) {
-  RINGCC_CHECK(cudaDriver(cu, "a CUDA connection between processes"));
-  if ((*cu)->cuCtxGetCurrent(ctx) != kCuSuccess || *ctx == nullptr)
-    return failPeer(ncclInvalidUsage, peerRank, where,
-                    "no current CUDA context on the thread making channel %d's connection",
-                    channel);
-  return ncclSuccess;
-}
-
-// Zeroes `bytes` at `dev` through a stream of its own: a memset on the legacy default stream
-// would wait for every kernel on the device's blocking streams, a peer's among them.
-CuResult zeroOnOwnStream(const CudaDriver& cu, CuDevicePtr dev, uint64_t bytes) {
-  CuStream stream = nullptr;
-  CuResult r = cu.cuStreamCreate(&stream, kCuStreamNonBlocking);
-  if (r != kCuSuccess) return r;
-  r = cu.cuMemsetD8Async(dev, 0, bytes, stream);
-  if (r == kCuSuccess) r = cu.cuStreamSynchronize(stream);
-  cu.cuStreamDestroy(stream);
-  return r;
-}
+constexpr const char* kPurpose = "a CUDA connection between processes";
 
 }  // namespace
 
@@ -84,17 +57,17 @@ ncclResult_t DeviceSlots::allocate(const ConnGeometry& g, int peerRank, int chan
                                    const char* where, DeviceSlots* out, CuIpcMemHandle* handle) {
   const CudaDriver* cu = nullptr;
   CuContext ctx = nullptr;
-  RINGCC_CHECK(driverAndContext(peerRank, channel, where, &cu, &ctx));
+  RINGCC_CHECK(cudaDriverAndContext(kPurpose, peerRank, channel, where, &cu, &ctx));
   DeviceSlots slots;
   CuResult r = cu->cuMemAlloc(&slots.ptr_, deviceSlotsBytes(g));
-  if (r != kCuSuccess) return cudaFailed(*cu, r, "cuMemAlloc", peerRank, channel, where);
+  if (r != kCuSuccess) return cudaCallFailed(*cu, r, "cuMemAlloc", peerRank, channel, where);
   slots.ctx_ = ctx;
   const uint64_t llBytes = uint64_t{g.nSlots} * g.llSlotBytes;
-  if (llBytes > 0 &&
-      (r = zeroOnOwnStream(*cu, slots.ptr_ + deviceLlOffset(g), llBytes)) != kCuSuccess)
-    return cudaFailed(*cu, r, "zeroing the LL lines", peerRank, channel, where);
+  if (llBytes > 0 && (r = initOnOwnStream(*cu, 0, nullptr, 0, slots.ptr_ + deviceLlOffset(g),
+                                          llBytes)) != kCuSuccess)
+    return cudaCallFailed(*cu, r, "zeroing the LL lines", peerRank, channel, where);
   if ((r = cu->cuIpcGetMemHandle(handle, slots.ptr_)) != kCuSuccess)
-    return cudaFailed(*cu, r, "cuIpcGetMemHandle", peerRank, channel, where);
+    return cudaCallFailed(*cu, r, "cuIpcGetMemHandle", peerRank, channel, where);
   *out = std::move(slots);
   return ncclSuccess;
 }
@@ -103,7 +76,7 @@ ncclResult_t DeviceSlots::open(const CuIpcMemHandle& handle, uint64_t bytes, int
                                int channel, const char* where, DeviceSlots* out) {
   const CudaDriver* cu = nullptr;
   CuContext ctx = nullptr;
-  RINGCC_CHECK(driverAndContext(peerRank, channel, where, &cu, &ctx));
+  RINGCC_CHECK(cudaDriverAndContext(kPurpose, peerRank, channel, where, &cu, &ctx));
   DeviceSlots slots;
   const CuResult r = cu->cuIpcOpenMemHandle(&slots.ptr_, handle, kCuIpcMemLazyEnablePeerAccess);
   if (r != kCuSuccess) {
@@ -123,17 +96,13 @@ ncclResult_t DeviceSlots::open(const CuIpcMemHandle& handle, uint64_t bytes, int
 
 void DeviceSlots::release() {
   if (ptr_ == 0) return;
-  const CudaDriver* cu = nullptr;
-  if (cudaDriver(&cu, "releasing a CUDA connection between processes") == ncclSuccess) {
-    CuContext previous = nullptr;
-    cu->cuCtxGetCurrent(&previous);
-    if (previous != ctx_) cu->cuCtxSetCurrent(ctx_);
-    if (imported_)
-      cu->cuIpcCloseMemHandle(ptr_);
-    else
-      cu->cuMemFree(ptr_);
-    if (previous != ctx_) cu->cuCtxSetCurrent(previous);
-  }
+  releaseInContext("releasing a CUDA connection between processes", ctx_,
+                   [&](const CudaDriver& cu) {
+                     if (imported_)
+                       cu.cuIpcCloseMemHandle(ptr_);
+                     else
+                       cu.cuMemFree(ptr_);
+                   });
   ptr_ = 0;
   ctx_ = nullptr;
   imported_ = false;
