@@ -2,6 +2,7 @@
 
 #include <fcntl.h>
 #include <poll.h>
+#include <sched.h>
 #include <sys/socket.h>
 #include <sys/types.h>
 #include <sys/wait.h>
@@ -78,13 +79,16 @@ int statusCode(int status) {
 }  // namespace
 
 std::string launchUsage() {
-  return "USAGE: ringcc-run [-n,--np N] [--timeout SECONDS] [--grace SECONDS] [--] program "
-         "[args...]\n"
+  return "USAGE: ringcc-run [-n,--np N] [--timeout SECONDS] [--grace SECONDS]\n"
+         "\t[--bind-to auto|core|none] [--] program [args...]\n"
          "\tStarts N processes of `program` on this host with RINGCC_RANK, RINGCC_NRANKS,\n"
          "\tRINGCC_LOCAL_RANK, RINGCC_LOCAL_SIZE, RINGCC_UNIQUE_ID and RINGCC_CTRL_FD set.\n"
          "\tReturns the first non-zero exit code; when one process fails the others are\n"
          "\tterminated (SIGTERM, then SIGKILL after --grace seconds, default 5).\n"
-         "\t--timeout: bring everything down after SECONDS and exit 124 (default: none).\n";
+         "\t--timeout: bring everything down after SECONDS and exit 124 (default: none).\n"
+         "\t--bind-to: core gives each process its own share of this process's cores, none\n"
+         "\tleaves them unbound; auto (default) binds when there are no more processes than\n"
+         "\tcores, as mpirun does.\n";
 }
 
 LaunchParse parseLaunchArgs(int argc, const char* const* argv, LaunchSpec& spec,
@@ -133,6 +137,11 @@ LaunchParse parseLaunchArgs(int argc, const char* const* argv, LaunchSpec& spec,
         return LaunchParse::Error;
       }
       spec.graceSec = v;
+    } else if (name == "--bind-to") {
+      if (!parseBindPolicy(value, spec.bind)) {
+        error = "invalid --bind-to '" + value + "' (auto, core or none)";
+        return LaunchParse::Error;
+      }
     } else {
       error = "unknown option '" + a + "' (see -h)";
       return LaunchParse::Error;
@@ -177,6 +186,14 @@ int runLaunch(const LaunchSpec& spec, FILE* err, const volatile sig_atomic_t* st
     envps[r].push_back(nullptr);
   }
 
+  // Each child's cores, as a mask built here: the child only hands it to sched_setaffinity.
+  const std::vector<std::vector<int>> binding = planBinding(spec.bind, n, allowedCpus());
+  std::vector<cpu_set_t> masks(binding.size());
+  for (size_t r = 0; r < binding.size(); ++r) {
+    CPU_ZERO(&masks[r]);
+    for (int cpu : binding[r]) CPU_SET(cpu, &masks[r]);
+  }
+
   std::fflush(nullptr);
   int firstCode = 0;
   // Bringing the others down: SIGTERM at termAt, SIGKILL one grace period later.
@@ -208,6 +225,7 @@ int runLaunch(const LaunchSpec& spec, FILE* err, const volatile sig_atomic_t* st
         if (k != r && childEnds[k] >= 0) ::close(childEnds[k]);
       }
       ::fcntl(childEnds[r], F_SETFD, 0);  // the one descriptor that survives exec
+      if (!masks.empty()) ::sched_setaffinity(0, sizeof(cpu_set_t), &masks[r]);
       if (spec.childMain) {
         // Like exec, start from default signal dispositions (a test harness's handlers would
         // otherwise report our SIGTERM as its own failure).

@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include "bench/launcher/binding.h"
+
 namespace ringcc::bench {
 
 struct LaunchSpec {
@@ -27,11 +29,12 @@ struct LaunchSpec {
   std::string uniqueIdHex;  // RINGCC_UNIQUE_ID for every child
   double timeoutSec = 0;    // 0: no limit
   double graceSec = 5;      // SIGTERM to SIGKILL
+  BindPolicy bind = BindPolicy::Auto;  // which cores each child may run on (binding.h)
 };
 
 enum class LaunchParse { Run, Help, Error };
 
-// ringcc-run [-n N] [--timeout S] [--grace S] [--] program [args...]
+// ringcc-run [-n N] [--timeout S] [--grace S] [--bind-to P] [--] program [args...]
 LaunchParse parseLaunchArgs(int argc, const char* const* argv, LaunchSpec& spec,
                             std::string& error);
 std::string launchUsage();

@@ -1,6 +1,7 @@
 #include "src/exec/host_engine.h"
 
 #include <sched.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <chrono>
@@ -43,13 +44,21 @@ constexpr auto kToldCallGrace = std::chrono::milliseconds(200);
 // for something else.
 constexpr int kStaleNaps = 8;
 
-// Whether more ranks of `comm` run on this host than this process has cores to run on.
+// Whether ranks of `comm` outnumber the cores they can run on: this process's ranks against the
+// cores it may use (its affinity), or this host's ranks against the host's cores. A process
+// bound to one core (ringcc-run and mpirun bind each process to its share of the cores) with
+// one rank is not oversubscribed, even though the host's other ranks are not in its mask.
 bool oversubscribed(const ncclComm* comm) {
-  int local = 0;
-  for (const PeerInfo& p : comm->peers) local += sameHost(p, comm->peers[comm->rank]) ? 1 : 0;
+  const PeerInfo& self = comm->peers[comm->rank];
+  int onHost = 0, inProcess = 0;
+  for (const PeerInfo& p : comm->peers) {
+    onHost += sameHost(p, self) ? 1 : 0;
+    inProcess += sameProcess(p, self) ? 1 : 0;
+  }
   cpu_set_t set;
-  int cores = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 1;
-  return local > cores;
+  const int mine = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 1;
+  const long online = sysconf(_SC_NPROCESSORS_ONLN);
+  return inProcess > mine || onHost > std::max<long>(online, mine);
 }
 
 int64_t positive(const char* name) { return std::max<int64_t>(1, paramInt(name)); }
