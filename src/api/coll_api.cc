@@ -115,8 +115,8 @@ ncclResult_t checkAndEnqueue(CollArgs args, const char* where) {
       return fail(ncclInvalidArgument, where, "sendbuff is NULL with count %zu", a.count);
     if (needs.recv && a.recvbuff == nullptr)
       return fail(ncclInvalidArgument, where, "recvbuff is NULL with count %zu", a.count);
-    RINGCC_CHECK(checkCallBuffers(comm->memKind, needs.send ? a.sendbuff : nullptr,
-                                  needs.recv ? a.recvbuff : nullptr, where));
+    RINGCC_CHECK(comm->checkedBuffers.check(comm->memKind, needs.send ? a.sendbuff : nullptr,
+                                            needs.recv ? a.recvbuff : nullptr, where));
   }
   return enqueueOp(args);
 }

@@ -35,6 +35,7 @@
 #include "src/core/error.h"
 #include "src/core/log.h"
 #include "src/core/user_ops.h"
+#include "src/cuda/mem_kind.h"
 #include "src/monitor/call_state.h"
 #include "src/monitor/trace.h"
 #include "src/topo/comm_topo.h"
@@ -57,6 +58,7 @@ struct ncclComm {
   uint64_t commHash = 0;  // same on every rank; names the communicator in logs
   ringcc::CommConfig config;
   ringcc::MemoryKind memKind = ringcc::MemoryKind::Host;
+  mutable ringcc::CheckedBuffers checkedBuffers;  // a cache of buffers checked against memKind
   int cudaDev = -1;
   std::vector<ringcc::PeerInfo> peers;  // indexed by rank
   ringcc::CommTopology topo;            // rings per channel and trees (src/topo/comm_topo.h)

@@ -169,4 +169,28 @@ ncclResult_t checkCallBuffers(MemoryKind kind, const void* sendbuff, const void*
   return ncclSuccess;
 }
 
+bool CheckedBuffers::known(const void* ptr) const {
+  if (ptr == nullptr) return true;
+  for (const auto& k : kept_)
+    if (k.load(std::memory_order_relaxed) == ptr) return true;
+  return false;
+}
+
+void CheckedBuffers::remember(const void* ptr) {
+  if (known(ptr)) return;
+  kept_[next_.fetch_add(1, std::memory_order_relaxed) % kKept].store(ptr,
+                                                                     std::memory_order_relaxed);
+}
+
+ncclResult_t CheckedBuffers::check(MemoryKind kind, const void* sendbuff, const void* recvbuff,
+                                   const char* where) {
+  const bool sendKnown = known(sendbuff), recvKnown = known(recvbuff);
+  if (sendKnown && recvKnown) return ncclSuccess;
+  RINGCC_CHECK(checkCallBuffers(kind, sendKnown ? nullptr : sendbuff,
+                                recvKnown ? nullptr : recvbuff, where));
+  remember(sendbuff);
+  remember(recvbuff);
+  return ncclSuccess;
+}
+
 }  // namespace ringcc

@@ -29,6 +29,7 @@ namespace {
 char gDeviceBytes[64];
 char gPinnedBytes[64];
 CuContext const kFakeContext = reinterpret_cast<CuContext>(0x1000);
+int gPointerQueries = 0;  // cuPointerGetAttribute calls
 
 CudaDriver fakeDriver(bool withContext) {
   CudaDriver d;
@@ -57,6 +58,7 @@ CudaDriver fakeDriver(bool withContext) {
   };
   d.cuPointerGetAttribute = [](void* data, int attribute, CuDevicePtr ptr) -> CuResult {
     if (attribute != kCuPointerAttributeMemoryType) return 1;
+    ++gPointerQueries;
     auto* p = reinterpret_cast<const char*>(ptr);
     if (p >= gDeviceBytes && p < gDeviceBytes + sizeof gDeviceBytes) {
       *static_cast<unsigned*>(data) = kCuMemoryTypeDevice;
@@ -204,6 +206,32 @@ TEST_CASE("a host communicator refuses device buffers at the call", "[mem_kind]"
   CHECK(std::string(ncclGetLastError(comm)).find("recvbuff") != std::string::npos);
   CHECK(ncclAllReduce(host, host, 4, ncclFloat, ncclSum, comm, nullptr) == ncclSuccess);
   CHECK(ncclCommDestroy(comm) == ncclSuccess);
+}
+
+TEST_CASE("a communicator checks each buffer once, and refused ones every time", "[mem_kind]") {
+  CudaDriver fake = fakeDriver(true);
+  FakeDriverScope scope(&fake);
+  CheckedBuffers checked;
+  char a[8], b[8], c[8], d[8], e[8];
+  gPointerQueries = 0;
+  CHECK(checked.check(MemoryKind::Host, a, b, "test") == ncclSuccess);
+  CHECK(gPointerQueries == 2);
+  CHECK(checked.check(MemoryKind::Host, b, b, "test") == ncclSuccess);  // in place: known
+  CHECK(checked.check(MemoryKind::Host, a, b, "test") == ncclSuccess);
+  CHECK(gPointerQueries == 2);
+  CHECK(checked.check(MemoryKind::Host, c, nullptr, "test") == ncclSuccess);  // a new one
+  CHECK(gPointerQueries == 3);
+  // Device memory is refused at every call, never remembered.
+  for (int i = 0; i < 2; ++i) {
+    CHECK(checked.check(MemoryKind::Host, a, gDeviceBytes, "test") == ncclInvalidArgument);
+    CHECK(lastErrorMessage().find("recvbuff") != std::string::npos);
+  }
+  CHECK(gPointerQueries == 5);
+  // A few are kept: the oldest (a) makes way for new ones and is asked about again; b stays.
+  CHECK(checked.check(MemoryKind::Host, d, e, "test") == ncclSuccess);
+  CHECK(gPointerQueries == 7);
+  CHECK(checked.check(MemoryKind::Host, a, b, "test") == ncclSuccess);
+  CHECK(gPointerQueries == 8);
 }
 
 TEST_CASE("a current CUDA context makes CUDA communicators (host ones in a build without kernels)",
