@@ -61,8 +61,8 @@ ncclResult_t checkCallBuffers(MemoryKind kind, const void* sendbuff, const void*
 
 // checkCallBuffers for one communicator's calls, skipping the buffers that passed on its last
 // few calls. The check asks the loader whether libcuda.so.1 arrived (dl_iterate_phdr, under the
-// loader's lock) and the driver what a pointer is: about 0.1 us a call here, more than the rest
-// of an 8-byte all-reduce on one rank, for an answer that does not change while the buffer
+// loader's lock) and the driver what a pointer is: about 260 of the ~1,860 instructions of a
+// repeated 8-byte all-reduce on one rank, for an answer that does not change while the buffer
 // lives. Programs reuse a few buffers (out of place, then in place), so a handful are kept.
 // What this gives up: a buffer freed and then mapped at the very same address as memory of the
 // other kind is not checked again. Safe against concurrent use (each pointer is checked on its
