@@ -48,6 +48,8 @@ constexpr int kStaleNaps = 8;
 // cores it may use (its affinity), or this host's ranks against the host's cores. A process
 // bound to one core (ringcc-run and mpirun bind each process to its share of the cores) with
 // one rank is not oversubscribed, even though the host's other ranks are not in its mask.
+// (A container limited to fewer cores than the host has counts the host's: its ranks then poll
+// kPollsBeforeYield times before they yield, a fraction of a microsecond per wait.)
 bool oversubscribed(const ncclComm* comm) {
   const PeerInfo& self = comm->peers[comm->rank];
   int onHost = 0, inProcess = 0;
