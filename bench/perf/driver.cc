@@ -407,8 +407,14 @@ bool benchTime(ThreadCtx& t, ncclDataType_t type, OpKind op, int root, bool inPl
   const PerfOptions& o = run.opt;
   const CommApi& api = *run.api;
   if (o.check && !initData(t, type, op, root, 99, inPlace)) return false;
+  // Barrier first, then one untimed operation: the operation itself lines the ranks up to
+  // within its own latency. The other way round (nccl-tests' order) the timer starts when
+  // the barrier lets each process go, and ringcc-run's barrier, over the launcher's control
+  // sockets, wakes its processes tens of microseconds apart: at 20 iterations that skew
+  // doubled the time of an 8-byte all-reduce (docs/benchmarks.md, "Timing starts aligned").
+  if (!barrier(t)) return false;
   if (!startColl(t, type, op, root, inPlace, 0)) return false;  // sync
-  if (!syncThread(t) || !barrier(t)) return false;
+  if (!syncThread(t)) return false;
 
   auto start = Clock::now();
   for (int iter = 0; iter < o.iters; ++iter) {
