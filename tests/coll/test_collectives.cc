@@ -43,7 +43,9 @@ struct TestEnv {
   ScopedEnv p2p{"NCCL_P2P_DISABLE", std::nullopt};
 };
 
-// Channels per collective: exactly `n` (0: the library's choice by size).
+// Channels per collective: exactly `n` (0: the library's choice by size). A communicator reads
+// its channel bounds when it is made (as NCCL reads its parameters at init), so make the
+// communicators inside this scope: runCases checks that they were.
 struct Channels {
   ScopedEnv minCh, maxCh;
   explicit Channels(int n)
@@ -53,8 +55,15 @@ struct Channels {
               n ? std::optional<std::string>(std::to_string(n)) : std::nullopt) {}
 };
 
+// NCCL_MAX_NCHANNELS as it is now ("" when unset).
+std::string maxChannelsNow() {
+  const char* v = std::getenv("NCCL_MAX_NCHANNELS");
+  return v ? v : "";
+}
+
 struct Comms {
   std::vector<ncclComm_t> comms;
+  std::string maxChannels = maxChannelsNow();  // the channel bound they were made with
   explicit Comms(int n) : comms(n, nullptr) {
     REQUIRE(ncclCommInitAll(comms.data(), n, nullptr) == ncclSuccess);
   }
@@ -133,6 +142,12 @@ std::vector<size_t> countsFor(Coll c, ncclDataType_t type, int n, int nch) {
 void runCases(const Comms& comms, const std::vector<CollCase>& cases, Drive drive, Failures& fail,
               const char* label = "") {
   const int n = comms.size();
+  if (comms.maxChannels != maxChannelsNow()) {
+    fail.add(std::string(label) + "communicators made with NCCL_MAX_NCHANNELS='" +
+             comms.maxChannels + "' but run under '" + maxChannelsNow() +
+             "': the channel count asked for is not the one run");
+    return;
+  }
   size_t next = 0;
   while (next < cases.size()) {
     // A batch: up to 48 cases or ~48 MiB of buffers.
@@ -205,7 +220,6 @@ void reduceMatrix(Coll coll, Failures& fail) {
   TestEnv env;
   int rot = 0;
   for (int n : {1, 2, 3, 4, 8}) {
-    Comms comms(n);
     std::vector<CollCase> cases[4];
     int k = 0;
     for (ncclDataType_t t : kAllTypes)
@@ -227,6 +241,7 @@ void reduceMatrix(Coll coll, Failures& fail) {
         }
     for (int q = 0; q < 4; ++q) {
       Channels channels(q < 2 ? 1 : 2 + (q % 2) * 2);
+      Comms comms(n);
       char label[32];
       std::snprintf(label, sizeof label, "ch=%d ", q < 2 ? 1 : 2 + (q % 2) * 2);
       runCases(comms, cases[q], kDrives[(q + n) % 4], fail, label);
@@ -244,9 +259,9 @@ void countSweep(Coll coll, std::initializer_list<int> rankCounts,
     // Three ranks run over shm instead of in-process p2p.
     std::optional<ScopedEnv> shm;
     if (n == 3) shm.emplace("NCCL_P2P_DISABLE", "1");
-    Comms comms(n);
     for (int nch : {1, 2, 4}) {
       Channels channels(nch);
+      Comms comms(n);
       std::vector<CollCase> cases;
       for (ncclDataType_t t : types)
         for (size_t count : countsFor(coll, t, n, nch)) {
@@ -275,9 +290,9 @@ void copyMatrix(Coll coll, Failures& fail) {
   TestEnv env;
   int rot = 0;
   for (int n : {1, 2, 3, 4, 8}) {
-    Comms comms(n);
     for (int nch : {1, 2, 4}) {
       Channels channels(nch);
+      Comms comms(n);
       std::vector<CollCase> cases;
       for (ncclDataType_t t : kAllTypes) {
         std::vector<size_t> counts = countsFor(coll, t, n, nch);
@@ -785,9 +800,9 @@ TEST_CASE("one group: collectives and send/recv of several datatypes on several 
           "[coll_group]") {
   TestEnv env;
   Failures fail;
-  Comms a(4), b(3), c(2);
   for (int round = 0; round < 4; ++round) {
     Channels channels(round >= 2 ? 2 * (round - 1) : 0);
+    Comms a(4), b(3), c(2);
     const uint64_t s = 100 * (round + 1);
     const size_t big = round == 1 ? 5 * kRingSlot + 3 : 37;
     std::vector<std::unique_ptr<Work>> works;
@@ -880,12 +895,15 @@ TEST_CASE("split communicators run collectives, alone and grouped with their par
       }
     runCases(*subs[c], cases, c == 0 ? Drive::Threads : Drive::Group, fail, c ? "odd " : "even ");
   }
-  // A split of a split: the even ranks in halves.
-  auto quarters = split(*subs[0], {0, 0, 1, 1}, {0, 0, 0, 0}, 2);
+  // A split of a split: the even ranks in halves, made on 4 channels (channel bounds are read
+  // when a communicator is made), so that groups below mix them with 1-channel parents.
+  auto quarters = [&] {
+    Channels four(4);
+    return split(*subs[0], {0, 0, 1, 1}, {0, 0, 0, 0}, 2);
+  }();
   REQUIRE(quarters[0]->size() == 2);
   // Parent, children and grandchildren in one group.
   for (int round = 0; round < 3; ++round) {
-    Channels channels(round == 2 ? 4 : 0);
     std::vector<std::unique_ptr<Work>> works;
     const uint64_t s = 700 + 50 * round;
     works.push_back(
@@ -909,6 +927,50 @@ TEST_CASE("split communicators run collectives, alone and grouped with their par
 }
 
 // ---- forked processes ---------------------------------------------------------------------
+
+// One forked rank's communicators per channel count. A communicator reads its channel bounds
+// when it is made, so each is split from `base` under its count's Channels; every rank asks
+// for the counts in the same order (the case lists are alike), so the splits pair up.
+class ChannelComms {
+ public:
+  ChannelComms(ncclComm_t base, int rank) : base_(base), rank_(rank) {}
+  ChannelComms(const ChannelComms&) = delete;
+  ChannelComms& operator=(const ChannelComms&) = delete;
+  ~ChannelComms() { (void)finish(false); }
+
+  // Null if the split failed.
+  ncclComm_t get(int nch) {
+    for (auto& [n, c] : comms_)
+      if (n == nch) return c;
+    Channels channels(nch);
+    ncclComm_t c = nullptr;
+    if (ncclCommSplit(base_, 0, rank_, &c, nullptr) != ncclSuccess) return nullptr;
+    comms_.push_back({nch, c});
+    return c;
+  }
+
+  // Destroys them; with `settle`, after an all-gather on each: a rank's last act may be a
+  // send whose data its peer has not read yet, and the all-gather completes only once every
+  // rank is past it. (Not after a failure: the peers may be gone.)
+  bool finish(bool settle) {
+    bool ok = true;
+    for (auto& [n, c] : comms_) {
+      int size = 0;
+      if (settle && ncclCommCount(c, &size) == ncclSuccess) {
+        std::vector<int32_t> mine(1, rank_), all(static_cast<size_t>(size), -1);
+        ok = ncclAllGather(mine.data(), all.data(), 1, ncclInt32, c, nullptr) == ncclSuccess && ok;
+      }
+      ok = ncclCommDestroy(c) == ncclSuccess && ok;
+    }
+    comms_.clear();
+    return ok;
+  }
+
+ private:
+  ncclComm_t base_;
+  int rank_;
+  std::vector<std::pair<int, ncclComm_t>> comms_;
+};
 
 TEST_CASE("every collective from forked processes over shm", "[coll_fork]") {
   TestEnv env;
@@ -939,10 +1001,16 @@ TEST_CASE("every collective from forked processes over shm", "[coll_fork]") {
       ncclComm_t comm = nullptr;
       if (ncclCommInitRank(&comm, n, id, rank) != ncclSuccess) return 10;
       int bad = 0;
+      ChannelComms byChannels(comm, rank);
       for (auto& [nch, c] : cases) {
-        Channels channels(nch);
+        ncclComm_t onChannels = byChannels.get(nch);
+        if (!onChannels) {
+          std::fprintf(stderr, "[fork ch=%d] rank %d: ncclCommSplit failed\n", nch, rank);
+          ++bad;
+          break;
+        }
         CaseData data(c, n);
-        CollRank me(data, rank, comm);
+        CollRank me(data, rank, onChannels);
         ncclResult_t r = me.issue();
         std::string why =
             r != ncclSuccess ? std::string("returned ") + ncclGetErrorString(r) : me.check();
@@ -953,6 +1021,7 @@ TEST_CASE("every collective from forked processes over shm", "[coll_fork]") {
           if (r != ncclSuccess) break;  // the others may now wait for this rank
         }
       }
+      if (!byChannels.finish(bad == 0)) ++bad;
       for (int round = 0; round < 2 && bad == 0; ++round) {
         P2pRank me(msgs, rank, (rank + round) % 2 == 0, 60 + round);
         ncclResult_t r = me.issue(comm);
@@ -1060,10 +1129,16 @@ TEST_CASE("tree all-reduce (NCCL_ALGO=Tree) in forked processes: one host, and h
       ncclComm_t comm = nullptr;
       if (ncclCommInitRank(&comm, n, id, rank) != ncclSuccess) return 10;
       int bad = 0;
+      ChannelComms byChannels(comm, rank);
       for (auto& [nch, c] : cases) {
-        Channels channels(nch);
+        ncclComm_t onChannels = byChannels.get(nch);
+        if (!onChannels) {
+          std::fprintf(stderr, "[tree fork ch=%d] rank %d: ncclCommSplit failed\n", nch, rank);
+          ++bad;
+          break;
+        }
         CaseData data(c, n);
-        CollRank me(data, rank, comm);
+        CollRank me(data, rank, onChannels);
         ncclResult_t r = me.issue();
         std::string why =
             r != ncclSuccess ? std::string("returned ") + ncclGetErrorString(r) : me.check();
@@ -1074,6 +1149,8 @@ TEST_CASE("tree all-reduce (NCCL_ALGO=Tree) in forked processes: one host, and h
           if (r != ncclSuccess) break;
         }
       }
+      // The tree's children settle before the parent's all-gather below (ChannelComms).
+      if (!byChannels.finish(bad == 0)) ++bad;
       // A tree rank's last act is a send down; a ring collective after it (an all-gather:
       // the ring under NCCL_ALGO=Tree) completes only once every rank has left the tree, so
       // the tree's data is consumed before any rank tears its connections down.
