@@ -410,9 +410,10 @@ ncclResult_t HostEngine::findMismatchedPeer() {
   if (!w.conn) return ncclSuccess;
   failReason_ = kFailMismatch;
   return failPeer(ncclInvalidUsage, w.conn->peerRank(), w.bound->job->name,
-                  "the ranks made different calls: rank %d called %s, rank %d called %s",
+                  "the ranks made different calls: rank %d called %s, rank %d called %s (the "
+                  "call it posted while waiting, batch %llu)",
                   comm_->rank, describeCall(batchSig_).c_str(), w.conn->peerRank(),
-                  describeCall(peer.sig).c_str());
+                  describeCall(peer.sig).c_str(), static_cast<unsigned long long>(peer.seq));
 }
 
 void HostEngine::tellCallBeforeConnecting(const std::vector<PortKey>& keys) {
@@ -449,7 +450,8 @@ ncclResult_t HostEngine::findToldMismatch(bool tellBack) {
   if (tellBack) (void)watch_.tell(peer, batchSeq_, mine);
   failReason_ = kFailMismatch;
   return failPeer(ncclInvalidUsage, peer, "collective",
-                  "the ranks made different calls: rank %d called %s, rank %d called %s",
+                  "the ranks made different calls: rank %d called %s, rank %d called %s (told "
+                  "over the bootstrap)",
                   comm_->rank, describeCall(mine).c_str(), peer, describeCall(theirs).c_str());
 }
 
@@ -462,8 +464,10 @@ ncclResult_t HostEngine::runFailed(const Bound& b, RunError e) {
       const int peer = port < job.program->nPorts ? job.program->ports[port].peer : -1;
       failReason_ = kFailMismatch;
       return failPeer(ncclInvalidUsage, peer, job.name,
-                      "the ranks made different calls: rank %d called %s, rank %d called %s",
-                      comm_->rank, describeCall(mine).c_str(), peer, describeCall(theirs).c_str());
+                      "the ranks made different calls: rank %d called %s, rank %d called %s (the "
+                      "signature of the slot it sent, channel %d)",
+                      comm_->rank, describeCall(mine).c_str(), peer, describeCall(theirs).c_str(),
+                      job.channel);
     }
     case kRunErrSliceSize:  // the ranks disagree on what they run
       return fail(ncclInvalidUsage, job.name, "channel %d: %s", job.channel, runErrorText(e));
