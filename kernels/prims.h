@@ -28,8 +28,9 @@
 // before its store and never wakes: host sleepers of GPU connections nap with a timeout.
 //
 // Protocols (transports/connector_device.h), per call:
-//   Simple  recv: ready when tail != our head (tail is re-read only when the cached value is
-//           used up); meta[slot].size must equal the slice (mismatched schedules are caught).
+//   Simple  recv: ready when tail is past our head, wrap-aware (tail is re-read only when the
+//           cached value is used up; it may lag behind our head right after an LL call, see
+//           tryLane); meta[slot].size must equal the slice (mismatched schedules are caught).
 //           send: free when our tail - head < nSlots (head re-read only when needed).
 //   Direct  as Simple, but a kStepByRef step whose elements lie in a user buffer (its output,
 //           or its input when it sends the input as it is) publishes a SlotRef to them instead
@@ -621,10 +622,16 @@ class ProgramRunner {
         if (!checkSig(i, sig, s.recvPort, error)) return kRunError;
         w.peer = lines + kLlSigLines;
       } else {
-        if (seen_[s.recvPort] == c) {
+        // Filled only if tail is past c, not merely different from it: tail may lag behind
+        // our head. An LL receive takes a slot by its lines' flags, so a receiver can finish
+        // an LL call (head c) before the sender's store of tail c reaches it; a Simple or
+        // Direct call right after on the same connection then reads tail c - 1, and taking
+        // "tail != head" for a filled slot read slot c's stale size and signature (a rare
+        // mismatch under TSan, or stale data had the old signature been this call's).
+        if (!counterReached(seen_[s.recvPort], c + 1)) {
           seen_[s.recvPort] = sync.load(&v.control->tail.value);
-          if (seen_[s.recvPort] == c)
-            return block(st, kLaneWaitRecv, s.recvPort, &v.control->tail, c);
+          if (!counterReached(seen_[s.recvPort], c + 1))
+            return block(st, kLaneWaitRecv, s.recvPort, &v.control->tail, seen_[s.recvPort]);
         }
         const SlotMeta& meta = v.control->meta[slot];
         if (!checkSig(i, meta.sig, s.recvPort, error)) return kRunError;

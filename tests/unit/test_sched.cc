@@ -554,6 +554,62 @@ TEST_CASE("LL: a waiting receiver names tail at its slot without reading it", "[
   CHECK(f.view.control->head.value == 1);
 }
 
+TEST_CASE("a Simple receive after an LL one waits for tail to pass head, however tail lags",
+          "[sched]") {
+  // An LL receiver takes a slot by its lines' flags, so it can finish (head 3) before the
+  // sender's store of tail 3 reaches it. A Simple receive of the same call on the same
+  // connection right after must wait for slot 3: it would otherwise take slot 3 % 2, which
+  // still holds an earlier call's slice under this very signature, and return stale data.
+  Program send, recv;
+  sendRecvPrograms(&send, &recv);
+  Fifo f(2, 16 * 8);
+  std::vector<LlLine> ll(2 * 64);
+  f.view.llSlots = reinterpret_cast<char*>(ll.data());
+  f.view.llSlotBytes = 64 * sizeof(LlLine);
+  const uint64_t count = 3;
+  std::vector<uint64_t> stale = {11, 12, 13}, fresh = {21, 22, 23}, dst(3, 0);
+  void* dstPtr = dst.data();
+  void* none = nullptr;
+  LoggingSync sync;
+  auto move = [&](const std::vector<uint64_t>& src, Protocol protocol) {
+    const void* srcPtr = src.data();
+    ProgramRunner tx, rx;
+    RunArgs ta = runArgs(&send, &f.view, &srcPtr, &none, &count, 16, 16);
+    RunArgs ra = runArgs(&recv, &f.view, &srcPtr, &dstPtr, &count, 16, 16);
+    ta.protocol = ra.protocol = protocol;
+    REQUIRE(tx.init(ta) == kRunOk);
+    REQUIRE(rx.init(ra) == kRunOk);
+    REQUIRE(tx.advance(sync).done);
+    REQUIRE(rx.advance(sync).done);
+  };
+  move(stale, kProtoSimple);  // slot 0
+  move(stale, kProtoSimple);  // slot 1: what a wrong read would find
+  move(stale, kProtoLL);      // LL slot 0: head and tail 3
+  REQUIRE(f.view.control->head.value == 3);
+  f.view.control->tail.value = 2;  // the sender's tail store not visible yet
+
+  const void* freshPtr = fresh.data();
+  ProgramRunner tx, rx;
+  REQUIRE(tx.init(runArgs(&send, &f.view, &freshPtr, &none, &count, 16, 16)) == kRunOk);
+  REQUIRE(rx.init(runArgs(&recv, &f.view, &freshPtr, &dstPtr, &count, 16, 16)) == kRunOk);
+  std::fill(dst.begin(), dst.end(), 0);
+  AdvanceResult r = rx.advance(sync);
+  CHECK(r.error == kRunOk);
+  CHECK_FALSE(r.progressed);
+  CHECK(r.waitOn == &f.view.control->tail);
+  CHECK(r.waitValue == 2);  // sleeps on tail's value as read
+  f.view.control->tail.value = 3;  // the store lands: still nothing for slot 3
+  r = rx.advance(sync);
+  CHECK_FALSE(r.progressed);
+  CHECK(r.waitValue == 3);
+  CHECK(dst == std::vector<uint64_t>(3, 0));
+
+  REQUIRE(tx.advance(sync).done);
+  r = rx.advance(sync);
+  CHECK(r.done);
+  CHECK(dst == fresh);
+}
+
 // A send of `count` elements from rank 0 to rank 1 under Direct, over a FIFO whose receiver
 // declared `kind`, run one side at a time; returns the sizes words the sender published.
 struct DirectSend {
