@@ -455,6 +455,19 @@ RunArgs runArgs(const Program* p, const ConnectorView* views, const void* const*
   return a;
 }
 
+// Binds rank 0's sender and rank 1's receiver of sendRecvPrograms to `f` under `protocol`
+// (slices and chunks of 16 elements).
+void initPair(ProgramRunner* tx, ProgramRunner* rx, const Program& send, const Program& recv,
+              const Fifo& f, const void* const* src, void* const* dst, const uint64_t* count,
+              Protocol protocol) {
+  static void* const kNone = nullptr;
+  RunArgs ta = runArgs(&send, &f.view, src, &kNone, count, 16, 16);
+  RunArgs ra = runArgs(&recv, &f.view, src, dst, count, 16, 16);
+  ta.protocol = ra.protocol = protocol;
+  REQUIRE(tx->init(ta) == kRunOk);
+  REQUIRE(rx->init(ra) == kRunOk);
+}
+
 }  // namespace
 
 TEST_CASE("runner reports the counter it is blocked on and wakes sleepers", "[sched]") {
@@ -526,15 +539,10 @@ TEST_CASE("LL: a waiting receiver names tail at its slot without reading it", "[
   std::vector<uint64_t> src = {value(0, 0), value(0, 1), value(0, 2)}, dst(3, 0);
   const void* srcPtr = src.data();
   void* dstPtr = dst.data();
-  void* none = nullptr;
   const uint64_t count = 3;
   LoggingSync sync;
   ProgramRunner tx, rx;
-  RunArgs ta = runArgs(&send, &f.view, &srcPtr, &none, &count, 16, 16);
-  RunArgs ra = runArgs(&recv, &f.view, &srcPtr, &dstPtr, &count, 16, 16);
-  ta.protocol = ra.protocol = kProtoLL;
-  REQUIRE(tx.init(ta) == kRunOk);
-  REQUIRE(rx.init(ra) == kRunOk);
+  initPair(&tx, &rx, send, recv, f, &srcPtr, &dstPtr, &count, kProtoLL);
 
   // Tail claims a published slot whose lines never came (as a mismatched call leaves it):
   // the receiver still waits at 0, the value tail has until slot 0 is published.
@@ -569,16 +577,11 @@ TEST_CASE("a Simple receive after an LL one waits for tail to pass head, however
   const uint64_t count = 3;
   std::vector<uint64_t> stale = {11, 12, 13}, fresh = {21, 22, 23}, dst(3, 0);
   void* dstPtr = dst.data();
-  void* none = nullptr;
   LoggingSync sync;
   auto move = [&](const std::vector<uint64_t>& src, Protocol protocol) {
     const void* srcPtr = src.data();
     ProgramRunner tx, rx;
-    RunArgs ta = runArgs(&send, &f.view, &srcPtr, &none, &count, 16, 16);
-    RunArgs ra = runArgs(&recv, &f.view, &srcPtr, &dstPtr, &count, 16, 16);
-    ta.protocol = ra.protocol = protocol;
-    REQUIRE(tx.init(ta) == kRunOk);
-    REQUIRE(rx.init(ra) == kRunOk);
+    initPair(&tx, &rx, send, recv, f, &srcPtr, &dstPtr, &count, protocol);
     REQUIRE(tx.advance(sync).done);
     REQUIRE(rx.advance(sync).done);
   };
@@ -590,8 +593,7 @@ TEST_CASE("a Simple receive after an LL one waits for tail to pass head, however
 
   const void* freshPtr = fresh.data();
   ProgramRunner tx, rx;
-  REQUIRE(tx.init(runArgs(&send, &f.view, &freshPtr, &none, &count, 16, 16)) == kRunOk);
-  REQUIRE(rx.init(runArgs(&recv, &f.view, &freshPtr, &dstPtr, &count, 16, 16)) == kRunOk);
+  initPair(&tx, &rx, send, recv, f, &freshPtr, &dstPtr, &count, kProtoSimple);
   std::fill(dst.begin(), dst.end(), 0);
   AdvanceResult r = rx.advance(sync);
   CHECK(r.error == kRunOk);
