@@ -625,10 +625,10 @@ class ProgramRunner {
         // Filled only if tail is past c, not merely different from it: tail may lag behind
         // our head. An LL receive takes a slot by its lines' flags, so a receiver can finish
         // an LL call (head c) before the sender's store of tail c reaches it (a sender
-        // preempted between its lines and that store, say); a Simple or
-        // Direct call right after on the same connection then reads tail c - 1, and taking
-        // "tail != head" for a filled slot read slot c's stale size and signature (a rare
-        // mismatch under TSan, or stale data had the old signature been this call's).
+        // preempted between its lines and that store, say); a Simple or Direct call right
+        // after on the same connection then reads tail c - 1, and taking "tail != head" for a
+        // filled slot read slot c's stale size and signature (a rare mismatch under TSan, or
+        // stale data had the old signature been this call's).
         if (!counterReached(seen_[s.recvPort], c + 1)) {
           seen_[s.recvPort] = sync.load(&v.control->tail.value);
           if (!counterReached(seen_[s.recvPort], c + 1))
