@@ -44,13 +44,35 @@ struct SimJob {
   int channel() const { return job.channel; }
 };
 
-// Plain atomics; nobody sleeps in the simulator, so nobody is woken.
+// Counter stores of one rank that the others do not see yet (SimSpec::lagCounters), oldest
+// first: a store buffer, flushed in order.
+using PendingStores = std::vector<std::pair<FifoCounter*, uint32_t>>;
+
+// Plain atomics; nobody sleeps in the simulator, so nobody is woken. With `pending` set (the
+// rank now running, under lagCounters), publishes wait there and that rank's loads see them.
 struct SimSync {
-  uint32_t load(const uint32_t* word) const { return __atomic_load_n(word, __ATOMIC_ACQUIRE); }
+  PendingStores* pending = nullptr;
+  uint32_t load(const uint32_t* word) const {
+    if (pending)
+      for (auto it = pending->rbegin(); it != pending->rend(); ++it)
+        if (&it->first->value == word) return it->second;
+    return __atomic_load_n(word, __ATOMIC_ACQUIRE);
+  }
   void publish(FifoCounter* c, uint32_t v) const {
-    __atomic_store_n(&c->value, v, __ATOMIC_RELEASE);
+    if (pending)
+      pending->push_back({c, v});
+    else
+      __atomic_store_n(&c->value, v, __ATOMIC_RELEASE);
   }
 };
+
+// Makes the oldest `n` pending stores visible, in order.
+void flushStores(PendingStores* p, size_t n) {
+  n = std::min(n, p->size());
+  for (size_t i = 0; i < n; i++)
+    __atomic_store_n(&(*p)[i].first->value, (*p)[i].second, __ATOMIC_RELEASE);
+  p->erase(p->begin(), p->begin() + static_cast<std::ptrdiff_t>(n));
+}
 
 struct EngineOptions {
   int nranks;
@@ -60,6 +82,7 @@ struct EngineOptions {
   uint32_t counterStart;
   uint32_t slicesPerTurn;
   uint32_t seed;
+  uint32_t lagCounters;
 };
 
 std::string stepFlagsText(uint8_t f) {
@@ -226,6 +249,13 @@ void runJobs(std::vector<std::unique_ptr<SimJob>>& jobs, const EngineOptions& o,
   std::vector<size_t> order(queues.size());
   for (size_t i = 0; i < order.size(); i++) order[i] = i;
   std::mt19937 rng(o.seed);
+  std::mt19937 lagRng(o.lagCounters);
+  std::vector<PendingStores> pending(static_cast<size_t>(o.nranks));
+  auto anyPending = [&] {
+    for (const PendingStores& p : pending)
+      if (!p.empty()) return true;
+    return false;
+  };
   SimSync sync;
   for (;;) {
     if (o.seed) std::shuffle(order.begin(), order.end(), rng);
@@ -233,6 +263,7 @@ void runJobs(std::vector<std::unique_ptr<SimJob>>& jobs, const EngineOptions& o,
     for (size_t q : order) {
       while (head[q] < queues[q].size()) {
         SimJob& j = *queues[q][head[q]];
+        sync.pending = o.lagCounters ? &pending[static_cast<size_t>(j.rank)] : nullptr;
         AdvanceResult r = j.runner.advance(sync, o.slicesPerTurn);
         if (r.error != kRunOk) return failWith(where(j, 0) + ": " + runErrorText(r.error));
         progressed |= r.progressed;
@@ -244,8 +275,12 @@ void runJobs(std::vector<std::unique_ptr<SimJob>>& jobs, const EngineOptions& o,
       if (head[q] < queues[q].size()) allDone = false;
     }
     res->rounds++;
+    // Lagging stores land a few at a time, in order; all of them before a round without
+    // progress counts as a deadlock, and before the end.
+    const bool stuck = !progressed || allDone, landed = anyPending();
+    for (PendingStores& p : pending) flushStores(&p, stuck ? p.size() : lagRng() % (p.size() + 1));
     if (allDone) break;
-    if (!progressed) return failWith(deadlockReport(queues, head));
+    if (!progressed && !landed) return failWith(deadlockReport(queues, head));
   }
 
   for (const auto& [key, f] : fifos) {
@@ -514,8 +549,8 @@ SimResult simulateBatch(std::vector<SimCase>* cases) {
       }
     }
   }
-  EngineOptions o{first.nranks,       first.nSlots,        slotBytes, llSlotBytes,
-                  first.counterStart, first.slicesPerTurn, first.seed};
+  EngineOptions o{first.nranks,       first.nSlots,        slotBytes,  llSlotBytes,
+                  first.counterStart, first.slicesPerTurn, first.seed, first.lagCounters};
   runJobs(jobs, o, &res);
   if (res.result != ncclSuccess) return res;
   for (size_t i = 0; i < cases->size(); i++) {
@@ -588,7 +623,7 @@ SimResult simulateP2p(const SimP2pSpec& spec, const std::vector<std::vector<SimP
     }
   }
   EngineOptions o{spec.nranks,       spec.nSlots,        slotBytes, llSlotBytes,
-                  spec.counterStart, spec.slicesPerTurn, spec.seed};
+                  spec.counterStart, spec.slicesPerTurn, spec.seed, spec.lagCounters};
   runJobs(jobs, o, &res);
   return res;
 }

@@ -56,6 +56,10 @@ struct SimSpec {
   uint32_t counterStart = 0;            // initial FIFO counters (set near 2^32 to test wrap-around)
   uint32_t slicesPerTurn = 1;           // advance() budget per turn; ~0u = as much as possible
   uint32_t seed = 0;                    // non-zero: shuffle the turn order every round
+  // Non-zero (a seed): a rank's counter stores reach the other ranks late, after a random
+  // number of rounds (in order), as a store does from a thread preempted right before it; the
+  // rank's own loads see them at once. Data, sizes and LL lines are seen at once.
+  uint32_t lagCounters = 0;
   std::vector<std::vector<int>> rings;  // per channel ring order; missing/empty: 0..n-1
   bool compact = false;  // ring bodies as repeated steps at any rank count (CollDesc::compact)
   // Test hook: change a Program after it was built (to break a schedule on purpose).
@@ -95,8 +99,8 @@ struct SimCase {
 // Runs several collectives one after another on the same FIFOs, the way an executor runs a
 // batch: every Program is bound up front, then on each rank and channel they run in order,
 // the next starting as soon as the previous is done there. FIFO geometry (nSlots, counter
-// start), turn budget and seed come from the first case; slots are as large as the largest
-// slice of any case. All cases must have the same nranks.
+// start), turn budget, seed and counter lag come from the first case; slots are as large as the
+// largest slice of any case. All cases must have the same nranks.
 SimResult simulateBatch(std::vector<SimCase>* cases);
 
 struct SimP2pSpec {
@@ -108,6 +112,7 @@ struct SimP2pSpec {
   uint32_t counterStart = 0;
   uint32_t slicesPerTurn = 1;
   uint32_t seed = 0;
+  uint32_t lagCounters = 0;  // as SimSpec::lagCounters
 };
 
 struct SimP2pOp {
