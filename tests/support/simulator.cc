@@ -277,10 +277,10 @@ void runJobs(std::vector<std::unique_ptr<SimJob>>& jobs, const EngineOptions& o,
     res->rounds++;
     // Lagging stores land a few at a time, in order; all of them before a round without
     // progress counts as a deadlock, and before the end.
-    const bool stuck = !progressed || allDone, landed = anyPending();
+    const bool stuck = !progressed || allDone, hadPending = anyPending();
     for (PendingStores& p : pending) flushStores(&p, stuck ? p.size() : lagRng() % (p.size() + 1));
     if (allDone) break;
-    if (!progressed && !landed) return failWith(deadlockReport(queues, head));
+    if (!progressed && !hadPending) return failWith(deadlockReport(queues, head));
   }
 
   for (const auto& [key, f] : fifos) {
