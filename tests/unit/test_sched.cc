@@ -179,6 +179,19 @@ bool runCase(SimSpec spec) {
   return sameOutputs(res.outputs, c.want);
 }
 
+// Runs `cases` back to back on the same FIFOs (simulateBatch) and checks every output exactly.
+void runBatchExactly(const std::vector<Uint64Case>& cases, const std::string& label) {
+  std::vector<SimCase> sims;
+  for (const auto& c : cases) sims.push_back(c.sim);
+  SimResult res = simulateBatch(&sims);
+  INFO(label << ": " << res.error);
+  REQUIRE(res.result == ncclSuccess);
+  for (size_t i = 0; i < cases.size(); i++) {
+    INFO("collective " << i << " " << collName(cases[i].sim.spec.coll));
+    CHECK(sameOutputs(sims[i].outputs, cases[i].want));
+  }
+}
+
 // Counts around the interesting boundaries for n ranks: 0, 1, 7, a slot -1/+1, a chunk,
 // several loops (all-reduce loops over n chunks), and one large.
 std::vector<size_t> countsFor(Coll coll, int n, size_t large) {
@@ -823,15 +836,7 @@ TEST_CASE("a batch of different collectives shares the FIFOs in call order", "[s
         s.seed = seed;
         cases.push_back(makeCase(s, salt++));
       }
-      std::vector<SimCase> sims;
-      for (auto& c : cases) sims.push_back(c.sim);
-      SimResult res = simulateBatch(&sims);
-      INFO("n=" << n << " seed=" << seed << ": " << res.error);
-      REQUIRE(res.result == ncclSuccess);
-      for (size_t i = 0; i < cases.size(); i++) {
-        INFO("collective " << i << " " << collName(cases[i].sim.spec.coll));
-        CHECK(sameOutputs(sims[i].outputs, cases[i].want));
-      }
+      runBatchExactly(cases, "n=" + std::to_string(n) + " seed=" + std::to_string(seed));
     }
   }
 }
@@ -863,15 +868,7 @@ TEST_CASE("counter stores that land late, while protocols alternate on the conne
         s.lagCounters = lag;
         cases.push_back(makeCase(s, salt++));
       }
-      std::vector<SimCase> sims;
-      for (auto& c : cases) sims.push_back(c.sim);
-      SimResult res = simulateBatch(&sims);
-      INFO("n=" << n << " lag seed=" << lag << ": " << res.error);
-      REQUIRE(res.result == ncclSuccess);
-      for (size_t i = 0; i < cases.size(); i++) {
-        INFO("collective " << i << " " << collName(cases[i].sim.spec.coll));
-        CHECK(sameOutputs(sims[i].outputs, cases[i].want));
-      }
+      runBatchExactly(cases, "n=" + std::to_string(n) + " lag seed=" + std::to_string(lag));
     }
   }
 }
