@@ -231,8 +231,16 @@ ncclResult_t HostEngine::bindJobs() {
   tellCallBeforeConnecting(keys);
   ncclResult_t connected = conns_.ensure(keys, watch_.stopFlag(), params_.timeout.count());
   if (connected != ncclSuccess) {
-    RINGCC_CHECK(findToldMismatch(/*tellBack=*/false));
-    if (stopRequested()) return stopped("connecting");
+    // A peer that found a mismatch told us its call, then left: its leaving can fail the
+    // set-up before our bootstrap thread has taken the message (another socket). Wait a
+    // moment for it, as runJobs does for a network peer lost mid-operation.
+    const auto failedAt = Clock::now();
+    while (true) {
+      RINGCC_CHECK(findToldMismatch(/*tellBack=*/false));
+      if (stopRequested()) return stopped("connecting");
+      if (Clock::now() - failedAt >= kToldCallGrace) break;
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
   }
   RINGCC_CHECK(connected);
   while (bound_.size() < plan_.nJobs) bound_.push_back(std::make_unique<Bound>());

@@ -158,7 +158,12 @@ bool UcxWorker::finishRetired() {
 // worker's flush operations), so closing() stays true until then: a process that exits right
 // after ncclCommDestroy keeps its proxy until UCX has freed the endpoints.
 void UcxWorker::startFlush() {
-  if (flushReq_ != nullptr) return;  // the pending flush covers these endpoints too
+  if (flushReq_ != nullptr) {
+    // Posted before these endpoints were closed, it may complete before their discards do:
+    // another flush follows it (finishFlush).
+    reflush_ = true;
+    return;
+  }
   ucp_request_param_t p{};
   void* r = ucp_worker_flush_nbx(worker_, &p);
   if (r == nullptr || UCS_PTR_IS_ERR(r)) return;  // done at once, or nothing more to wait for
@@ -170,6 +175,10 @@ bool UcxWorker::finishFlush() {
   if (flushReq_ == nullptr || ucp_request_check_status(flushReq_) == UCS_INPROGRESS) return false;
   ucp_request_free(flushReq_);
   flushReq_ = nullptr;
+  if (reflush_) {
+    reflush_ = false;
+    startFlush();  // counts as closing before this one stops counting
+  }
   closing_.fetch_sub(1, std::memory_order_acq_rel);
   return true;
 }

@@ -72,6 +72,7 @@ class UcxWorker final : public WakeSource {
   std::vector<std::unique_ptr<UcxLink>> toRetire_;  // under retireMu_
   std::vector<std::unique_ptr<UcxLink>> retiring_;  // proxy thread only
   void* flushReq_ = nullptr;                        // proxy thread only: see startFlush()
+  bool reflush_ = false;  // endpoints closed while flushReq_ was pending: flush again after it
   // Links retired and not yet released, plus one while flushReq_ is pending.
   std::atomic<int> closing_{0};
 };
