@@ -36,7 +36,9 @@
 //           or its input when it sends the input as it is) publishes a SlotRef to them instead
 //           of copying them, where the receiver declared it can read references
 //           (FifoControl::refKind). The receiver reads them through the pointer (kRefPointer)
-//           or with process_vm_readv (kRefProcess, host only; kRefMinBytes and up), or a
+//           or with process_vm_readv (kRefProcess, host only; kRefMinBytes and up), or maps
+//           the sender's buffer and reads it in place (kRefMapped, host only; kRefMinBytes and
+//           up, only buffers from the sender's ncclMemAlloc: others are copied), or a
 //           network proxy sends them from there (kRefNetwork; kRefMinBytes and up), and its
 //           head moving past the slot releases them. Before the runner reports done, the
 //           sender waits until every reference it sent was released ("drain"), since the
@@ -74,6 +76,7 @@
 #include "transports/connector_device.h"
 #if !defined(__CUDA_ARCH__)
 #include "transports/peer_read.h"
+#include "transports/shm/mapped_buffers.h"
 #endif
 
 namespace ringcc {
@@ -118,7 +121,7 @@ RINGCC_HOST_DEVICE inline const char* runErrorText(RunError e) {
     case kRunErrRefKind:
       return "received a reference to the sender's memory that this side cannot read";
     case kRunErrRefRead:
-      return "reading the sender's memory (process_vm_readv) failed";
+      return "reading the sender's memory (process_vm_readv, or mapping its buffer) failed";
     case kRunErrMismatch:
       return "the ranks made different calls (collective, count, datatype, op or root)";
     case kRunErrRing:
@@ -594,6 +597,7 @@ class ProgramRunner {
     const uint32_t es = args_.elemSize;
     const uint32_t bytes = (uint32_t)(elems * es);
     const bool ll = args_.protocol == kProtoLL;
+    uint32_t sendKind = kRefNone;  // the send port's RefKind, read for Direct's references
 
     Slice& w = *out;
     w.peer = nullptr;
@@ -664,9 +668,10 @@ class ProgramRunner {
       w.sendEpoch = c + 1;
       w.sendPort = s.sendPort;
       if (args_.protocol == kProtoDirect && (s.flags & kStepByRef)) {
-        const uint32_t kind = sync.load(&v.control->refKind);
-        if (kind == kRefPointer ||
-            ((kind == kRefProcess || kind == kRefNetwork) && bytes >= kRefMinBytes))
+        sendKind = sync.load(&v.control->refKind);
+        if (sendKind == kRefPointer || ((sendKind == kRefProcess || sendKind == kRefNetwork ||
+                                         sendKind == kRefMapped) &&
+                                        bytes >= kRefMinBytes))
           w.refSlot = w.send;  // decided below, once the buffers are known
       }
     }
@@ -688,6 +693,13 @@ class ProgramRunner {
       else if ((s.flags & (kStepLocal | kStepRecv | kStepPost)) == kStepLocal &&
                args_.op.kind != RedOpKind::PreMulSum)
         w.sendRef = w.local;
+#if !defined(__CUDA_ARCH__)
+      // Mapped references reach only the sender's shareable buffers (ncclMemAlloc); the
+      // receiver gets the region with the address, to map it.
+      if (w.sendRef && sendKind == kRefMapped &&
+          !findMappable(w.sendRef, bytes, &((SlotRef*)w.refSlot)->region))
+        w.sendRef = nullptr;
+#endif
       if (w.sendRef)
         w.send = nullptr;
       else
@@ -721,6 +733,12 @@ class ProgramRunner {
 #if !defined(__CUDA_ARCH__)
     if (kind == kRefProcess && v.refPid > 0) {
       w->peerPid = v.refPid;
+      return kRunOk;
+    }
+    if (kind == kRefMapped && v.refPid > 0) {
+      const char* base = mapPeerRegion(v.refPid, ref->region);
+      if (!base || ref->addr < ref->region.base) return kRunErrRefRead;
+      w->peer = base + (ref->addr - ref->region.base);
       return kRunOk;
     }
 #endif

@@ -47,11 +47,24 @@ enum RefKind : uint32_t {
   // A network connection's local staging FIFO (transports/ucx): this process's proxy sends
   // the elements from the pointer itself, and the far receiver gets them as plain data.
   kRefNetwork = 3,
+  // Another process on this host: buffers from its ncclMemAlloc are mapped here and read in
+  // place (transports/shm/mapped_buffers.h, host only); others come through the slots.
+  kRefMapped = 4,
 };
 constexpr uint32_t kSlotRefBit = 0x80000000u;
 
+// A shareable buffer of the sender's process (kRefMapped): enough for the receiver to map it.
+struct RefRegion {
+  uint64_t base;   // where the sender maps it
+  uint64_t bytes;  // its size
+  uint64_t ino;    // the memfd's inode: tells a reused fd number from the region itself
+  int32_t fd;      // the sender's fd of it (/proc/<pid>/fd/<fd>)
+  int32_t pad;
+};
+
 struct SlotRef {
-  uint64_t addr;  // the slice's first byte, in the sender's address space
+  uint64_t addr;     // the slice's first byte, in the sender's address space
+  RefRegion region;  // kRefMapped: the sender's buffer that holds it
 };
 
 // What the sender of a slot was running, so that the receiver can check that both ranks made

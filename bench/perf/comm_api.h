@@ -46,6 +46,9 @@ struct CommApi {
   const char* (*getErrorString)(ncclResult_t) = nullptr;
   const char* (*getLastError)(ncclComm_t) = nullptr;
   ncclResult_t (*commMemoryKind)(ncclComm_t, ringccMemKind_t*) = nullptr;  // optional
+  // -R 1 (host buffers from the library: ringcc maps them between processes, one copy)
+  ncclResult_t (*memAlloc)(void**, size_t) = nullptr;
+  ncclResult_t (*memFree)(void*) = nullptr;
 };
 
 // libnccl.so.2's entry points (null where it lacks one).

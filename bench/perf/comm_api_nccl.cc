@@ -43,6 +43,8 @@ const CommApi& ncclCommApi() {
     lookup(a.getErrorString, "ncclGetErrorString");
     lookup(a.getLastError, "ncclGetLastError");
     lookup(a.commMemoryKind, "ringccCommMemoryKind");
+    lookup(a.memAlloc, "ncclMemAlloc");
+    lookup(a.memFree, "ncclMemFree");
     return a;
   }();
   return api;

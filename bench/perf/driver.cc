@@ -735,6 +735,7 @@ int runPerf(CollKind kind, int argc, char** argv, const CommApi& api, PerfIo io)
       std::find(o.ops.begin(), o.ops.end(), static_cast<int>(OpKind::MulSum)) != o.ops.end();
   bool needId = group->size() > 1 || (o.parallelInit && run.nThreads > 1);
   std::vector<std::string> missing = missingEntries(api, kind, mulsum, needId);
+  if (o.localRegister && !(api.memAlloc && api.memFree)) missing.push_back("ncclMemAlloc (-R 1)");
   if (!missing.empty()) {
     std::string list;
     for (const std::string& m : missing) list += (list.empty() ? "" : ", ") + m;
@@ -902,9 +903,18 @@ int runPerf(CollKind kind, int argc, char** argv, const CommApi& api, PerfIo io)
   CollCounts largest = collCounts(kind, run.maxBytes, 1, run.nranks);
   run.bufs.resize(nLocal);
   bool allocated = true;
+  // -R 1: send and receive buffers from the library's ncclMemAlloc, as nccl-tests' local
+  // registration takes them (ringcc shares such memory between processes: one copy).
+  const bool fromLibrary = o.localRegister != 0;  // (the entries were checked above)
+  auto alloc = [&](size_t bytes) -> char* {
+    if (!fromLibrary) return allocBuffer(bytes);
+    void* p = nullptr;
+    return api.memAlloc(&p, std::max<size_t>(bytes, 1)) == ncclSuccess ? static_cast<char*>(p)
+                                                                       : nullptr;
+  };
   for (RankBuffers& b : run.bufs) {
-    b.send = allocBuffer(run.maxBytes);
-    b.recv = allocBuffer(run.maxBytes);
+    b.send = alloc(run.maxBytes);
+    b.recv = alloc(run.maxBytes);
     b.expected = allocBuffer(o.check ? largest.recvCount : 0);
     allocated = allocated && b.send && b.recv && b.expected;
   }
@@ -912,8 +922,12 @@ int runPerf(CollKind kind, int argc, char** argv, const CommApi& api, PerfIo io)
   if (allocated && run.onDevice) allocated = run.devs.allocate(run.maxBytes, &deviceErr);
   auto freeBuffers = [&]() {
     for (RankBuffers& b : run.bufs) {
-      std::free(b.send);
-      std::free(b.recv);
+      for (char* p : {b.send, b.recv}) {
+        if (fromLibrary && p)
+          (void)api.memFree(p);
+        else
+          std::free(p);
+      }
       std::free(b.expected);
     }
     run.devs.release();

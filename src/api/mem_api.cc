@@ -1,14 +1,17 @@
 // ncclMemAlloc/ncclMemFree and buffer registration.
 //
-// On host communicators memory is ordinary page-aligned host memory and registration has
-// nothing to pin, so a registration handle only records the range (and is checked on
-// deregistration). Window registration belongs to NCCL's device API, which ringcc does not
+// On host communicators memory is page-aligned host memory that processes on this host can
+// map from each other (a memfd per allocation, transports/shm/mapped_buffers.h): the Direct
+// protocol then reads it in place between processes, one copy instead of two through the shm
+// segment. Where a memfd cannot be made it is ordinary memory. Registration has nothing to
+// pin, so a registration handle only records the range (and is checked on deregistration). Window registration belongs to NCCL's device API, which ringcc does not
 // provide.
 #include <cstdlib>
 #include <mutex>
 #include <unordered_map>
 
 #include "src/api/api.h"
+#include "transports/shm/mapped_buffers.h"
 
 using namespace ringcc;
 
@@ -21,6 +24,7 @@ struct Registration {
 };
 
 std::mutex gMu;
+// size_t(0) marks memory of allocMappable, which it frees; else the size of a posix_memalign.
 std::unordered_map<void*, size_t>& allocations() {
   static std::unordered_map<void*, size_t> map;
   return map;
@@ -34,11 +38,15 @@ NCCL_API(ncclResult_t, ncclMemAlloc, void** ptr, size_t size) {
   RINGCC_CHECK(checkNotNull(ptr, "ptr", "ncclMemAlloc"));
   *ptr = nullptr;
   if (size == 0) return fail(ncclInvalidArgument, "ncclMemAlloc", "size is 0");
-  void* p = nullptr;
-  if (posix_memalign(&p, kPageBytes, size) != 0)
-    return fail(ncclSystemError, "ncclMemAlloc", "cannot allocate %zu bytes", size);
+  void* p = allocMappable(size);
+  size_t plain = 0;
+  if (p == nullptr) {
+    if (posix_memalign(&p, kPageBytes, size) != 0)
+      return fail(ncclSystemError, "ncclMemAlloc", "cannot allocate %zu bytes", size);
+    plain = size;
+  }
   std::lock_guard<std::mutex> lock(gMu);
-  allocations()[p] = size;
+  allocations()[p] = plain;
   *ptr = p;
   return ncclSuccess;
 }
@@ -46,10 +54,16 @@ NCCL_API(ncclResult_t, ncclMemAlloc, void** ptr, size_t size) {
 NCCL_API(ncclResult_t, ncclMemFree, void* ptr) {
   if (ptr == nullptr) return ncclSuccess;
   std::lock_guard<std::mutex> lock(gMu);
-  if (allocations().erase(ptr) == 0)
+  auto it = allocations().find(ptr);
+  if (it == allocations().end())
     return fail(ncclInvalidArgument, "ncclMemFree", "ptr %p was not allocated by ncclMemAlloc",
                 ptr);
-  free(ptr);
+  const bool plain = it->second != 0;
+  allocations().erase(it);
+  if (plain)
+    free(ptr);
+  else
+    freeMappable(ptr);
   return ncclSuccess;
 }
 

@@ -57,6 +57,9 @@ constexpr ParamDef kParams[] = {
      "per rank, Direct above (Simple where references cannot be read). Unknown names get a WARN "
      "naming the valid ones."},
     {"SHM_DISABLE", "0", "1: never use the shm transport (processes on one host use the network)."},
+    {"SHM_MAP", "1",
+     "0: under Direct, shm receivers no longer map the sender's ncclMemAlloc buffers to read "
+     "large slices in place; they come through the segment."},
     {"SHM_REFS", "0",
      "1: under Direct, shm receivers read large slices from the sender's memory "
      "(process_vm_readv) instead of through the segment; off by default (slower on the "

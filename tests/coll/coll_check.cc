@@ -1,9 +1,11 @@
 #include "coll/coll_check.h"
 
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <new>
 
 #include "kernels/dtypes.h"
 
@@ -457,6 +459,28 @@ void reduceInto(const DataSpec& s, const std::vector<const uint8_t*>& inputs, si
   }
 }
 
+namespace {
+std::atomic<bool> gRegionsFromNccl{false};
+}  // namespace
+
+void setRegionsFromNcclMemAlloc(bool on) { gRegionsFromNccl.store(on); }
+
+RegionAlloc::RegionAlloc() : fromNccl(gRegionsFromNccl.load()) {}
+
+uint8_t* RegionAlloc::allocate(size_t n) {
+  if (!fromNccl) return static_cast<uint8_t*>(::operator new(n));
+  void* p = nullptr;
+  if (ncclMemAlloc(&p, n) != ncclSuccess) throw std::bad_alloc();
+  return static_cast<uint8_t*>(p);
+}
+
+void RegionAlloc::deallocate(uint8_t* p, size_t n) {
+  if (!fromNccl)
+    ::operator delete(p, n);
+  else
+    (void)ncclMemFree(p);
+}
+
 void fillGarbage(uint64_t seed, void* out, size_t bytes) {
   uint8_t* p = static_cast<uint8_t*>(out);
   const uint64_t base = mix(seed ^ 0x6a09e667f3bcc908ull);
@@ -484,11 +508,11 @@ std::string describeElem(ncclDataType_t type, const void* elem) {
 Region::Region(std::string r, size_t size, ncclDataType_t t, uint64_t seed)
     : bytes(size + 2 * kGuard), role(std::move(r)), type(t) {
   fillGarbage(seed, bytes.data(), bytes.size());
-  expect = bytes;
+  snapshot();
 }
 
 std::string Region::compare() const {
-  if (bytes == expect) return "";
+  if (std::equal(bytes.begin(), bytes.end(), expect.begin(), expect.end())) return "";
   size_t i = 0;
   while (bytes[i] == expect[i]) ++i;
   size_t bad = 0;

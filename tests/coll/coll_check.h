@@ -90,9 +90,26 @@ std::string describeElem(ncclDataType_t type, const void* elem);
 // A byte buffer with guard zones either side. `expect` starts as a copy of the initial
 // content and the test overwrites the ranges an operation must write; afterwards every byte
 // (guards included) must equal `expect`, so stray writes anywhere are caught.
+// Where regions made from now on keep their bytes: the heap, or ncclMemAlloc (memory that
+// processes on one host map from each other: the Direct protocol's mapped references).
+void setRegionsFromNcclMemAlloc(bool on);
+
+struct RegionAlloc {
+  using value_type = uint8_t;
+  template <class U>
+  struct rebind {  // only ever to uint8_t itself
+    using other = RegionAlloc;
+  };
+  bool fromNccl;  // fixed when made: deallocate frees the same way
+  RegionAlloc();
+  uint8_t* allocate(size_t n);
+  void deallocate(uint8_t* p, size_t n);
+  bool operator==(const RegionAlloc& o) const { return fromNccl == o.fromNccl; }
+};
+
 struct Region {
   static constexpr size_t kGuard = 256;
-  std::vector<uint8_t> bytes;
+  std::vector<uint8_t, RegionAlloc> bytes;
   std::vector<uint8_t> expect;
   std::string role;  // "sendbuff", "recvbuff", ... for messages
   ncclDataType_t type = ncclInt8;
@@ -101,7 +118,7 @@ struct Region {
   uint8_t* data() { return bytes.data() + kGuard; }
   uint8_t* expected() { return expect.data() + kGuard; }
   size_t size() const { return bytes.size() - 2 * kGuard; }
-  void snapshot() { expect = bytes; }  // call after filling the initial content
+  void snapshot() { expect.assign(bytes.begin(), bytes.end()); }  // after the initial fill
   // "" if the region matches, else where and how it differs first.
   std::string compare() const;
 };

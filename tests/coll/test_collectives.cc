@@ -1102,6 +1102,81 @@ TEST_CASE("tree all-reduce (NCCL_ALGO=Tree): every datatype x op on 1..8 ranks, 
   fail.report();
 }
 
+// Peer buffers this process has mapped read-only (the Direct protocol's mapped references):
+// /proc/self/maps lines of ringcc's memfds, mapped "r--s", larger than the one-page probe.
+int mappedPeerBuffers() {
+  FILE* f = std::fopen("/proc/self/maps", "r");
+  if (!f) return -1;
+  int n = 0;
+  char line[512];
+  while (std::fgets(line, sizeof line, f)) {
+    unsigned long lo = 0, hi = 0;
+    char perms[8] = {};
+    if (std::sscanf(line, "%lx-%lx %7s", &lo, &hi, perms) == 3 &&
+        std::strstr(line, "memfd:ringcc-mem") && std::strcmp(perms, "r--s") == 0 &&
+        hi - lo > 4096)
+      ++n;
+  }
+  std::fclose(f);
+  return n;
+}
+
+TEST_CASE("processes whose buffers come from ncclMemAlloc: read in place, exact", "[coll_fork]") {
+  TestEnv env;
+  ScopedEnv direct("NCCL_PROTO", "Direct");
+  ScopedEnv buffsize("NCCL_BUFFSIZE", std::nullopt);  // the default: slices of 16 KiB and more
+  for (int n : {2, 3}) {
+    // Slices of 16 KiB and more go by reference; the small case and the 4-channel split
+    // (smaller slices) mix references and copies.
+    std::vector<std::pair<int, CollCase>> cases;
+    int rot = n;
+    for (int nch : {1, 4})
+      for (Coll coll : kAllColls) {
+        for (size_t count : {size_t{100000}, size_t{777}}) {
+          cases.push_back({nch, mk(coll, ncclFloat32, kReduceOps[rot % 7], count, rot % n,
+                                   rot % 2 == 0, 7000 + rot)});
+          ++rot;
+        }
+      }
+    ncclUniqueId id = newUniqueId();
+    int failed = runProcesses(n, [&](int rank) {
+      setRegionsFromNcclMemAlloc(true);
+      ncclComm_t comm = nullptr;
+      if (ncclCommInitRank(&comm, n, id, rank) != ncclSuccess) return 10;
+      int bad = 0;
+      ChannelComms byChannels(comm, rank);
+      for (auto& [nch, c] : cases) {
+        ncclComm_t onChannels = byChannels.get(nch);
+        if (!onChannels) {
+          ++bad;
+          break;
+        }
+        CaseData data(c, n);
+        CollRank me(data, rank, onChannels);
+        ncclResult_t r = me.issue();
+        std::string why =
+            r != ncclSuccess ? std::string("returned ") + ncclGetErrorString(r) : me.check();
+        if (!why.empty()) {
+          std::fprintf(stderr, "[memalloc ch=%d] %s rank %d: %s\n", nch, c.describe(n).c_str(),
+                       rank, why.c_str());
+          ++bad;
+          if (r != ncclSuccess) break;
+        }
+      }
+      if (!byChannels.finish(bad == 0)) ++bad;
+      // Every rank received large slices from a peer's ncclMemAlloc buffers: mapped here.
+      if (bad == 0 && mappedPeerBuffers() <= 0) {
+        std::fprintf(stderr, "[memalloc] rank %d mapped no peer buffer\n", rank);
+        ++bad;
+      }
+      if (ncclCommDestroy(comm) != ncclSuccess) ++bad;
+      return bad > 0 ? 1 : 0;
+    });
+    INFO("ranks " << n);
+    CHECK(failed == 0);
+  }
+}
+
 // Its own tag: a process that made communicators before (the threads case above, under
 // RINGCC_NET=ucx) must not fork with UCX set up.
 TEST_CASE("tree all-reduce (NCCL_ALGO=Tree) in forked processes: one host, and hosts of two",

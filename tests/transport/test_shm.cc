@@ -401,10 +401,35 @@ TEST_CASE("shm works within one process too, and leaves nothing behind", "[shm]"
 TEST_CASE("shm: references are declared only where the receiver can read the sender", "[shm]") {
   ConnSpec spec = specFor(0, 1, getpid(), 4, 16384);
   {
-    ConnPair c;  // off by default
+    ConnPair c;  // by default: mapped references (to ncclMemAlloc buffers)
+    REQUIRE(connectPair(shmTransport(), spec, &c, false) == ncclSuccess);
+    CHECK(c.recv->view().control->refKind == kRefMapped);
+    CHECK(c.recv->view().refPid == getpid());
+  }
+  {
+    ScopedEnv off("RINGCC_SHM_MAP", "0");
+    ConnPair c;
     REQUIRE(connectPair(shmTransport(), spec, &c, false) == ncclSuccess);
     CHECK(c.recv->view().control->refKind == kRefNone);
     CHECK(c.recv->view().refPid == 0);
+  }
+  {
+    // A sender whose mapping probe is not the file it names (a process whose fds we cannot
+    // open would fail the same way): no mapped references.
+    ConnPair c;
+    std::unique_ptr<PendingConnection> pr, ps;
+    ConnInfo recvInfo, sendInfo;
+    REQUIRE(setup(ConnSide::Recv, spec, &recvInfo, &pr) == ncclSuccess);
+    REQUIRE(setup(ConnSide::Send, spec, &sendInfo, &ps) == ncclSuccess);
+    ShmSendInfo si;
+    REQUIRE(sendInfo.payload.size() == sizeof(si));
+    std::memcpy(&si, sendInfo.payload.data(), sizeof(si));
+    CHECK(si.probeRegion.ino != 0);
+    si.probeRegion.ino ^= 1;
+    std::memcpy(sendInfo.payload.data(), &si, sizeof(si));
+    REQUIRE(ps->connect(recvInfo, &c.send) == ncclSuccess);
+    REQUIRE(pr->connect(sendInfo, &c.recv) == ncclSuccess);
+    CHECK(c.recv->view().control->refKind == kRefNone);
   }
   ScopedEnv on("RINGCC_SHM_REFS", "1");
   {
@@ -427,7 +452,7 @@ TEST_CASE("shm: references are declared only where the receiver can read the sen
     std::memcpy(sendInfo.payload.data(), &si, sizeof(si));
     REQUIRE(ps->connect(recvInfo, &c.send) == ncclSuccess);
     REQUIRE(pr->connect(sendInfo, &c.recv) == ncclSuccess);
-    CHECK(c.recv->view().control->refKind == kRefNone);
+    CHECK(c.recv->view().control->refKind == kRefMapped);  // the default's, still possible
   }
 }
 

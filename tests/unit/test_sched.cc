@@ -642,7 +642,8 @@ struct DirectSend {
     srcPtr = src.data();
     dstPtr = dst.data();
     f.view.control->refKind = kind;
-    if (kind == kRefProcess) f.view.refPid = getpid();  // our own memory, read as a peer's
+    // Our own memory, read as a peer's.
+    if (kind == kRefProcess || kind == kRefMapped) f.view.refPid = getpid();
   }
   RunArgs args(bool sender, uint32_t slotElems) {
     RunArgs a = runArgs(sender ? &send : &recv, &f.view, &srcPtr, sender ? &none : &dstPtr, &count,
@@ -699,6 +700,78 @@ TEST_CASE("Direct: sends go by reference, are read in place, and done waits for 
   }
 }
 
+// Advances both runners in turn until both are done (a few rounds at most).
+void runBoth(ProgramRunner& tx, ProgramRunner& rx, LoggingSync& sync) {
+  for (int i = 0; i < 8; ++i) {
+    const bool sent = tx.advance(sync).done;
+    const bool received = rx.advance(sync).done;
+    if (sent && received) return;
+  }
+  FAIL("the runners did not finish");
+}
+
+TEST_CASE("Direct, mapped references: ncclMemAlloc-style buffers are read in place, others "
+          "copied",
+          "[sched]") {
+  const uint32_t slot = kRefMinBytes / 8;
+  const uint64_t n = 2 * slot + 100;
+  // A plain buffer: copies, however large the slice.
+  {
+    DirectSend d(n, slot, kRefMapped);
+    LoggingSync sync;
+    ProgramRunner tx, rx;
+    REQUIRE(tx.init(d.args(true, slot)) == kRunOk);
+    REQUIRE(rx.init(d.args(false, slot)) == kRunOk);
+    CHECK(tx.advance(sync).slices == 2);
+    CHECK(d.f.view.control->meta[0].size == kRefMinBytes);  // no kSlotRefBit
+    runBoth(tx, rx, sync);
+    CHECK(d.dst == d.src);
+  }
+  // A shareable buffer: references carrying its region, which the receiver maps (here: our
+  // own, through /proc/<pid>/fd, as a peer would).
+  DirectSend d(n, slot, kRefMapped);
+  void* shared = allocMappable(n * 8);
+  REQUIRE(shared != nullptr);
+  std::memcpy(shared, d.src.data(), n * 8);
+  d.srcPtr = shared;
+  RefRegion region{};
+  REQUIRE(findMappable(static_cast<char*>(shared) + 8, 16, &region));
+  CHECK(region.base == reinterpret_cast<uint64_t>(shared));
+  CHECK_FALSE(findMappable(static_cast<char*>(shared) + region.bytes - 8, 16, &region));
+  const uint64_t mapsBefore = mappedPeerRegions();
+  LoggingSync sync;
+  ProgramRunner tx, rx;
+  REQUIRE(tx.init(d.args(true, slot)) == kRunOk);
+  REQUIRE(rx.init(d.args(false, slot)) == kRunOk);
+  AdvanceResult r = tx.advance(sync);
+  CHECK(r.slices == 2);
+  CHECK(d.f.view.control->meta[0].size == (kSlotRefBit | kRefMinBytes));
+  SlotRef ref;
+  std::memcpy(&ref, d.f.slots.data(), sizeof(ref));
+  CHECK(ref.addr == reinterpret_cast<uint64_t>(shared));
+  CHECK(ref.region.base == reinterpret_cast<uint64_t>(shared));
+  CHECK(ref.region.ino != 0);
+  CHECK(rx.advance(sync, 2).slices == 2);
+  CHECK(mappedPeerRegions() == mapsBefore + 1);  // mapped once, then taken from the cache
+  runBoth(tx, rx, sync);
+  CHECK(tx.drainPort() == kNoPort);
+  CHECK(d.dst == d.src);
+  // A reference whose region is no longer the file the peer described (its fd number reused
+  // by another file, here: the inode changed) is refused, not read.
+  DirectSend e(slot, slot, kRefMapped);
+  e.srcPtr = shared;
+  ProgramRunner tx2, rx2;
+  REQUIRE(tx2.init(e.args(true, slot)) == kRunOk);
+  REQUIRE(rx2.init(e.args(false, slot)) == kRunOk);
+  CHECK(tx2.advance(sync).slices == 1);
+  std::memcpy(&ref, e.f.slots.data(), sizeof(ref));
+  ref.region.ino += 1;  // so not in the cache either
+  std::memcpy(e.f.slots.data(), &ref, sizeof(ref));
+  CHECK(rx2.advance(sync).error == kRunErrRefRead);
+  CHECK(freeMappable(shared));
+  CHECK_FALSE(freeMappable(shared));
+}
+
 TEST_CASE("Direct: a receiver that cannot read references gets copies", "[sched]") {
   const uint32_t slot = 64;
   DirectSend d(150, slot, kRefNone);
@@ -725,7 +798,8 @@ TEST_CASE("Direct: an unreadable reference is an error, not a crash", "[sched]")
   REQUIRE(rx.init(d.args(false, slot)) == kRunOk);
   CHECK(tx.advance(sync).slices == 1);
   // The reference now points where nothing is mapped in the "sender" (ourselves).
-  SlotRef bad{4096};
+  SlotRef bad{};
+  bad.addr = 4096;
   std::memcpy(d.f.slots.data(), &bad, sizeof(bad));
   AdvanceResult r = rx.advance(sync);
   CHECK(r.error == kRunErrRefRead);

@@ -15,6 +15,7 @@
 #include "transports/host_mapped.h"
 #include "transports/peer_read.h"
 #include "transports/shm/device_slots.h"
+#include "transports/shm/mapped_buffers.h"
 #include "transports/shm/process_watch.h"
 #include "transports/shm/shm_segment.h"
 
@@ -109,21 +110,21 @@ class ShmSide {
 
 class ShmConnector final : public Connector {
  public:
-  // refPid (receive side): the sender's pid when this side reads its references, else 0.
-  // device: the segment's registration for a CUDA rank (the view then holds device addresses).
-  // slots: the slots in the receiver's GPU, when the segment has none.
+  // refPid, refKind (receive side): the sender's pid and how this side reads its references
+  // (kRefProcess, kRefMapped), else 0. device: the segment's registration for a CUDA rank (the
+  // view then holds device addresses). slots: the slots in the receiver's GPU, when the
+  // segment has none.
   ShmConnector(ConnSide side, int peerRank, ShmSide mapping, ProcessWatch watch, HostMapping device,
-               DeviceSlots slots, int refPid = 0)
+               DeviceSlots slots, int refPid = 0, uint32_t refKind = kRefNone)
       : Connector(side, peerRank, viewOf(mapping.segment(), device.device(), slots.base())),
         mapping_(std::move(mapping)),
         watch_(std::move(watch)),
         device_(std::move(device)),
         slots_(std::move(slots)) {
-    if (refPid > 0) {
+    if (refPid > 0 && refKind != kRefNone) {
       view_.refPid = refPid;
       // Published once, before this side's first head moves; the sender reads it per slice.
-      std::atomic_ref<uint32_t>(view_.control->refKind)
-          .store(kRefProcess, std::memory_order_release);
+      std::atomic_ref<uint32_t>(view_.control->refKind).store(refKind, std::memory_order_release);
     }
   }
 
@@ -169,16 +170,23 @@ class ShmPendingRecv final : public PendingConnection {
     RINGCC_CHECK(checkConnGeometry(spec(), s.geometry, where));
     // References need host memory (a kernel cannot follow one into another process), the
     // sender's pid in our namespace and the right to read its memory.
-    const bool refs = spec().self.memory == MemoryKind::Host &&
-                      spec().self.pidNamespace == spec().peer.pidNamespace &&
-                      paramInt("SHM_REFS") != 0 &&
-                      peerReadWorks(s.sendPid, s.probeAddr, s.probeValue);
+    const bool canRef = spec().self.memory == MemoryKind::Host &&
+                        spec().self.pidNamespace == spec().peer.pidNamespace;
+    uint32_t kind = kRefNone;
+    if (canRef && paramInt("SHM_REFS") != 0 &&
+        peerReadWorks(s.sendPid, s.probeAddr, s.probeValue))
+      kind = kRefProcess;
+    else if (canRef && paramInt("SHM_MAP") != 0 && mappedReadWorks(s.sendPid, s.probeRegion))
+      kind = kRefMapped;
     // Watch the sender from now: it is alive (it just sent its info).
     *conn = std::make_unique<ShmConnector>(ConnSide::Recv, spec().peer.rank, std::move(mapping_),
                                            watchPeer(spec(), s.sendPid), std::move(device_),
-                                           std::move(slots_), refs ? s.sendPid : 0);
+                                           std::move(slots_), s.sendPid, kind);
     LOG_INFO(kLogShm | kLogInit, "shm: channel %d recv from rank %d: references %s", spec().channel,
-             spec().peer.rank, refs ? "read with process_vm_readv" : "off");
+             spec().peer.rank,
+             kind == kRefProcess  ? "read with process_vm_readv"
+             : kind == kRefMapped ? "of ncclMemAlloc buffers, mapped and read in place"
+                                  : "off");
     return ncclSuccess;
   }
 
@@ -284,6 +292,7 @@ class ShmTransport final : public Transport {
       s.geometry = connGeometry(spec);
       s.probeAddr = reinterpret_cast<uint64_t>(&kPeerReadProbe);
       s.probeValue = kPeerReadProbe;
+      if (spec.self.memory == MemoryKind::Host) (void)mappedProbe(&s.probeRegion);
       RINGCC_CHECK(packConnInfo("shm", kShmInfoVersion, ConnSide::Send, s, info));
       *pending = std::make_unique<ShmPendingSend>(spec);
       return ncclSuccess;

@@ -13,11 +13,15 @@
 // leave the segment for the receiver's GPU memory, shared through a CUDA IPC handle in the
 // receiver's info (device_slots.h): the segment then holds the header and control block only.
 //
-// References (Direct protocol): the sender's info also names a word of its memory; a receiver
-// that can read it there with process_vm_readv (transports/peer_read.h) sets the FIFO's
-// refKind to kRefProcess, and the sender then publishes large slices by reference. Only with
-// RINGCC_SHM_REFS=1: cross-memory attach copied at ~4 GB/s on the VM this was measured on,
-// where memcpy does ~7, so two copies through the segment won (docs/benchmarks.md).
+// References (Direct protocol), host memory only. By default, for buffers from ncclMemAlloc:
+// the sender's info names its mapping probe (transports/shm/mapped_buffers.h); a receiver that
+// can map it sets the FIFO's refKind to kRefMapped, and the sender then publishes large slices
+// of such buffers by reference (other buffers still go through the slots), which the receiver
+// maps and reads in place: one copy. RINGCC_SHM_MAP=0 turns that off. With RINGCC_SHM_REFS=1
+// instead, any buffer: the info also names a word of the sender's memory, and a receiver that
+// can read it with process_vm_readv (transports/peer_read.h) sets kRefProcess. Off by default:
+// cross-memory attach copied at ~4 GB/s on the VM this was measured on, where memcpy does ~7,
+// so two copies through the segment won (docs/benchmarks.md).
 //
 // Segment layout:
 //   0        ShmHeader (magic, geometry, offsets, pids, closed flags)  one cache line
@@ -39,7 +43,7 @@
 
 namespace ringcc {
 
-inline constexpr uint32_t kShmInfoVersion = 4;
+inline constexpr uint32_t kShmInfoVersion = 5;
 
 // The receiver's info: where its FIFO is.
 struct ShmRecvInfo {
@@ -59,6 +63,7 @@ struct ShmSendInfo {
   ConnGeometry geometry;
   uint64_t probeAddr;   // an address in the sender's memory ...
   uint64_t probeValue;  // ... and what lies there: the receiver checks that it can read it
+  RefRegion probeRegion;  // the sender's mapping probe (mapped_buffers.h), base 0 if none
 };
 
 Transport& shmTransport();
