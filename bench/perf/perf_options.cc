@@ -103,7 +103,8 @@ std::string apply(const Flag& f, const std::string& value, PerfOptions& o) {
     case 'y': return intIn(0, 1, o.streamNull);
     case 'T': return intIn(0, kIntMax, o.timeoutSec);
     case 'C': return intIn(0, 1, o.reportCpuTime);
-    case 'R': return intIn(0, 1, o.localRegister);
+    // 1 and 2 (nccl-tests: local, symmetric registration) alike: buffers from ncclMemAlloc.
+    case 'R': return intIn(0, 2, o.localRegister);
     case 'a': {
       int a = 0;
       std::string err = intIn(0, 3, a);
@@ -245,7 +246,7 @@ std::string perfUsage(const char* program) {
          "\t[-C,--report_cputime <0/1>] \n"
          "\t[-a,--average <0/1/2/3> report average iteration time <0=RANK0/1=AVG/2=MIN/3=MAX>] \n"
          "\t[-J,--output_file <file> write results as JSON to this file (rank 0)] \n"
-         "\t[-R,--local_register <0/1> 1: host buffers from ncclMemAlloc] \n"
+         "\t[-R,--local_register <0/1/2> 1, 2: host buffers from ncclMemAlloc] \n"
          "\t[-h,--help]\n"
          "Ranks: -t threads x -g communicators per thread in each process; more processes come\n"
          "from ringcc-run (RINGCC_RANK, RINGCC_NRANKS, RINGCC_UNIQUE_ID) or mpirun.\n";

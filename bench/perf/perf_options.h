@@ -37,7 +37,7 @@ struct PerfOptions {
   int streamNull = 0;                // -y  (host communicators always use a NULL stream)
   int timeoutSec = 0;                // -T  0: none
   int reportCpuTime = 0;             // -C
-  int localRegister = 0;             // -R  1: host buffers from ncclMemAlloc
+  int localRegister = 0;             // -R  1, 2: host buffers from ncclMemAlloc
   Average average = Average::Avg;    // -a
   std::string jsonFile;              // -J  "" none
   std::vector<std::string> ignored;  // accepted GPU-only flags, as given ("-G 1")

@@ -1125,6 +1125,10 @@ TEST_CASE("processes whose buffers come from ncclMemAlloc: read in place, exact"
   TestEnv env;
   ScopedEnv direct("NCCL_PROTO", "Direct");
   ScopedEnv buffsize("NCCL_BUFFSIZE", std::nullopt);  // the default: slices of 16 KiB and more
+  // Shared memory between the processes, with the default references (the suite's _ucx and
+  // _direct variants set these for the other cases).
+  ScopedEnv net("RINGCC_NET", std::nullopt), refs("RINGCC_SHM_REFS", std::nullopt),
+      map("RINGCC_SHM_MAP", std::nullopt);
   for (int n : {2, 3}) {
     // Slices of 16 KiB and more go by reference; the small case and the 4-channel split
     // (smaller slices) mix references and copies.

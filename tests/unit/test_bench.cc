@@ -315,7 +315,10 @@ TEST_CASE("perf flags: errors name the flag", "[bench_args]") {
   CHECK(parse({"-b", "1K", "-e", "1K", "-i", "0"}, same).status == ParseStatus::Run);
   PerfOptions gpu;
   REQUIRE(parse({"-G", "1", "-R", "2", "--memory_report=1"}, gpu).status == ParseStatus::Run);
-  CHECK(gpu.ignored == std::vector<std::string>{"-G 1", "-R 2", "-M 1"});
+  CHECK(gpu.ignored == std::vector<std::string>{"-G 1", "-M 1"});
+  CHECK(gpu.localRegister == 2);  // buffers from ncclMemAlloc, as with -R 1
+  PerfOptions reg;
+  CHECK(parse({"-R", "3"}, reg).status == ParseStatus::Error);
   CHECK(perfUsage("x").find("-J,--output_file") != std::string::npos);
 }
 
