@@ -19,23 +19,37 @@ struct Flag {
 };
 
 const Flag kFlags[] = {
-    {'t', "nthreads", Arg::Required},      {'g', "ngpus", Arg::Required},
-    {'b', "minbytes", Arg::Required},      {'e', "maxbytes", Arg::Required},
-    {'i', "stepbytes", Arg::Required},     {'f', "stepfactor", Arg::Required},
-    {'n', "iters", Arg::Required},         {'m', "agg_iters", Arg::Required},
-    {'w', "warmup_iters", Arg::Required},  {'N', "run_cycles", Arg::Required},
-    {'p', "parallel_init", Arg::Required}, {'c', "check", Arg::Required},
-    {'o', "op", Arg::Required},            {'d', "datatype", Arg::Required},
-    {'r', "root", Arg::Required},          {'z', "blocking", Arg::Required},
-    {'y', "stream_null", Arg::Required},   {'T', "timeout", Arg::Required},
-    {'C', "report_cputime", Arg::Required}, {'a', "average", Arg::Required},
-    {'J', "output_file", Arg::Required},   {'h', "help", Arg::None},
-    {'R', "local_register", Arg::Required},
+    {'t', "nthreads", Arg::Required},
+    {'g', "ngpus", Arg::Required},
+    {'b', "minbytes", Arg::Required},
+    {'e', "maxbytes", Arg::Required},
+    {'i', "stepbytes", Arg::Required},
+    {'f', "stepfactor", Arg::Required},
+    {'n', "iters", Arg::Required},
+    {'m', "agg_iters", Arg::Required},
+    {'w', "warmup_iters", Arg::Required},
+    {'N', "run_cycles", Arg::Required},
+    {'p', "parallel_init", Arg::Required},
+    {'c', "check", Arg::Required},
+    {'o', "op", Arg::Required},
+    {'d', "datatype", Arg::Required},
+    {'r', "root", Arg::Required},
+    {'z', "blocking", Arg::Required},
+    {'y', "stream_null", Arg::Required},
+    {'T', "timeout", Arg::Required},
+    {'C', "report_cputime", Arg::Required},
+    {'a', "average", Arg::Required},
+    {'J', "output_file", Arg::Required},
+    {'h', "help", Arg::None},
     // GPU-only in nccl-tests: accepted and ignored.
     {'G', "cudagraph", Arg::Required},
-    {'x', "cta_policy", Arg::Required},    {'D', "device_implementation", Arg::Required},
-    {'V', "device_cta_count", Arg::Required}, {'M', "memory_report", Arg::Required},
-    {'S', "report_timestamps", Arg::Required}, {'u', "unalign", Arg::Required},
+    {'R', "local_register", Arg::Required},
+    {'x', "cta_policy", Arg::Required},
+    {'D', "device_implementation", Arg::Required},
+    {'V', "device_cta_count", Arg::Required},
+    {'M', "memory_report", Arg::Required},
+    {'S', "report_timestamps", Arg::Required},
+    {'u', "unalign", Arg::Required},
 };
 
 const Flag* findShort(char c) {
@@ -103,8 +117,8 @@ std::string apply(const Flag& f, const std::string& value, PerfOptions& o) {
     case 'y': return intIn(0, 1, o.streamNull);
     case 'T': return intIn(0, kIntMax, o.timeoutSec);
     case 'C': return intIn(0, 1, o.reportCpuTime);
-    // 1 and 2 (nccl-tests: local, symmetric registration) alike: buffers from ncclMemAlloc.
-    case 'R': return intIn(0, 2, o.localRegister);
+    case 'R':
+      return intIn(0, 2, o.localRegister);  // 1, 2 alike: buffers from ncclMemAlloc
     case 'a': {
       int a = 0;
       std::string err = intIn(0, 3, a);

@@ -4,8 +4,8 @@
 // map from each other (a memfd per allocation, transports/shm/mapped_buffers.h): the Direct
 // protocol then reads it in place between processes, one copy instead of two through the shm
 // segment. Where a memfd cannot be made it is ordinary memory. Registration has nothing to
-// pin, so a registration handle only records the range (and is checked on deregistration). Window registration belongs to NCCL's device API, which ringcc does not
-// provide.
+// pin, so a registration handle only records the range (and is checked on deregistration).
+// Window registration belongs to NCCL's device API, which ringcc does not provide.
 #include <cstdlib>
 #include <mutex>
 #include <unordered_map>
