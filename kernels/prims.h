@@ -669,9 +669,9 @@ class ProgramRunner {
       w.sendPort = s.sendPort;
       if (args_.protocol == kProtoDirect && (s.flags & kStepByRef)) {
         sendKind = sync.load(&v.control->refKind);
-        if (sendKind == kRefPointer || ((sendKind == kRefProcess || sendKind == kRefNetwork ||
-                                         sendKind == kRefMapped) &&
-                                        bytes >= kRefMinBytes))
+        if (sendKind == kRefPointer ||
+            ((sendKind == kRefProcess || sendKind == kRefNetwork || sendKind == kRefMapped) &&
+             bytes >= kRefMinBytes))
           w.refSlot = w.send;  // decided below, once the buffers are known
       }
     }

@@ -1113,8 +1113,7 @@ int mappedPeerBuffers() {
     unsigned long lo = 0, hi = 0;
     char perms[8] = {};
     if (std::sscanf(line, "%lx-%lx %7s", &lo, &hi, perms) == 3 &&
-        std::strstr(line, "memfd:ringcc-mem") && std::strcmp(perms, "r--s") == 0 &&
-        hi - lo > 4096)
+        std::strstr(line, "memfd:ringcc-mem") && std::strcmp(perms, "r--s") == 0 && hi - lo > 4096)
       ++n;
   }
   std::fclose(f);

@@ -710,9 +710,10 @@ void runBoth(ProgramRunner& tx, ProgramRunner& rx, LoggingSync& sync) {
   FAIL("the runners did not finish");
 }
 
-TEST_CASE("Direct, mapped references: ncclMemAlloc-style buffers are read in place, others "
-          "copied",
-          "[sched]") {
+TEST_CASE(
+    "Direct, mapped references: ncclMemAlloc-style buffers are read in place, others "
+    "copied",
+    "[sched]") {
   const uint32_t slot = kRefMinBytes / 8;
   const uint64_t n = 2 * slot + 100;
   // A plain buffer: copies, however large the slice.

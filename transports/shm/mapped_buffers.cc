@@ -55,8 +55,8 @@ bool makeRegion(size_t bytes, RefRegion* region) {
     errno = saved;
     return false;
   }
-  *region = RefRegion{reinterpret_cast<uint64_t>(p), bytes, static_cast<uint64_t>(st.st_ino), fd,
-                      0};
+  *region =
+      RefRegion{reinterpret_cast<uint64_t>(p), bytes, static_cast<uint64_t>(st.st_ino), fd, 0};
   return true;
 }
 

@@ -173,8 +173,7 @@ class ShmPendingRecv final : public PendingConnection {
     const bool canRef = spec().self.memory == MemoryKind::Host &&
                         spec().self.pidNamespace == spec().peer.pidNamespace;
     uint32_t kind = kRefNone;
-    if (canRef && paramInt("SHM_REFS") != 0 &&
-        peerReadWorks(s.sendPid, s.probeAddr, s.probeValue))
+    if (canRef && paramInt("SHM_REFS") != 0 && peerReadWorks(s.sendPid, s.probeAddr, s.probeValue))
       kind = kRefProcess;
     else if (canRef && paramInt("SHM_MAP") != 0 && mappedReadWorks(s.sendPid, s.probeRegion))
       kind = kRefMapped;
