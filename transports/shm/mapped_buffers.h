@@ -13,7 +13,11 @@
 // peer's pages even after the peer frees them, so an entry whose peer range is taken over by a
 // newer region of the same peer (freed, then reallocated) is unmapped when the newer one is
 // mapped. No operation can still read it then: the peer frees a buffer only after the
-// operations that referenced it returned, and each of those waited for our release.
+// operations that referenced it returned, and each of those waited for our release. Other
+// mappings (a peer's buffers still alive, or those of a peer that exited) stay until exit.
+//
+// Unlike malloc's, this memory is shared, not copied on write, with a child forked after
+// ncclMemAlloc (as NCCL's GPU memory is not copied either).
 #pragma once
 
 #include <cstddef>
