@@ -928,6 +928,8 @@ TEST_CASE("split communicators run collectives, alone and grouped with their par
 
 // ---- forked processes ---------------------------------------------------------------------
 
+namespace {
+
 // One forked rank's communicators per channel count. A communicator reads its channel bounds
 // when it is made, so each is split from `base` under its count's Channels; every rank asks
 // for the counts in the same order (the case lists are alike), so the splits pair up.
@@ -972,6 +974,35 @@ class ChannelComms {
   std::vector<std::pair<int, ncclComm_t>> comms_;
 };
 
+// Runs `cases` (channels, case) as rank `rank` of `n` on the split children of `byChannels`,
+// exact data: the number of failed cases, each named on stderr after `tag`. Stops at the first
+// that returns an error, since the other ranks may then wait for this one.
+int runOnChannels(const std::vector<std::pair<int, CollCase>>& cases, int n, int rank,
+                  ChannelComms& byChannels, const char* tag) {
+  int bad = 0;
+  for (const auto& [nch, c] : cases) {
+    ncclComm_t onChannels = byChannels.get(nch);
+    if (!onChannels) {
+      std::fprintf(stderr, "[%s ch=%d] rank %d: ncclCommSplit failed\n", tag, nch, rank);
+      return bad + 1;
+    }
+    CaseData data(c, n);
+    CollRank me(data, rank, onChannels);
+    ncclResult_t r = me.issue();
+    std::string why =
+        r != ncclSuccess ? std::string("returned ") + ncclGetErrorString(r) : me.check();
+    if (!why.empty()) {
+      std::fprintf(stderr, "[%s ch=%d] %s rank %d: %s\n", tag, nch, c.describe(n).c_str(), rank,
+                   why.c_str());
+      ++bad;
+      if (r != ncclSuccess) break;
+    }
+  }
+  return bad;
+}
+
+}  // namespace
+
 TEST_CASE("every collective from forked processes over shm", "[coll_fork]") {
   TestEnv env;
   for (int n : {2, 3, 4}) {
@@ -1000,27 +1031,8 @@ TEST_CASE("every collective from forked processes over shm", "[coll_fork]") {
     int failed = runProcesses(n, [&](int rank) {
       ncclComm_t comm = nullptr;
       if (ncclCommInitRank(&comm, n, id, rank) != ncclSuccess) return 10;
-      int bad = 0;
       ChannelComms byChannels(comm, rank);
-      for (auto& [nch, c] : cases) {
-        ncclComm_t onChannels = byChannels.get(nch);
-        if (!onChannels) {
-          std::fprintf(stderr, "[fork ch=%d] rank %d: ncclCommSplit failed\n", nch, rank);
-          ++bad;
-          break;
-        }
-        CaseData data(c, n);
-        CollRank me(data, rank, onChannels);
-        ncclResult_t r = me.issue();
-        std::string why =
-            r != ncclSuccess ? std::string("returned ") + ncclGetErrorString(r) : me.check();
-        if (!why.empty()) {
-          std::fprintf(stderr, "[fork ch=%d] %s rank %d: %s\n", nch, c.describe(n).c_str(), rank,
-                       why.c_str());
-          ++bad;
-          if (r != ncclSuccess) break;  // the others may now wait for this rank
-        }
-      }
+      int bad = runOnChannels(cases, n, rank, byChannels, "fork");
       if (!byChannels.finish(bad == 0)) ++bad;
       for (int round = 0; round < 2 && bad == 0; ++round) {
         P2pRank me(msgs, rank, (rank + round) % 2 == 0, 60 + round);
@@ -1102,6 +1114,8 @@ TEST_CASE("tree all-reduce (NCCL_ALGO=Tree): every datatype x op on 1..8 ranks, 
   fail.report();
 }
 
+namespace {
+
 // Peer buffers this process has mapped read-only (the Direct protocol's mapped references):
 // /proc/self/maps lines of ringcc's memfds, mapped "r--s", larger than the one-page probe.
 int mappedPeerBuffers() {
@@ -1119,6 +1133,8 @@ int mappedPeerBuffers() {
   std::fclose(f);
   return n;
 }
+
+}  // namespace
 
 TEST_CASE("processes whose buffers come from ncclMemAlloc: read in place, exact", "[coll_fork]") {
   TestEnv env;
@@ -1146,26 +1162,8 @@ TEST_CASE("processes whose buffers come from ncclMemAlloc: read in place, exact"
       setRegionsFromNcclMemAlloc(true);
       ncclComm_t comm = nullptr;
       if (ncclCommInitRank(&comm, n, id, rank) != ncclSuccess) return 10;
-      int bad = 0;
       ChannelComms byChannels(comm, rank);
-      for (auto& [nch, c] : cases) {
-        ncclComm_t onChannels = byChannels.get(nch);
-        if (!onChannels) {
-          ++bad;
-          break;
-        }
-        CaseData data(c, n);
-        CollRank me(data, rank, onChannels);
-        ncclResult_t r = me.issue();
-        std::string why =
-            r != ncclSuccess ? std::string("returned ") + ncclGetErrorString(r) : me.check();
-        if (!why.empty()) {
-          std::fprintf(stderr, "[memalloc ch=%d] %s rank %d: %s\n", nch, c.describe(n).c_str(),
-                       rank, why.c_str());
-          ++bad;
-          if (r != ncclSuccess) break;
-        }
-      }
+      int bad = runOnChannels(cases, n, rank, byChannels, "memalloc");
       if (!byChannels.finish(bad == 0)) ++bad;
       // Every rank received large slices from a peer's ncclMemAlloc buffers: mapped here.
       if (bad == 0 && mappedPeerBuffers() <= 0) {
@@ -1206,27 +1204,8 @@ TEST_CASE("tree all-reduce (NCCL_ALGO=Tree) in forked processes: one host, and h
         setenv("NCCL_HOSTID", ("tree-host-" + std::to_string(rank / perHost)).c_str(), 1);
       ncclComm_t comm = nullptr;
       if (ncclCommInitRank(&comm, n, id, rank) != ncclSuccess) return 10;
-      int bad = 0;
       ChannelComms byChannels(comm, rank);
-      for (auto& [nch, c] : cases) {
-        ncclComm_t onChannels = byChannels.get(nch);
-        if (!onChannels) {
-          std::fprintf(stderr, "[tree fork ch=%d] rank %d: ncclCommSplit failed\n", nch, rank);
-          ++bad;
-          break;
-        }
-        CaseData data(c, n);
-        CollRank me(data, rank, onChannels);
-        ncclResult_t r = me.issue();
-        std::string why =
-            r != ncclSuccess ? std::string("returned ") + ncclGetErrorString(r) : me.check();
-        if (!why.empty()) {
-          std::fprintf(stderr, "[tree fork ch=%d] %s rank %d: %s\n", nch, c.describe(n).c_str(),
-                       rank, why.c_str());
-          ++bad;
-          if (r != ncclSuccess) break;
-        }
-      }
+      int bad = runOnChannels(cases, n, rank, byChannels, "tree fork");
       // A tree rank's last act is a send down: finish() runs a ring all-gather (the ring under
       // NCCL_ALGO=Tree) on each child before destroying it, so the tree's data is consumed
       // before any rank tears its connections down.
