@@ -24,9 +24,10 @@ struct Registration {
 };
 
 std::mutex gMu;
-// size_t(0) marks memory of allocMappable, which it frees; else the size of a posix_memalign.
-std::unordered_map<void*, size_t>& allocations() {
-  static std::unordered_map<void*, size_t> map;
+// Every live allocation: true for memory of allocMappable (which frees it), false for a
+// posix_memalign fallback.
+std::unordered_map<void*, bool>& allocations() {
+  static std::unordered_map<void*, bool> map;
   return map;
 }
 
@@ -39,14 +40,11 @@ NCCL_API(ncclResult_t, ncclMemAlloc, void** ptr, size_t size) {
   *ptr = nullptr;
   if (size == 0) return fail(ncclInvalidArgument, "ncclMemAlloc", "size is 0");
   void* p = allocMappable(size);
-  size_t plain = 0;
-  if (p == nullptr) {
-    if (posix_memalign(&p, kPageBytes, size) != 0)
-      return fail(ncclSystemError, "ncclMemAlloc", "cannot allocate %zu bytes", size);
-    plain = size;
-  }
+  const bool mappable = p != nullptr;
+  if (!mappable && posix_memalign(&p, kPageBytes, size) != 0)
+    return fail(ncclSystemError, "ncclMemAlloc", "cannot allocate %zu bytes", size);
   std::lock_guard<std::mutex> lock(gMu);
-  allocations()[p] = plain;
+  allocations()[p] = mappable;
   *ptr = p;
   return ncclSuccess;
 }
@@ -58,12 +56,12 @@ NCCL_API(ncclResult_t, ncclMemFree, void* ptr) {
   if (it == allocations().end())
     return fail(ncclInvalidArgument, "ncclMemFree", "ptr %p was not allocated by ncclMemAlloc",
                 ptr);
-  const bool plain = it->second != 0;
+  const bool mappable = it->second;
   allocations().erase(it);
-  if (plain)
-    free(ptr);
-  else
+  if (mappable)
     freeMappable(ptr);
+  else
+    free(ptr);
   return ncclSuccess;
 }
 

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstring>
+#include <functional>
 #include <string>
 #include <thread>
 #include <utility>
@@ -398,6 +399,28 @@ TEST_CASE("shm works within one process too, and leaves nothing behind", "[shm]"
   }
 }
 
+namespace {
+
+// Connects a pair whose sender's info is changed by `edit` before the receiver reads it (as
+// from a sender whose probes this process cannot read): the receiver's declared RefKind.
+uint32_t refKindWithSendInfo(const ConnSpec& spec, const std::function<void(ShmSendInfo&)>& edit) {
+  ConnPair c;
+  std::unique_ptr<PendingConnection> pr, ps;
+  ConnInfo recvInfo, sendInfo;
+  REQUIRE(setup(ConnSide::Recv, spec, &recvInfo, &pr) == ncclSuccess);
+  REQUIRE(setup(ConnSide::Send, spec, &sendInfo, &ps) == ncclSuccess);
+  ShmSendInfo si;
+  REQUIRE(sendInfo.payload.size() == sizeof(si));
+  std::memcpy(&si, sendInfo.payload.data(), sizeof(si));
+  edit(si);
+  std::memcpy(sendInfo.payload.data(), &si, sizeof(si));
+  REQUIRE(ps->connect(recvInfo, &c.send) == ncclSuccess);
+  REQUIRE(pr->connect(sendInfo, &c.recv) == ncclSuccess);
+  return c.recv->view().control->refKind;
+}
+
+}  // namespace
+
 TEST_CASE("shm: references are declared only where the receiver can read the sender", "[shm]") {
   ConnSpec spec = specFor(0, 1, getpid(), 4, 16384);
   {
@@ -413,24 +436,12 @@ TEST_CASE("shm: references are declared only where the receiver can read the sen
     CHECK(c.recv->view().control->refKind == kRefNone);
     CHECK(c.recv->view().refPid == 0);
   }
-  {
-    // A sender whose mapping probe is not the file it names (a process whose fds we cannot
-    // open would fail the same way): no mapped references.
-    ConnPair c;
-    std::unique_ptr<PendingConnection> pr, ps;
-    ConnInfo recvInfo, sendInfo;
-    REQUIRE(setup(ConnSide::Recv, spec, &recvInfo, &pr) == ncclSuccess);
-    REQUIRE(setup(ConnSide::Send, spec, &sendInfo, &ps) == ncclSuccess);
-    ShmSendInfo si;
-    REQUIRE(sendInfo.payload.size() == sizeof(si));
-    std::memcpy(&si, sendInfo.payload.data(), sizeof(si));
-    CHECK(si.probeRegion.ino != 0);
-    si.probeRegion.ino ^= 1;
-    std::memcpy(sendInfo.payload.data(), &si, sizeof(si));
-    REQUIRE(ps->connect(recvInfo, &c.send) == ncclSuccess);
-    REQUIRE(pr->connect(sendInfo, &c.recv) == ncclSuccess);
-    CHECK(c.recv->view().control->refKind == kRefNone);
-  }
+  // A sender whose mapping probe is not the file it names (a process whose fds we cannot
+  // open would fail the same way): no mapped references.
+  CHECK(refKindWithSendInfo(spec, [](ShmSendInfo& si) {
+          CHECK(si.probeRegion.ino != 0);
+          si.probeRegion.ino ^= 1;
+        }) == kRefNone);
   ScopedEnv on("RINGCC_SHM_REFS", "1");
   {
     ConnPair c;
@@ -438,22 +449,9 @@ TEST_CASE("shm: references are declared only where the receiver can read the sen
     CHECK(c.recv->view().control->refKind == kRefProcess);
     CHECK(c.send->view().control->refKind == kRefProcess);  // the same word, mapped twice
   }
-  {
-    // A sender whose probe word reads back wrong (as from a process we may not read): no refs.
-    ConnPair c;
-    std::unique_ptr<PendingConnection> pr, ps;
-    ConnInfo recvInfo, sendInfo;
-    REQUIRE(setup(ConnSide::Recv, spec, &recvInfo, &pr) == ncclSuccess);
-    REQUIRE(setup(ConnSide::Send, spec, &sendInfo, &ps) == ncclSuccess);
-    ShmSendInfo si;
-    REQUIRE(sendInfo.payload.size() == sizeof(si));
-    std::memcpy(&si, sendInfo.payload.data(), sizeof(si));
-    si.probeValue ^= 1;
-    std::memcpy(sendInfo.payload.data(), &si, sizeof(si));
-    REQUIRE(ps->connect(recvInfo, &c.send) == ncclSuccess);
-    REQUIRE(pr->connect(sendInfo, &c.recv) == ncclSuccess);
-    CHECK(c.recv->view().control->refKind == kRefMapped);  // the default's, still possible
-  }
+  // A sender whose probe word reads back wrong (as from a process we may not read): no
+  // process_vm_readv references; the default's mapped ones are still possible.
+  CHECK(refKindWithSendInfo(spec, [](ShmSendInfo& si) { si.probeValue ^= 1; }) == kRefMapped);
 }
 
 TEST_CASE("shm: CUDA ranks map the segment for their GPUs, without references", "[shm]") {

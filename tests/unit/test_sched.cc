@@ -651,6 +651,11 @@ struct DirectSend {
     a.protocol = kProtoDirect;
     return a;
   }
+  // Sets up the sending and the receiving runner.
+  void start(ProgramRunner& tx, ProgramRunner& rx, uint32_t slotElems) {
+    REQUIRE(tx.init(args(true, slotElems)) == kRunOk);
+    REQUIRE(rx.init(args(false, slotElems)) == kRunOk);
+  }
 };
 
 TEST_CASE("Direct: sends go by reference, are read in place, and done waits for release",
@@ -662,8 +667,7 @@ TEST_CASE("Direct: sends go by reference, are read in place, and done waits for 
     DirectSend d(2 * slot + 100, slot, kind);
     LoggingSync sync;
     ProgramRunner tx, rx;
-    REQUIRE(tx.init(d.args(true, slot)) == kRunOk);
-    REQUIRE(rx.init(d.args(false, slot)) == kRunOk);
+    d.start(tx, rx, slot);
     // Both slots carry references to the sender's input, not copies.
     AdvanceResult r = tx.advance(sync);
     CHECK(r.slices == 2);
@@ -721,8 +725,7 @@ TEST_CASE(
     DirectSend d(n, slot, kRefMapped);
     LoggingSync sync;
     ProgramRunner tx, rx;
-    REQUIRE(tx.init(d.args(true, slot)) == kRunOk);
-    REQUIRE(rx.init(d.args(false, slot)) == kRunOk);
+    d.start(tx, rx, slot);
     CHECK(tx.advance(sync).slices == 2);
     CHECK(d.f.view.control->meta[0].size == kRefMinBytes);  // no kSlotRefBit
     runBoth(tx, rx, sync);
@@ -742,8 +745,7 @@ TEST_CASE(
   const uint64_t mapsBefore = mappedPeerRegions();
   LoggingSync sync;
   ProgramRunner tx, rx;
-  REQUIRE(tx.init(d.args(true, slot)) == kRunOk);
-  REQUIRE(rx.init(d.args(false, slot)) == kRunOk);
+  d.start(tx, rx, slot);
   AdvanceResult r = tx.advance(sync);
   CHECK(r.slices == 2);
   CHECK(d.f.view.control->meta[0].size == (kSlotRefBit | kRefMinBytes));
@@ -762,8 +764,7 @@ TEST_CASE(
   DirectSend e(slot, slot, kRefMapped);
   e.srcPtr = shared;
   ProgramRunner tx2, rx2;
-  REQUIRE(tx2.init(e.args(true, slot)) == kRunOk);
-  REQUIRE(rx2.init(e.args(false, slot)) == kRunOk);
+  e.start(tx2, rx2, slot);
   CHECK(tx2.advance(sync).slices == 1);
   std::memcpy(&ref, e.f.slots.data(), sizeof(ref));
   ref.region.ino += 1;  // so not in the cache either
@@ -778,8 +779,7 @@ TEST_CASE("Direct: a receiver that cannot read references gets copies", "[sched]
   DirectSend d(150, slot, kRefNone);
   LoggingSync sync;
   ProgramRunner tx, rx;
-  REQUIRE(tx.init(d.args(true, slot)) == kRunOk);
-  REQUIRE(rx.init(d.args(false, slot)) == kRunOk);
+  d.start(tx, rx, slot);
   AdvanceResult r = tx.advance(sync);
   CHECK(d.f.view.control->meta[0].size == slot * 8);  // no kSlotRefBit
   r = rx.advance(sync);
@@ -795,8 +795,7 @@ TEST_CASE("Direct: an unreadable reference is an error, not a crash", "[sched]")
   DirectSend d(slot, slot, kRefProcess);
   LoggingSync sync;
   ProgramRunner tx, rx;
-  REQUIRE(tx.init(d.args(true, slot)) == kRunOk);
-  REQUIRE(rx.init(d.args(false, slot)) == kRunOk);
+  d.start(tx, rx, slot);
   CHECK(tx.advance(sync).slices == 1);
   // The reference now points where nothing is mapped in the "sender" (ourselves).
   SlotRef bad{};
@@ -808,8 +807,7 @@ TEST_CASE("Direct: an unreadable reference is an error, not a crash", "[sched]")
   // A reference on a connection that never declared a kind is refused before it is read.
   DirectSend n(slot, slot, kRefPointer);
   ProgramRunner tx2, rx2;
-  REQUIRE(tx2.init(n.args(true, slot)) == kRunOk);
-  REQUIRE(rx2.init(n.args(false, slot)) == kRunOk);
+  n.start(tx2, rx2, slot);
   CHECK(tx2.advance(sync).slices == 1);
   n.f.view.control->refKind = kRefNone;
   CHECK(rx2.advance(sync).error == kRunErrRefKind);
