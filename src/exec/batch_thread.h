@@ -1,11 +1,21 @@
 // How an engine runs its batches (src/exec/engine.h): a batch enqueued `inline` runs on the
 // calling thread inside enqueue(); any other is handed to the engine's own thread, which
-// exists for the engine's life and sleeps between batches, so that one thread can start
-// batches on several communicators before waiting on any of them. Either way wait() returns
-// the batch's result. One batch at a time: the next enqueue() comes after the previous wait().
-// Handles count up from 1 for both kinds of batch.
+// exists for the engine's life, so that one thread can start batches on several
+// communicators before waiting on any of them. Either way wait() returns the batch's result.
+// One batch at a time: the next enqueue() comes after the previous wait(). Handles count up
+// from 1 for both kinds of batch.
+//
+// The hand-off spins briefly, then sleeps, on both sides: the engine thread polls for the next
+// batch for kHandOffSpin after each one before it sleeps on the condition variable, and wait()
+// polls for the result as long before it sleeps. A thread driving several communicators
+// (nccl-tests -g) issues its next group right after the last, and a sleep and wake-up per
+// batch cost tens of microseconds (35-205 us per 4-16 KiB all-reduce, against 2-3 us for one
+// thread per communicator, before). Polls yield the core, for hosts with more threads than
+// cores.
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <functional>
 #include <mutex>
@@ -33,6 +43,9 @@ class BatchThread {
   ncclResult_t enqueue(const EngineBatch& batch, EngineHandle* handle);
   ncclResult_t wait(EngineHandle handle);
 
+  // How long either side of a hand-off polls before it sleeps.
+  static constexpr std::chrono::microseconds kHandOffSpin{200};
+
   // Ends the thread once its current batch (if any) returned; the owner makes that batch stop
   // first (its abort flag). Idempotent.
   void stop();
@@ -42,17 +55,18 @@ class BatchThread {
 
   Run run_;
   // The caller's thread owns nextHandle_ and the inline pair (enqueue and wait come from the
-  // thread that holds the communicator); mu_ guards the hand-off pair.
+  // thread that holds the communicator). The hand-off pair is written under mu_ (so that a
+  // sleeper checking it under mu_ misses no notify) and read by pollers without it.
   EngineHandle nextHandle_ = 1;
   EngineHandle inlineHandle_ = 0;            // the last batch run inside enqueue() ...
   ncclResult_t inlineResult_ = ncclSuccess;  // ... and its result
   std::mutex mu_;
   std::condition_variable cv_;
   EngineBatch batch_;
-  EngineHandle enqueued_ = 0;  // the last batch handed to the engine thread ...
-  EngineHandle finished_ = 0;  // ... and the last one it finished
-  ncclResult_t result_ = ncclSuccess;
-  bool exit_ = false;
+  std::atomic<EngineHandle> enqueued_{0};  // the last batch handed to the engine thread ...
+  std::atomic<EngineHandle> finished_{0};  // ... and the last one it finished
+  ncclResult_t result_ = ncclSuccess;      // (written before finished_, read after it)
+  std::atomic<bool> exit_{false};
   std::thread thread_;
 };
 

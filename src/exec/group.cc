@@ -67,8 +67,9 @@ ncclResult_t launchOps(const std::vector<CollArgs>& ops) {
   // Abort and destroy wait for these guards, so the engines outlive the launch.
   std::vector<std::unique_ptr<CallGuard>> guards;
   for (ncclComm* comm : comms) guards.push_back(std::make_unique<CallGuard>(comm));
-  // One communicator: nothing else must progress meanwhile, so it runs on this thread.
-  const bool runInline = comms.size() == 1;
+  // The last communicator's batch runs on this thread, after the others were handed to their
+  // engines' threads (with one communicator, nothing is handed off): one hand-off fewer, and
+  // this thread works instead of waiting.
   ncclResult_t first = ncclSuccess;
   size_t firstComm = 0;
   auto failed = [&](size_t i, ncclResult_t r) {
@@ -81,6 +82,7 @@ ncclResult_t launchOps(const std::vector<CollArgs>& ops) {
   std::vector<EngineHandle> handles(comms.size(), 0);
   for (size_t i = 0; i < comms.size(); ++i) {
     CommScope scope(comms[i]);
+    const bool runInline = i + 1 == comms.size();
     EngineBatch batch{perComm[i], perComm[i].front().stream, runInline};
     ncclResult_t r = comms[i]->engine->enqueue(batch, &handles[i]);
     if (r != ncclSuccess) failed(i, r);

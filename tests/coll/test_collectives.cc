@@ -868,6 +868,43 @@ TEST_CASE("a PreMulSum operator destroyed inside the group still applies to its 
     }
 }
 
+TEST_CASE(
+    "one thread driving several communicators, group after group: hand-offs that poll "
+    "and that sleep",
+    "[coll_group]") {
+  // ncclGroupEnd hands every communicator but the last to its engine thread and runs the last
+  // itself; the engine threads poll for their next batch for a while, then sleep
+  // (src/exec/batch_thread.h). Pauses shorter and longer than that poll take both paths, and
+  // every group's result must be its own (a stale result or a lost wake-up fails or hangs).
+  TestEnv env;
+  constexpr int kRanks = 3;
+  Comms comms(kRanks);
+  const std::chrono::microseconds pauses[] = {
+      std::chrono::microseconds(0), std::chrono::microseconds(30), std::chrono::microseconds(3000)};
+  std::vector<std::vector<int32_t>> send(kRanks), recv(kRanks);
+  for (int iter = 0; iter < 150; ++iter) {
+    const size_t count = iter % 5 == 4 ? 3 * kRingSlot / sizeof(int32_t) + 1 : 13;
+    for (int r = 0; r < kRanks; ++r) {
+      send[r].assign(count, 0);
+      recv[r].assign(count, -1);
+      for (size_t k = 0; k < count; ++k) send[r][k] = (r + 1) * 1000 + iter + static_cast<int>(k);
+    }
+    std::this_thread::sleep_for(pauses[iter % 3]);
+    REQUIRE(ncclGroupStart() == ncclSuccess);
+    for (int r = 0; r < kRanks; ++r)
+      REQUIRE(ncclAllReduce(send[r].data(), recv[r].data(), count, ncclInt32, ncclSum, comms[r],
+                            nullptr) == ncclSuccess);
+    REQUIRE(ncclGroupEnd() == ncclSuccess);
+    for (int r = 0; r < kRanks; ++r)
+      for (size_t k = 0; k < count; ++k) {
+        const int32_t want = 6000 + kRanks * (iter + static_cast<int>(k));
+        if (recv[r][k] != want)
+          FAIL("group " << iter << ", rank " << r << ", element " << k << ": " << recv[r][k]
+                        << " instead of " << want);
+      }
+  }
+}
+
 TEST_CASE("split communicators run collectives, alone and grouped with their parent",
           "[coll_group]") {
   TestEnv env;

@@ -150,8 +150,10 @@ TEST_CASE("threads failing at once on two communicators each read their own erro
   checkClean(rep);
 }
 
-TEST_CASE("a group failing on two communicators' engine threads keeps their errors apart",
-          "[fault_errors]") {
+TEST_CASE(
+    "a group failing on two communicators (A on its engine thread, B on the caller's) "
+    "keeps their errors apart",
+    "[fault_errors]") {
   ScopedEnv minCh("NCCL_MIN_NCHANNELS", "1");
   ScopedEnv maxCh("NCCL_MAX_NCHANNELS", "1");
   SharedArray<Report> reps(1);
