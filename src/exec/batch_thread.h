@@ -8,10 +8,10 @@
 // The hand-off spins briefly, then sleeps, on both sides: the engine thread polls for the next
 // batch for kHandOffSpin after each one before it sleeps on the condition variable, and wait()
 // polls for the result as long before it sleeps. A thread driving several communicators
-// (nccl-tests -g) issues its next group right after the last, and a sleep and wake-up per
-// batch cost tens of microseconds (35-205 us per 4-16 KiB all-reduce, against 2-3 us for one
-// thread per communicator, before). Polls yield the core, for hosts with more threads than
-// cores.
+// (nccl-tests -g) issues its next group right after the last, and a sleep and a wake-up per
+// batch cost tens of microseconds (`all_reduce_perf -g 2`: 57-165 us per all-reduce from 8 B
+// to 256 KiB with them, 2.2-24 us without; docs/benchmarks.md). Polls yield the core, for
+// hosts with more threads than cores.
 #pragma once
 
 #include <atomic>

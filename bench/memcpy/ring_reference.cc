@@ -1,6 +1,7 @@
-// ring_floor: the 2-rank ring all-reduce's data movement on this machine with nothing else: two
-// threads pinned to two cores, busy-polling, no library. It is the reference beside
-// memcpy_bench's copy ceiling for what ringcc's host path can reach between two ranks:
+// ring_reference: the 2-rank ring all-reduce's data movement on this machine with nothing
+// else: two threads pinned to two cores, busy-polling, no library. Beside memcpy_bench's copy
+// ceiling, it says what a plain implementation of ringcc's host path gets between two ranks
+// here (not a bound: a better pipeline can beat it a little):
 //
 //   slots     each rank copies its half into 128 KiB slots of a FIFO to the peer (8 per
 //             direction), the peer reduces them with its own half into its output and into
@@ -10,11 +11,14 @@
 //             its output, and copies the peer's reduced half from the peer's output: one copy
 //             per hop, what ringcc's Direct protocol does with buffers from ncclMemAlloc.
 //
-//   ring_floor [maxBytes=256M] [iters=20]
+//   ring_reference [maxBytes=256M] [iters=20]
 //
 // For float32 sums from 64 KiB to maxBytes (x4): the median time of `iters` all-reduces (after
 // one untimed) and the bus bandwidth (bytes / time: a 2-rank all-reduce's busbw factor is 1),
-// as all_reduce_perf prints them. The results are checked.
+// as all_reduce_perf prints them. The buffers are maxBytes long and walked through as
+// all_reduce_perf walks them (each call on the next window of its size), so a size far below
+// maxBytes reads memory, not cache: `ring_reference 1M` gives the cache-warm 1 MiB. The results
+// are checked.
 #include <pthread.h>
 #include <sched.h>
 
@@ -103,14 +107,14 @@ struct Pair {
     }
   }
 
-  // One all-reduce of `n` elements through slots, as rank r. Half h of the elements (each a
-  // multiple of a slice, the last shorter) is rank h's to reduce.
-  void viaSlots(int r, size_t n) {
+  // One all-reduce of the `n` elements from `at0` on, through slots, as rank r. Half h of the
+  // elements is rank h's to reduce.
+  void viaSlots(int r, size_t at0, size_t n) {
     Rank& me = rank[r];
     Fifo& out = toward[1 - r];
     Fifo& in = toward[r];
     const size_t half = (n + 1) / 2;
-    const size_t mineAt = r == 0 ? 0 : half, theirsAt = r == 0 ? half : 0;
+    const size_t mineAt = at0 + (r == 0 ? 0 : half), theirsAt = at0 + (r == 0 ? half : 0);
     const size_t mineLen = r == 0 ? half : n - half, theirsLen = r == 0 ? n - half : half;
     auto send = [&](const float* src, size_t len) {
       wait(out.head.v, me.sent + 1 > kSlots ? me.sent + 1 - kSlots : 0);
@@ -141,14 +145,15 @@ struct Pair {
     }
   }
 
-  // One all-reduce of `n` elements reading the peer's buffers in place, as rank r; `calls`
-  // counts the calls before this one (the progress counter runs on across calls). The
-  // barriers around each call keep a rank from overwriting an output the peer still reads.
-  void inPlace(int r, size_t n, uint64_t calls) {
+  // One all-reduce of the `n` elements from `at0` on, reading the peer's buffers in place, as
+  // rank r; `calls` counts the calls before this one (the progress counter runs on across
+  // calls). The barriers around each call keep a rank from overwriting an output the peer
+  // still reads.
+  void inPlace(int r, size_t at0, size_t n, uint64_t calls) {
     Rank& me = rank[r];
     Rank& peer = rank[1 - r];
     const size_t half = (n + 1) / 2;
-    const size_t mineAt = r == 0 ? 0 : half, theirsAt = r == 0 ? half : 0;
+    const size_t mineAt = at0 + (r == 0 ? 0 : half), theirsAt = at0 + (r == 0 ? half : 0);
     const size_t mineLen = r == 0 ? half : n - half, theirsLen = r == 0 ? n - half : half;
     const uint64_t mineSlices = (mineLen + kSliceElems - 1) / kSliceElems;
     const uint64_t theirSlices = (theirsLen + kSliceElems - 1) / kSliceElems;
@@ -204,7 +209,7 @@ int main(int argc, char** argv) {
   const size_t maxBytes = argc > 1 ? parseBytes(argv[1]) : (size_t{256} << 20);
   const int iters = argc > 2 ? std::atoi(argv[2]) : 20;
   if (maxBytes < 65536 || iters < 1) {
-    std::fprintf(stderr, "usage: ring_floor [maxBytes >= 65536] [iters >= 1]\n");
+    std::fprintf(stderr, "usage: ring_reference [maxBytes >= 65536] [iters >= 1]\n");
     return 2;
   }
   cpu_set_t mine;
@@ -219,9 +224,9 @@ int main(int argc, char** argv) {
     pair.rank[r].out.assign(maxElems, 0);
     for (size_t k = 0; k < maxElems; ++k) pair.rank[r].in[k] = static_cast<float>((k + r) % 61);
   }
-  std::printf("# ring_floor: 2 threads on cpus %d and %d, busy polling, median of %d\n", cpus[0],
-              cpus[1], iters);
-  if (cpus[1] < 0) std::printf("# (one cpu only: the two ranks share it, not a floor)\n");
+  std::printf("# ring_reference: 2 threads on cpus %d and %d, busy polling, median of %d\n",
+              cpus[0], cpus[1], iters);
+  if (cpus[1] < 0) std::printf("# (one cpu only: the two ranks share it)\n");
   std::printf("# %12s %14s %10s %14s %10s\n", "bytes", "slots (us)", "GB/s", "in-place (us)",
               "GB/s");
   bool ok = true;
@@ -231,15 +236,19 @@ int main(int argc, char** argv) {
     double median[2];
     for (int mode = 0; mode < 2; ++mode) {
       std::vector<double> us;
+      // Call i works on window i of the buffers, as all_reduce_perf walks through them (after
+      // nccl-tests), so that a size well below maxBytes is not served from the cache.
+      const size_t windows = maxElems / n;
+      auto window = [&](int i) { return static_cast<size_t>(i) % windows * n; };
       auto body = [&](int r) {
         if (cpus[1] >= 0) pin(cpus[r]);
         for (int i = 0; i < iters + 1; ++i) {
           pair.barrier();
           const auto t0 = Clock::now();
           if (mode == 0)
-            pair.viaSlots(r, n);
+            pair.viaSlots(r, window(i), n);
           else
-            pair.inPlace(r, n, inPlaceCalls + i);
+            pair.inPlace(r, window(i), n, inPlaceCalls + i);
           pair.barrier();  // (the slowest rank ends the call)
           if (r == 0 && i > 0)
             us.push_back(std::chrono::duration<double, std::micro>(Clock::now() - t0).count());
@@ -251,14 +260,15 @@ int main(int argc, char** argv) {
       if (mode == 1) inPlaceCalls += iters + 1;
       std::sort(us.begin(), us.end());
       median[mode] = us[us.size() / 2];
+      const size_t written = std::min<size_t>(windows, iters + 1) * n;
       for (int r = 0; r < 2; ++r)
-        for (size_t k = 0; k < n; ++k)
+        for (size_t k = 0; k < written; ++k)
           if (pair.rank[r].out[k] != pair.rank[0].in[k] + pair.rank[1].in[k]) ok = false;
       for (int r = 0; r < 2; ++r) std::fill(pair.rank[r].out.begin(), pair.rank[r].out.end(), 0);
     }
     std::printf("  %12zu %14.2f %10.2f %14.2f %10.2f\n", bytes, median[0], bytes / median[0] / 1e3,
                 median[1], bytes / median[1] / 1e3);
   }
-  if (!ok) std::fprintf(stderr, "ring_floor: wrong results\n");
+  if (!ok) std::fprintf(stderr, "ring_reference: wrong results\n");
   return ok ? 0 : 1;
 }
