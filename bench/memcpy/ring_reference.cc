@@ -89,6 +89,16 @@ void reduce(const float* a, const float* b, float* d0, float* d1, size_t n) {
     reduceLoop<false>(a, b, d0, nullptr, n);
 }
 
+// Rank r's half of the n elements from at0 on (the one it reduces) and the peer's: where each
+// starts and how long it is. Rank 0 takes the first, rounded up.
+struct Halves {
+  size_t mineAt, mineLen, theirsAt, theirsLen;
+};
+Halves halves(int r, size_t at0, size_t n) {
+  const size_t first = (n + 1) / 2, second = n - first;
+  return r == 0 ? Halves{at0, first, at0 + first, second} : Halves{at0 + first, second, at0, first};
+}
+
 struct Pair {
   Rank rank[2];
   Fifo toward[2];  // toward[r]: the FIFO rank r receives from
@@ -113,9 +123,7 @@ struct Pair {
     Rank& me = rank[r];
     Fifo& out = toward[1 - r];
     Fifo& in = toward[r];
-    const size_t half = (n + 1) / 2;
-    const size_t mineAt = at0 + (r == 0 ? 0 : half), theirsAt = at0 + (r == 0 ? half : 0);
-    const size_t mineLen = r == 0 ? half : n - half, theirsLen = r == 0 ? n - half : half;
+    const auto [mineAt, mineLen, theirsAt, theirsLen] = halves(r, at0, n);
     auto send = [&](const float* src, size_t len) {
       wait(out.head.v, me.sent + 1 > kSlots ? me.sent + 1 - kSlots : 0);
       std::memcpy(out.slot(me.sent), src, len * sizeof(float));
@@ -152,9 +160,7 @@ struct Pair {
   void inPlace(int r, size_t at0, size_t n, uint64_t calls) {
     Rank& me = rank[r];
     Rank& peer = rank[1 - r];
-    const size_t half = (n + 1) / 2;
-    const size_t mineAt = at0 + (r == 0 ? 0 : half), theirsAt = at0 + (r == 0 ? half : 0);
-    const size_t mineLen = r == 0 ? half : n - half, theirsLen = r == 0 ? n - half : half;
+    const auto [mineAt, mineLen, theirsAt, theirsLen] = halves(r, at0, n);
     const uint64_t mineSlices = (mineLen + kSliceElems - 1) / kSliceElems;
     const uint64_t theirSlices = (theirsLen + kSliceElems - 1) / kSliceElems;
     const uint64_t base = calls * std::max(mineSlices, theirSlices);

@@ -656,6 +656,12 @@ struct DirectSend {
     REQUIRE(tx.init(args(true, slotElems)) == kRunOk);
     REQUIRE(rx.init(args(false, slotElems)) == kRunOk);
   }
+  // The reference the sender published in slot 0.
+  SlotRef firstRef() const {
+    SlotRef ref;
+    std::memcpy(&ref, f.slots.data(), sizeof(ref));
+    return ref;
+  }
 };
 
 TEST_CASE("Direct: sends go by reference, are read in place, and done waits for release",
@@ -673,8 +679,7 @@ TEST_CASE("Direct: sends go by reference, are read in place, and done waits for 
     CHECK(r.slices == 2);
     CHECK(d.f.view.control->meta[0].size == (kSlotRefBit | kRefMinBytes));
     CHECK(d.f.view.control->meta[1].size == (kSlotRefBit | kRefMinBytes));
-    SlotRef ref;
-    std::memcpy(&ref, d.f.slots.data(), sizeof(ref));
+    const SlotRef ref = d.firstRef();
     CHECK(ref.addr == reinterpret_cast<uint64_t>(d.src.data()));
     CHECK(r.waitOn == &d.f.view.control->head);
     // The receiver reads both, freeing the slots; the sender sends its last slice of 100
@@ -749,8 +754,7 @@ TEST_CASE(
   AdvanceResult r = tx.advance(sync);
   CHECK(r.slices == 2);
   CHECK(d.f.view.control->meta[0].size == (kSlotRefBit | kRefMinBytes));
-  SlotRef ref;
-  std::memcpy(&ref, d.f.slots.data(), sizeof(ref));
+  SlotRef ref = d.firstRef();
   CHECK(ref.addr == reinterpret_cast<uint64_t>(shared));
   CHECK(ref.region.base == reinterpret_cast<uint64_t>(shared));
   CHECK(ref.region.ino != 0);
@@ -766,7 +770,7 @@ TEST_CASE(
   ProgramRunner tx2, rx2;
   e.start(tx2, rx2, slot);
   CHECK(tx2.advance(sync).slices == 1);
-  std::memcpy(&ref, e.f.slots.data(), sizeof(ref));
+  ref = e.firstRef();
   ref.region.ino += 1;  // so not in the cache either
   std::memcpy(e.f.slots.data(), &ref, sizeof(ref));
   CHECK(rx2.advance(sync).error == kRunErrRefRead);
