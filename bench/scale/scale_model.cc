@@ -33,6 +33,7 @@ LinkFigures dgxFigures(int hosts, int perHost) {
   f.inter = LinkClass{kNetHopUs, 50.0 / 2, 400.0};
   f.callUs = kDeviceCallUs;
   f.channelUs = 0.0;  // channels run on their own SMs: no cost to add one
+  f.protocols = deviceProtoFactors();
   return f;
 }
 

@@ -23,27 +23,37 @@ double linkBytesPerMicro(const LinkClass& l, int nChannels, const ProtoFactors& 
 
 }  // namespace
 
-ProtoFactors protoFactors(Protocol p) {
-  switch (p) {
-    case kProtoLL:
-      // Calibrated here (docs/scale.md, "Calibration": 2 ranks, 0.33 against 2.44 us per hop,
-      // 0.23 against 1.38 GB/s): no tail round trip and no sleep, but half of every 16-byte
-      // line is its flag and slices are small.
-      return {0.14, 0.17};
-    case kProtoDirect:
-      // Sends by reference skip the sender's copy into the slot: ahead of Simple in the quiet
-      // runs of docs/benchmarks.md; the loaded calibration run could not tell them apart.
-      return {1.0, 1.1};
-    default:
-      return {1.0, 1.0};
-  }
+ProtoTable hostProtoFactors() {
+  ProtoTable t;
+  // Calibrated here (docs/scale.md, "Calibration": 2 processes, quiet machine): an LL hop
+  // takes 0.72-0.76 of a Simple one (no tail to publish, no head to wait for; the flags ride
+  // with the data). LL moves 0.29-0.32 of Simple's bandwidth at 2 MiB (half of every 16-byte
+  // line is flags, slices are small); 0.2 is set instead because at 64-512 B, where the two
+  // compete, Simple's copies stay in cache and cost less than the model's bandwidth says:
+  // 0.2 puts the crossover at ~160 B, where alternating runs found it (LL ahead at 8-64 B,
+  // even at 128 B, behind from 256 B, on 2 and 4 ranks).
+  t.by[kProtoLL] = {0.75, 0.2};
+  // Sends by reference skip the sender's copy into the slot: ahead of Simple between threads
+  // (1.37x at 64 MiB); between processes only with ncclMemAlloc buffers, else level with it.
+  t.by[kProtoDirect] = {1.0, 1.1};
+  return t;
+}
+
+ProtoTable deviceProtoFactors() {
+  ProtoTable t;
+  // Not measured here (no GPU). LL's alpha is NCCL's ratio (src/graph/tuning.cc: a ring hop
+  // over NVLink takes 0.47 us under LL against 3.4 under Simple); its bandwidth, 0.17, is a
+  // little below NCCL's (a quarter of Simple's for all-reduce), as the model had it before.
+  t.by[kProtoLL] = {0.14, 0.17};
+  t.by[kProtoDirect] = {1.0, 1.1};
+  return t;
 }
 
 LinkClass hostShmLink() {
   // One thread drives every channel of a rank, so channels add no bandwidth (maxGBs ==
-  // channelGBs). Measured by bench/scale/validate.py calibrate: all_reduce_perf -t 2,
+  // channelGBs). Measured by bench/scale/validate.py calibrate --procs: 2 processes,
   // NCCL_ALGO=Ring, NCCL_PROTO=Simple, 8-512 B and 64 MiB (docs/scale.md, "Calibration").
-  return LinkClass{2.4, 1.4, 1.4};
+  return LinkClass{0.5, 4.0, 4.0};
 }
 
 LinkClass hostUcxLink() {
@@ -95,6 +105,7 @@ LinkFigures deviceLinkFigures(const std::vector<PeerInfo>& peers, const RingSear
   f.inter = LinkClass{kNetHopUs, perChannel, all};
   f.callUs = kDeviceCallUs;
   f.channelUs = 0.0;
+  f.protocols = deviceProtoFactors();
   return f;
 }
 
@@ -113,7 +124,7 @@ bool algoSupports(Algo algo, Coll coll, int nranks) {
 double estimateMicros(const LinkFigures& links, Coll coll, double bytes, int nranks,
                       const ModelChoice& c) {
   if (!algoSupports(c.algo, coll, nranks)) return kInf;
-  const ProtoFactors pf = protoFactors(c.protocol);
+  const ProtoFactors& pf = links.protocols[c.protocol];
   const int n = nranks;
   const int hosts = std::clamp(links.nHosts, 1, n);
   const bool multiHost = hosts > 1;

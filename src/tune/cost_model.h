@@ -34,6 +34,23 @@ struct LinkClass {
   double maxGBs = 1.0;      // what all channels together move over it
 };
 
+// How a protocol scales a link's alpha and bandwidth.
+struct ProtoFactors {
+  double alpha = 1.0;
+  double bandwidth = 1.0;
+};
+
+// Per protocol (indexed by Protocol): on GPUs, NCCL's ratios (deviceProtoFactors); on host
+// memory, the ones calibrated here (hostProtoFactors). They differ a lot: a GPU's LL saves
+// the fences and flag round trips that dominate a small Simple step, while a CPU's Simple step
+// costs little more than its LL one.
+struct ProtoTable {
+  ProtoFactors by[kNumProtocols];
+  const ProtoFactors& operator[](Protocol p) const { return by[p]; }
+};
+ProtoTable hostProtoFactors();
+ProtoTable deviceProtoFactors();
+
 // What the model knows of a communicator's links: for host memory, from the transports in
 // use (linkFiguresFor); for device memory, from the topology graph's ring search
 // (deviceLinkFigures).
@@ -44,14 +61,8 @@ struct LinkFigures {
   LinkClass inter;         // ucx: across hosts
   double callUs = 0.2;     // fixed cost of one operation (API, plan, runner start)
   double channelUs = 0.5;  // cost of each channel past the first
+  ProtoTable protocols = hostProtoFactors();  // deviceLinkFigures sets the device's
 };
-
-// How a protocol scales a link's alpha and bandwidth.
-struct ProtoFactors {
-  double alpha;
-  double bandwidth;
-};
-ProtoFactors protoFactors(Protocol p);
 
 // The figures calibrated on this project's host (docs/scale.md, "Calibration"): shared memory
 // between the ranks of a host, UCX over TCP between hosts.

@@ -147,6 +147,13 @@ TEST_CASE("the model picks protocol and algorithm by size, within NCCL_PROTO and
   CHECK(t.algo == Algo::Doubling);
   CHECK(t.nChannels == 1);
   CHECK(t.micros > 0);
+  // LL only while it is ahead on a CPU (docs/scale.md, "Calibration": up to 64-128 B; from
+  // 256 B Simple's in-cache copies cost less than LL's flags): a round of Doubling under
+  // Direct moves its data as Simple does.
+  CHECK(chooseTune(c, one, Coll::AllReduce, 128, 4).protocol == kProtoLL);
+  t = chooseTune(c, one, Coll::AllReduce, 512, 4);
+  CHECK(t.protocol == kProtoDirect);
+  CHECK(t.algo == Algo::Doubling);
   // Large: the ring under Direct.
   t = chooseTune(c, one, Coll::AllReduce, 64 << 20, 4);
   CHECK(t.algo == Algo::Ring);
@@ -233,6 +240,9 @@ TEST_CASE("a device communicator's figures come from the topology's ring search"
   CHECK(f.intra.maxGBs == dgx.bwPerChannel * dgx.nChannels());
   CHECK(f.intra.alphaUs == kNvlinkHopUs);
   CHECK(f.callUs == kDeviceCallUs);
+  // GPUs scale protocols by NCCL's factors, hosts by their own: a GPU's LL hop saves far more.
+  CHECK(f.protocols[kProtoLL].alpha < hostFigures(1, 8).protocols[kProtoLL].alpha);
+  CHECK(f.protocols[kProtoLL].alpha == deviceProtoFactors()[kProtoLL].alpha);
   const LinkFigures p = deviceLinkFigures(pciePeers, pcie);
   CHECK(p.intra.alphaUs == kPciHopUs);  // its rings cross the socket link
   CHECK(p.intra.maxGBs < f.intra.maxGBs);
