@@ -30,8 +30,8 @@ ProtoTable hostProtoFactors() {
   // with the data). LL moves 0.29-0.32 of Simple's bandwidth at 2 MiB (half of every 16-byte
   // line is flags, slices are small); 0.2 is set instead because at 64-512 B, where the two
   // compete, Simple's copies stay in cache and cost less than the model's bandwidth says:
-  // 0.2 puts the crossover at ~160 B, where alternating runs found it (LL ahead at 8-64 B,
-  // even at 128 B, behind from 256 B, on 2 and 4 ranks).
+  // 0.2 puts the crossover at ~160 B, where alternating runs found it (2 processes: LL ahead
+  // at 8 B, level at 16-128 B, behind from 256 B; on 4, the spread exceeds the difference).
   t.by[kProtoLL] = {0.75, 0.2};
   // Sends by reference skip the sender's copy into the slot: ahead of Simple between threads
   // (1.37x at 64 MiB); between processes only with ncclMemAlloc buffers, else level with it.
