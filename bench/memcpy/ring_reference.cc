@@ -32,6 +32,9 @@
 #include <thread>
 #include <vector>
 
+#include "bench/launcher/binding.h"
+#include "bench/perf/perf_options.h"
+
 namespace {
 
 constexpr size_t kSliceBytes = 128 << 10;  // ringcc's default slot (NCCL_BUFFSIZE 1 MiB / 8)
@@ -181,27 +184,6 @@ struct Pair {
   }
 };
 
-// "256M", "64K", "1G" or plain bytes; 0 if malformed.
-size_t parseBytes(const char* s) {
-  char* end = nullptr;
-  size_t v = std::strtoull(s, &end, 0);
-  switch (*end) {
-    case 'G':
-      v <<= 10;
-      [[fallthrough]];
-    case 'M':
-      v <<= 10;
-      [[fallthrough]];
-    case 'K':
-      v <<= 10;
-      ++end;
-      break;
-    default:
-      break;
-  }
-  return *end == '\0' ? v : 0;
-}
-
 void pin(int cpu) {
   cpu_set_t set;
   CPU_ZERO(&set);
@@ -212,17 +194,15 @@ void pin(int cpu) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const size_t maxBytes = argc > 1 ? parseBytes(argv[1]) : (size_t{256} << 20);
+  const size_t maxBytes =
+      argc > 1 ? ringcc::bench::parseSize(argv[1]).value_or(0) : (size_t{256} << 20);
   const int iters = argc > 2 ? std::atoi(argv[2]) : 20;
   if (maxBytes < 65536 || iters < 1) {
     std::fprintf(stderr, "usage: ring_reference [maxBytes >= 65536] [iters >= 1]\n");
     return 2;
   }
-  cpu_set_t mine;
-  int cpus[2] = {-1, -1};
-  if (sched_getaffinity(0, sizeof(mine), &mine) == 0)
-    for (int c = 0, found = 0; c < CPU_SETSIZE && found < 2; ++c)
-      if (CPU_ISSET(c, &mine)) cpus[found++] = c;
+  const std::vector<int> allowed = ringcc::bench::allowedCpus();
+  const int cpus[2] = {allowed.size() > 0 ? allowed[0] : -1, allowed.size() > 1 ? allowed[1] : -1};
   const size_t maxElems = maxBytes / sizeof(float);
   Pair pair;
   for (int r = 0; r < 2; ++r) {
