@@ -21,6 +21,22 @@ typedef enum { ringccMemHost = 0, ringccMemCuda = 1 } ringccMemKind_t;
 
 ncclResult_t ringccCommMemoryKind(ncclComm_t comm, ringccMemKind_t* kind);
 
+/* Adasum all-reduce (docs/adasum.md): every rank receives the adaptive sum of the ranks'
+ * vectors, where two vectors combine as
+ *   adasum(a, b) = (1 - a.b / (2 |a|^2)) a + (1 - a.b / (2 |b|^2)) b
+ * (aligned gradients are averaged, orthogonal ones added), pairing ranks as a binary tree:
+ * with p the largest power of two <= nranks, rank i < nranks - p first takes
+ * adasum(v_i, v_{p+i}); then for d = 1, 2, ..., p/2, v_s = adasum(v_s, v_{s+d}) for every s
+ * divisible by 2d; the result is v_0. Products are summed in double for every type.
+ * datatype: ncclFloat16, ncclBfloat16, ncclFloat32 or ncclFloat64. segments == NULL (or
+ * nsegments == 0): the buffer is one vector; otherwise segments[0..nsegments) are element
+ * counts summing to count, each its own vector (a fused bucket of several tensors). In place
+ * (sendbuff == recvbuff) is allowed. Host communicators, outside a group, for now: a CUDA
+ * communicator or an open group gets ncclInvalidUsage saying so. */
+ncclResult_t ringccAllReduceAdasum(const void* sendbuff, void* recvbuff, size_t count,
+                                   ncclDataType_t datatype, const size_t* segments,
+                                   int nsegments, ncclComm_t comm, cudaStream_t stream);
+
 #ifdef __cplusplus
 }
 #endif

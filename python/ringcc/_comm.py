@@ -137,6 +137,12 @@ class Communicator:
         self._check("ncclAllReduce", self.lib.ncclAllReduce(
             send, recv, count, dtype, op, self.handle, None))
 
+    def all_reduce_adasum(self, send, recv, count, dtype, segments=None):
+        """Adasum of every rank's vector (include/ringcc.h); segments: element counts."""
+        segs = (ctypes.c_size_t * len(segments))(*segments) if segments else None
+        self._check("ringccAllReduceAdasum", self.lib.ringccAllReduceAdasum(
+            send, recv, count, dtype, segs, len(segments) if segments else 0, self.handle, None))
+
     def broadcast(self, send, recv, count, dtype, root):
         self._check("ncclBroadcast", self.lib.ncclBroadcast(
             send, recv, count, dtype, root, self.handle, None))

@@ -71,6 +71,8 @@ def _declare(lib):
         "ncclScatter": [c_void_p, c_void_p, c_size_t, c_int, c_int, comm_t, c_void_p],
         "ncclSend": [c_void_p, c_size_t, c_int, c_int, comm_t, c_void_p],
         "ncclRecv": [c_void_p, c_size_t, c_int, c_int, comm_t, c_void_p],
+        "ringccAllReduceAdasum": [c_void_p, c_void_p, c_size_t, c_int, c_void_p, c_int, comm_t,
+                                  c_void_p],
         "ncclGroupStart": [],
         "ncclGroupEnd": [],
     }

@@ -33,6 +33,8 @@ from ._torch_types import BITWISE, bytes_view, premul_factor, reduce_view
 from ._torch_work import RingccWork
 
 _UID_KEY = "ringcc_unique_id"
+ADASUM_DTYPES = {torch.float16: C.FLOAT16, torch.bfloat16: C.BFLOAT16,
+                 torch.float32: C.FLOAT32, torch.float64: C.FLOAT64}
 
 
 @contextlib.contextmanager
@@ -135,6 +137,23 @@ class ProcessGroupRingcc(DataMovementOps, dist.ProcessGroup):
             else:
                 self._reduce_call(view, dtype, kind, factor, lambda o: self._comm.all_reduce(
                     ptr(view), ptr(view), view.numel(), dtype, o))
+            t.copy_back()
+
+        return self._submit(name, run, [t.orig])
+
+    def adasum(self, tensor, segments=None):
+        """Adasum all-reduce of `tensor` in place (include/ringcc.h); `segments`: element
+        counts, each its own vector (None: the whole tensor). Returns a Work."""
+        name = "all_reduce_adasum"
+        t = Staged(cpu_tensor(name, tensor))
+        if t.t.dtype not in ADASUM_DTYPES:
+            raise TypeError(f"ringcc {name}: Adasum takes float16, bfloat16, float32 or "
+                            f"float64, got {t.t.dtype}")
+        dtype = ADASUM_DTYPES[t.t.dtype]
+        segs = [int(n) for n in segments] if segments else None
+
+        def run():
+            self._comm.all_reduce_adasum(ptr(t.t), ptr(t.t), t.t.numel(), dtype, segs)
             t.copy_back()
 
         return self._submit(name, run, [t.orig])

@@ -1,6 +1,7 @@
 """`import ringcc.torch` registers the `ringcc` backend of torch.distributed (CPU tensors):
 
-    import torch.distributed as dist
+    import torch
+import torch.distributed as dist
     import ringcc.torch
     dist.init_process_group("ringcc", init_method="env://")
 
@@ -15,7 +16,8 @@ from ._torch_pg import ProcessGroupRingcc
 
 BACKEND = "ringcc"
 
-__all__ = ["BACKEND", "ProcessGroupRingcc", "library_path", "version"]
+__all__ = ["BACKEND", "ProcessGroupRingcc", "adasum_hook", "all_reduce_adasum", "library_path",
+           "version"]
 
 
 def _create(store, rank, size, timeout):
@@ -25,3 +27,31 @@ def _create(store, rank, size, timeout):
 library()  # load (and check) the library now, not at the first init_process_group
 if BACKEND.upper() not in dist.Backend._plugins:
     dist.Backend.register_backend(BACKEND, _create)
+
+
+def _ringcc_group(group, name):
+    """The ProcessGroupRingcc behind `group` (None: the default group)."""
+    pg = group if group is not None else dist.distributed_c10d._get_default_group()
+    if not isinstance(pg, ProcessGroupRingcc) and hasattr(pg, "_get_backend"):
+        pg = pg._get_backend(torch.device("cpu"))  # torch 2.x: the backend under the group
+    if not isinstance(pg, ProcessGroupRingcc):
+        raise ValueError(f"ringcc {name}: the group is not a ringcc group ({type(pg).__name__})")
+    return pg
+
+
+def all_reduce_adasum(tensor, group=None, segments=None):
+    """Replaces `tensor` on every rank with the Adasum of the ranks' tensors (docs/adasum.md):
+    aligned gradients are averaged, orthogonal ones added. `segments`: element counts, each
+    its own vector (default: the whole tensor)."""
+    _ringcc_group(group, "all_reduce_adasum").adasum(tensor, segments).wait()
+    return tensor
+
+
+def adasum_hook(process_group, bucket):
+    """A DDP communication hook combining gradients by Adasum, each parameter its own vector:
+    model.register_comm_hook(None, ringcc.torch.adasum_hook) (state None: the default group).
+    No division by the world size: Adasum of equal gradients is that gradient."""
+    pg = _ringcc_group(process_group, "adasum_hook")
+    buffer = bucket.buffer()
+    segments = [g.numel() for g in bucket.gradients()]
+    return pg.adasum(buffer, segments).get_future().then(lambda f: f.value()[0])

@@ -1,0 +1,76 @@
+// Adasum's arithmetic (ringccAllReduceAdasum), device-clean so a CUDA kernel can share it:
+//
+//   adasum(a, b) = (1 - a.b / (2 |a|^2)) a + (1 - a.b / (2 |b|^2)) b
+//
+// The three products are accumulated in double for every type: a float sum over millions of
+// elements would lose the digits that decide the coefficients. A zero vector contributes
+// nothing: adasum(0, b) = b (its coefficient would be 0/0; the other's is then exactly 1).
+// The combination is computed in double and rounded to the type once.
+#pragma once
+
+#include <stddef.h>
+
+#include "kernels/device_clean.h"
+#include "kernels/dtypes.h"
+
+namespace ringcc {
+
+// The products of one pair of vectors (or of the parts of them one rank holds): summed
+// element-wise over ranks they give the whole vectors' products.
+struct AdasumDots {
+  double ab = 0;
+  double aa = 0;
+  double bb = 0;
+};
+
+struct AdasumCoefficients {
+  double a;
+  double b;
+};
+
+RINGCC_INLINE AdasumCoefficients adasumCoefficients(const AdasumDots& d) {
+  AdasumCoefficients c;
+  c.a = d.aa > 0 ? 1.0 - d.ab / (2.0 * d.aa) : 1.0;
+  c.b = d.bb > 0 ? 1.0 - d.ab / (2.0 * d.bb) : 1.0;
+  return c;
+}
+
+// dots += the products of a[0..n) and b[0..n).
+template <class T>
+RINGCC_LOOP void adasumAccumulate(const T* __restrict__ a, const T* __restrict__ b, size_t n,
+                                  AdasumDots* dots) {
+  using Traits = DataTypeTraits<T>;
+  using Bits = typename Traits::Bits;
+  const Bits* ab = reinterpret_cast<const Bits*>(a);
+  const Bits* bb = reinterpret_cast<const Bits*>(b);
+  double sab = 0, saa = 0, sbb = 0;
+  for (size_t i = 0; i < n; ++i) {
+    double x = static_cast<double>(Traits::load(ab[i]));
+    double y = static_cast<double>(Traits::load(bb[i]));
+    sab += x * y;
+    saa += x * x;
+    sbb += y * y;
+  }
+  dots->ab += sab;
+  dots->aa += saa;
+  dots->bb += sbb;
+}
+
+// out[0..n) = c.a * a + c.b * b, rounded to T once. `out` may be `a` or `b`.
+template <class T>
+RINGCC_LOOP void adasumCombine(T* out, const T* a, const T* b, size_t n,
+                               AdasumCoefficients c) {
+  using Traits = DataTypeTraits<T>;
+  using Bits = typename Traits::Bits;
+  using Compute = typename Traits::Compute;
+  const Bits* ab = reinterpret_cast<const Bits*>(a);
+  const Bits* bb = reinterpret_cast<const Bits*>(b);
+  Bits* ob = reinterpret_cast<Bits*>(out);
+  for (size_t i = 0; i < n; ++i) {
+    double v = c.a * static_cast<double>(Traits::load(ab[i])) +
+               c.b * static_cast<double>(Traits::load(bb[i]));
+    ob[i] = Traits::store(static_cast<Compute>(v));
+  }
+}
+
+}  // namespace ringcc
