@@ -43,17 +43,31 @@ RINGCC_LOOP void adasumAccumulate(const T* __restrict__ a, const T* __restrict__
   using Bits = typename Traits::Bits;
   const Bits* ab = reinterpret_cast<const Bits*>(a);
   const Bits* bb = reinterpret_cast<const Bits*>(b);
-  double sab = 0, saa = 0, sbb = 0;
-  for (size_t i = 0; i < n; ++i) {
+  // kLanes partial sums of each product: independent chains of additions (one chain would
+  // wait an addition's latency per element), which the compiler may also vectorize. The
+  // order is fixed, so the result is the same on every run.
+  constexpr size_t kLanes = 4;
+  double sab[kLanes] = {}, saa[kLanes] = {}, sbb[kLanes] = {};
+  size_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (size_t l = 0; l < kLanes; ++l) {
+      double x = static_cast<double>(Traits::load(ab[i + l]));
+      double y = static_cast<double>(Traits::load(bb[i + l]));
+      sab[l] += x * y;
+      saa[l] += x * x;
+      sbb[l] += y * y;
+    }
+  }
+  for (; i < n; ++i) {
     double x = static_cast<double>(Traits::load(ab[i]));
     double y = static_cast<double>(Traits::load(bb[i]));
-    sab += x * y;
-    saa += x * x;
-    sbb += y * y;
+    sab[0] += x * y;
+    saa[0] += x * x;
+    sbb[0] += y * y;
   }
-  dots->ab += sab;
-  dots->aa += saa;
-  dots->bb += sbb;
+  dots->ab += (sab[0] + sab[1]) + (sab[2] + sab[3]);
+  dots->aa += (saa[0] + saa[1]) + (saa[2] + saa[3]);
+  dots->bb += (sbb[0] + sbb[1]) + (sbb[2] + sbb[3]);
 }
 
 // out[0..n) = c.a * a + c.b * b, rounded to T once. `out` may be `a` or `b`.

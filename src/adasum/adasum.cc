@@ -15,7 +15,6 @@
 #include "src/adasum/adasum.h"
 
 #include <algorithm>
-#include <memory>
 #include <vector>
 
 #include "kernels/adasum.h"
@@ -145,7 +144,10 @@ ncclResult_t runAdasum(T* work, size_t count, ncclDataType_t type, const Segment
   const bool extra = rank >= p;              // hands its vector to rank - p
   const bool host = rank < n - p;            // combines rank + p's vector first
   // Received halves (and, on a host of an extra rank, a whole vector).
-  std::unique_ptr<T[]> scratch(new T[host ? count : (count + 1) / 2]);
+  const size_t scratchElems = host ? count : (count + 1) / 2;
+  if (comm->hostScratch.size() < scratchElems * sizeof(T))
+    comm->hostScratch.resize(scratchElems * sizeof(T));
+  T* const scratch = reinterpret_cast<T*>(comm->hostScratch.data());
   std::vector<AdasumDots> dots;
   const Part<T> mine{work, 0};
 
@@ -154,8 +156,8 @@ ncclResult_t runAdasum(T* work, size_t count, ncclDataType_t type, const Segment
     return exchange(comm, type, rank - p, nullptr, 0, work, count);
   }
   if (host) {
-    RINGCC_CHECK(exchange(comm, type, rank + p, nullptr, 0, scratch.get(), count));
-    const Part<const T> a{work, 0}, b{scratch.get(), 0};
+    RINGCC_CHECK(exchange(comm, type, rank + p, nullptr, 0, scratch, count));
+    const Part<const T> a{work, 0}, b{scratch, 0};
     accumulateRange(segs, &dots, a, b, 0, count);
     combineRange(segs, dots, mine, a, b, 0, count);
   }
@@ -168,8 +170,8 @@ ncclResult_t runAdasum(T* work, size_t count, ncclDataType_t type, const Segment
     Level l{d, lo, hi, lower ? lo : mid, lower ? mid : hi};
     const size_t giveLo = lower ? mid : lo, giveHi = lower ? hi : mid;
     RINGCC_CHECK(exchange(comm, type, rank ^ d, work + giveLo, giveHi - giveLo,
-                          scratch.get(), l.keepHi - l.keepLo));
-    const Part<const T> own{work, 0}, theirs{scratch.get(), l.keepLo};  // my half, 2 copies
+                          scratch, l.keepHi - l.keepLo));
+    const Part<const T> own{work, 0}, theirs{scratch, l.keepLo};  // my half, 2 copies
     const Part<const T> a = lower ? own : theirs;  // v_s, held by the lower rank of the pair
     const Part<const T> b = lower ? theirs : own;  // v_{s+d}
     accumulateRange(segs, &dots, a, b, l.keepLo, l.keepHi);

@@ -68,6 +68,10 @@ struct ncclComm {
   ringcc::UserOpTable userOps;             // ncclRedOpCreatePreMulSum handles
   ringcc::CallState calls;                 // the call it runs, for hang reports
   std::unique_ptr<ringcc::Tracer> tracer;  // RINGCC_TRACE; null (the default): off
+  // Host workspace of operations built from several calls (Adasum's received halves), kept
+  // between calls so a repeated call does not fault its pages in again. One call at a time
+  // uses it: NCCL allows one thread to call on a communicator at once.
+  std::vector<unsigned char> hostScratch;
 
   // State.
   std::atomic<bool> abortFlag{false};

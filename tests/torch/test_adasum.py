@@ -36,12 +36,14 @@ def reference(vectors):
 
 
 def reference_segments(flat, segments, gloo, n):
-    """Every rank's `flat` gathered over Gloo, the definition applied per segment."""
+    """Every rank's `flat` gathered over Gloo (as float64: exact, and Gloo of torch 1.13
+    gathers no bfloat16), the definition applied per segment."""
+    flat = flat.double()
     copies = [torch.empty_like(flat) for _ in range(n)]
     dist.all_gather(copies, flat, group=gloo)
     out, lo = [], 0
     for length in segments:
-        out.append(reference([c[lo:lo + length].double() for c in copies]))
+        out.append(reference([c[lo:lo + length] for c in copies]))
         lo += length
     return torch.cat(out)
 
