@@ -27,7 +27,7 @@ echo "sanitize: built in $((SECONDS - start)) s"
 # Test names as Meson lists them ("suite [tag]"), kept when they match TAKE.
 TAKE='^(core|reduce_copy|tune|abi|api_args|bootstrap|bench|topo|sched) |^sched_scale \[sched_scale\]$'
 TAKE+='|^transport |^lifecycle \[(lifecycle|split|shrink|abort)\]$|^collectives \[coll_(allreduce|reducescatter|rooted|gather|p2p|group|channels|large)\]$'
-TAKE+='|^monitor \[monitor_unit\]$|^soak$|^net \[net_hosts\]$'
+TAKE+='|^monitor \[monitor_unit\]$|^soak$|^net \[net_hosts\]$|^adasum \[(adasum|adasum_fork)\]$'
 # Ranks in forked processes (tests/support/ranks.h).
 # Links over UCX closed as a process exits (the proxy drains them first: src/proxy/proxy.cc).
 TAKE+='|^lifecycle_ucx \[(lifecycle|split|shrink|abort)\]$'
