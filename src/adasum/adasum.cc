@@ -131,6 +131,7 @@ void combineRange(const Segments& segs, const std::vector<AdasumDots>& dots, Par
 
 struct Level {
   int d;
+  bool lower;             // this rank is the pair's lower one: it keeps the first half
   size_t lo, hi;          // the range this rank and its partner held before the level
   size_t keepLo, keepHi;  // the half this rank keeps
 };
@@ -141,8 +142,8 @@ ncclResult_t runAdasum(T* work, size_t count, ncclDataType_t type, const Segment
   const int n = comm->nranks, rank = comm->rank;
   int p = 1;
   while (p * 2 <= n) p *= 2;
-  const bool extra = rank >= p;              // hands its vector to rank - p
-  const bool host = rank < n - p;            // combines rank + p's vector first
+  const bool extra = rank >= p;    // hands its vector to rank - p
+  const bool host = rank < n - p;  // combines rank + p's vector first
   // Received halves (and, on a host of an extra rank, a whole vector).
   const size_t scratchElems = host ? count : (count + 1) / 2;
   if (comm->hostScratch.size() < scratchElems * sizeof(T))
@@ -167,7 +168,7 @@ ncclResult_t runAdasum(T* work, size_t count, ncclDataType_t type, const Segment
   for (int d = 1; d < p; d <<= 1) {
     const size_t mid = lo + (hi - lo) / 2;
     const bool lower = (rank & d) == 0;
-    Level l{d, lo, hi, lower ? lo : mid, lower ? mid : hi};
+    Level l{d, lower, lo, hi, lower ? lo : mid, lower ? mid : hi};
     const size_t giveLo = lower ? mid : lo, giveHi = lower ? hi : mid;
     RINGCC_CHECK(exchange(comm, type, rank ^ d, work + giveLo, giveHi - giveLo,
                           scratch, l.keepHi - l.keepLo));
@@ -183,8 +184,8 @@ ncclResult_t runAdasum(T* work, size_t count, ncclDataType_t type, const Segment
   }
 
   for (auto l = levels.rbegin(); l != levels.rend(); ++l) {
-    const size_t otherLo = l->keepLo == l->lo ? l->keepHi : l->lo;
-    const size_t otherHi = l->keepLo == l->lo ? l->hi : l->keepLo;
+    const size_t otherLo = l->lower ? l->keepHi : l->lo;  // the partner's half
+    const size_t otherHi = l->lower ? l->hi : l->keepLo;
     RINGCC_CHECK(exchange(comm, type, rank ^ l->d, work + l->keepLo, l->keepHi - l->keepLo,
                           work + otherLo, otherHi - otherLo));
   }
