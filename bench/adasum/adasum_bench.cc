@@ -49,21 +49,17 @@ ncclResult_t timeRound(ncclComm_t comm, int iters, Call call, double* seconds) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const char* rankEnv = getenv("RINGCC_RANK");
-  const char* sizeEnv = getenv("RINGCC_NRANKS");
-  const char* idEnv = getenv("RINGCC_UNIQUE_ID");
-  if (!rankEnv || !sizeEnv || !idEnv) {
+  auto me = ringcc::bench::launchedRankFromEnv();
+  if (!me) {
     fprintf(stderr, "adasum_bench: run me under ringcc-run -n N\n");
     return 2;
   }
-  const int rank = atoi(rankEnv), nranks = atoi(sizeEnv);
+  const int rank = me->rank, nranks = me->nranks;
   const size_t minBytes = argc > 1 ? strtoull(argv[1], nullptr, 0) : (1u << 20);
   const size_t maxBytes = argc > 2 ? strtoull(argv[2], nullptr, 0) : (64u << 20);
   const int iters = argc > 3 ? atoi(argv[3]) : 10;
-  auto id = ringcc::bench::uniqueIdFromHex(idEnv);
-  if (!id) return 2;
   ncclComm_t comm;
-  ncclResult_t r = ncclCommInitRank(&comm, nranks, *id, rank);
+  ncclResult_t r = ncclCommInitRank(&comm, nranks, me->id, rank);
   if (r != ncclSuccess) return die("ncclCommInitRank", r);
 
   std::vector<float> buf(maxBytes / sizeof(float));

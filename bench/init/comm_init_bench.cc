@@ -33,18 +33,14 @@ int die(const char* what, ncclResult_t r) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  const char* rankEnv = getenv("RINGCC_RANK");
-  const char* sizeEnv = getenv("RINGCC_NRANKS");
-  const char* idEnv = getenv("RINGCC_UNIQUE_ID");
-  if (!rankEnv || !sizeEnv || !idEnv) {
+  auto me = ringcc::bench::launchedRankFromEnv();
+  if (!me) {
     fprintf(stderr, "comm_init_bench: run me under ringcc-run -n N\n");
     return 2;
   }
-  const int rank = atoi(rankEnv), nranks = atoi(sizeEnv);
+  const int rank = me->rank, nranks = me->nranks;
   const int rounds = argc > 1 ? atoi(argv[1]) : 5;
-  auto parsed = ringcc::bench::uniqueIdFromHex(idEnv);
-  if (!parsed) return 2;
-  ncclUniqueId id = *parsed;
+  ncclUniqueId id = me->id;
 
   // Round 0 uses the launcher's id; it also yields the communicator that hands out the ids of
   // the later rounds (rank 0 makes them, an all-gather of bytes carries them).

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cerrno>
 #include <cstring>
 
@@ -47,6 +48,16 @@ std::string uniqueIdToHex(const ncclUniqueId& id) {
     hex += digits[b & 15];
   }
   return hex;
+}
+
+std::optional<LaunchedRank> launchedRankFromEnv() {
+  const char* rank = getenv(kEnvRank);
+  const char* nranks = getenv(kEnvNranks);
+  const char* hex = getenv(kEnvUniqueId);
+  if (!rank || !nranks || !hex) return std::nullopt;
+  auto id = uniqueIdFromHex(hex);
+  if (!id) return std::nullopt;
+  return LaunchedRank{atoi(rank), atoi(nranks), *id};
 }
 
 std::optional<ncclUniqueId> uniqueIdFromHex(const std::string& hex) {

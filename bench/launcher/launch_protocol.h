@@ -37,6 +37,15 @@ inline constexpr const char* kEnvCtrlFd = "RINGCC_CTRL_FD";
 std::string uniqueIdToHex(const ncclUniqueId& id);
 std::optional<ncclUniqueId> uniqueIdFromHex(const std::string& hex);
 
+// What ringcc-run hands a rank: its index, the rank count and the unique id, read from the
+// environment (nullopt unless all three are set and the id parses).
+struct LaunchedRank {
+  int rank = 0;
+  int nranks = 0;
+  ncclUniqueId id;
+};
+std::optional<LaunchedRank> launchedRankFromEnv();
+
 enum class CtrlOp : uint32_t { Allreduce = 1, Gather = 2 };
 enum class CtrlReduce : uint32_t { Sum = 0, Min = 1, Max = 2 };
 
