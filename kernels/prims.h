@@ -27,7 +27,7 @@
 // re-checks the counter, so no wake-up is lost. A device policy fences (__threadfence_system)
 // before its store and never wakes: host sleepers of GPU connections nap with a timeout.
 //
-// Protocols (transports/connector_device.h), per call:
+// Protocols (kernels/connector_device.h), per call:
 //   Simple  recv: ready when tail is past our head, wrap-aware (tail is re-read only when the
 //           cached value is used up; it may lag behind our head right after an LL call, see
 //           tryLane); meta[slot].size must equal the slice (mismatched schedules are caught).
@@ -68,15 +68,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "kernels/connector_device.h"
 #include "kernels/device_clean.h"
+#include "kernels/program.h"
 #include "kernels/red_op.h"
 #include "kernels/reduce_copy.h"
 #include "nccl.h"
-#include "src/sched/program.h"
-#include "transports/connector_device.h"
 #if !defined(__CUDA_ARCH__)
-#include "transports/peer_read.h"
-#include "transports/shm/mapped_buffers.h"
+#include "kernels/peer_read.h"
 #endif
 
 namespace ringcc {
@@ -146,6 +145,18 @@ constexpr uint32_t kLlMaxSliceBytes = 8192;
 // has completed.
 constexpr uint32_t kRefMinBytes = 16384;
 
+// How a host runner reaches a peer's shareable buffers (kRefMapped): supplied by the executor
+// that owns the mappings (the host engine hands in the shm transport's), so that kernels/ names
+// no transport. Null where references are never mapped (kernels, the simulator): a Mapped
+// reference is then copied by the sender, and refused by a receiver (kRunErrRefKind).
+struct PeerMapper {
+  // Whether [p, p + bytes) lies in one of this process's shareable buffers; its region if so.
+  bool (*findMappable)(const void* p, uint64_t bytes, RefRegion* region);
+  // Where the sender `pid`'s region is mapped in this process (mapped on first use); null if
+  // it cannot be.
+  const char* (*mapPeerRegion)(int pid, const RefRegion& region);
+};
+
 struct RunArgs {
   const Program* program;
   const ConnectorView* ports;  // [program->nPorts], resolved from program->ports
@@ -170,6 +181,7 @@ struct RunArgs {
   // Readable by the runner (device memory for a kernel); ignored by other Programs.
   const int* ringRanks;
   uint32_t nRingRanks;
+  const PeerMapper* mapper;  // host runners on mapped connections; null elsewhere
 };
 
 // One slice between acquire and publish.
@@ -697,7 +709,8 @@ class ProgramRunner {
       // Mapped references reach only the sender's shareable buffers (ncclMemAlloc); the
       // receiver gets the region with the address, to map it.
       if (w.sendRef && sendKind == kRefMapped &&
-          !findMappable(w.sendRef, bytes, &((SlotRef*)w.refSlot)->region))
+          !(args_.mapper &&
+            args_.mapper->findMappable(w.sendRef, bytes, &((SlotRef*)w.refSlot)->region)))
         w.sendRef = nullptr;
 #endif
       if (w.sendRef)
@@ -735,8 +748,8 @@ class ProgramRunner {
       w->peerPid = v.refPid;
       return kRunOk;
     }
-    if (kind == kRefMapped && v.refPid > 0) {
-      const char* base = mapPeerRegion(v.refPid, ref->region);
+    if (kind == kRefMapped && v.refPid > 0 && args_.mapper) {
+      const char* base = args_.mapper->mapPeerRegion(v.refPid, ref->region);
       if (!base || ref->addr < ref->region.base) return kRunErrRefRead;
       w->peer = base + (ref->addr - ref->region.base);
       return kRunOk;

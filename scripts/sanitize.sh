@@ -21,20 +21,22 @@ if [ ! -f "$BUILD/build.ninja" ]; then
   meson setup "$BUILD" -Db_sanitize=address,undefined -Db_lundef=false -Dpython=disabled \
     -Dcuda=disabled -Dbuildtype=debugoptimized || exit 1
 fi
-ninja -C "$BUILD" || exit 1
-echo "sanitize: built in $((SECONDS - start)) s"
-
 # Test names as Meson lists them ("suite [tag]"), kept when they match TAKE.
 TAKE='^(core|reduce_copy|tune|abi|api_args|bootstrap|bench|topo|sched) |^sched_scale \[sched_scale\]$'
 TAKE+='|^transport |^lifecycle \[(lifecycle|split|shrink|abort)\]$|^collectives \[coll_(allreduce|reducescatter|rooted|gather|p2p|group|channels|large)\]$'
 TAKE+='|^monitor \[monitor_unit\]$|^soak$|^net \[net_hosts\]$|^adasum \[(adasum|adasum_fork)\]$'
 # Ranks in forked processes (tests/support/ranks.h).
-# Links over UCX closed as a process exits (the proxy drains them first: src/proxy/proxy.cc).
+# Links over UCX closed as a process exits (the proxy drains them first: transports/proxy/proxy.cc).
 TAKE+='|^lifecycle_ucx \[(lifecycle|split|shrink|abort)\]$'
 TAKE+='|^lifecycle \[lifecycle_fork\]$|^collectives \[coll_(fork|tree_fork)\]$|^bootstrap_fault \[bootstrap_fault_fork\]$'
 TAKE+='|^fault \[fault_(kill|exit|shrink|shm|abort|timeout|init|errors)\]$|^mismatch '
 TAKE+='|^monitor \[(trace|hang)\]$|^net \[net_faults\]$'
-mapfile -t tests < <(meson test -C "$BUILD" --list 2>/dev/null | sed 's|^ringcc / ||' | grep -E "$TAKE")
+mapfile -t tests < <(scripts/select_tests.py "$BUILD" "$TAKE" names)
+[ ${#tests[@]} -gt 0 ] || exit 1
+# Only what those groups run is built (their test programs, the library, the tools they start).
+mapfile -t targets < <(scripts/select_tests.py "$BUILD" "$TAKE" targets)
+ninja -C "$BUILD" "${targets[@]}" || exit 1
+echo "sanitize: built ${#targets[@]} targets in $((SECONDS - start)) s"
 echo "sanitize: ${#tests[@]} test groups under ASan+UBSan"
 
 supp="$PWD/tests/sanitizers"

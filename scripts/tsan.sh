@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds ringcc with ThreadSanitizer (build-tsan/) and runs the test groups whose ranks are
-# threads of one process (docs/testing.md, "Sanitizers"). Only the library and the test
-# programs those groups need are built, to keep CI's time down.
+# threads of one process (docs/testing.md, "Sanitizers"). Only what those groups run is built,
+# to keep CI's time down.
 #
 # Left out, each for a reason:
 #   - groups whose ranks are forked processes: TSan sees one process, so races between ranks
@@ -18,13 +18,6 @@ if [ ! -f "$BUILD/build.ninja" ]; then
   meson setup "$BUILD" -Db_sanitize=thread -Db_lundef=false -Dpython=disabled \
     -Dcuda=disabled -Dbuildtype=debugoptimized || exit 1
 fi
-# The test programs of the groups below, and the root helper of newUniqueId (tests/support).
-TARGETS=(tests/test_core tests/test_bootstrap tests/test_lifecycle tests/test_collectives
-         tests/test_transport tests/test_monitor tests/test_bootstrap_fault tests/test_mismatch
-         tests/ringcc_test_root)
-ninja -C "$BUILD" "${TARGETS[@]}" || exit 1
-echo "tsan: built in $((SECONDS - start)) s"
-
 # Test names as Meson lists them ("suite [tag]"), kept when they match TAKE.
 # core [ranks] checks that its process runs no other thread, which TSan's runtime thread breaks.
 TAKE='^core \[(params|log|errors)\]$|^bootstrap \[(bootstrap|socket)\]$|^bootstrap_fault \[bootstrap_fault\]$'
@@ -33,7 +26,12 @@ TAKE+='|^lifecycle \[(lifecycle|split|shrink|abort)\]$|^lifecycle_ucx \[(lifecyc
 TAKE+='|^collectives_(ll|direct|ucx) \[coll_(p2p|group)\]$'
 TAKE+='|^collectives \[coll_(allreduce|reducescatter|rooted|gather|p2p|group|channels)\]$'
 TAKE+='|^transport \[(p2p|select|wait|conn_info|ucx)\]$|^monitor \[monitor_unit\]$|^mismatch \[mismatch_threads\]$'
-mapfile -t tests < <(meson test -C "$BUILD" --list 2>/dev/null | sed 's|^ringcc / ||' | grep -E "$TAKE")
+mapfile -t tests < <(scripts/select_tests.py "$BUILD" "$TAKE" names)
+[ ${#tests[@]} -gt 0 ] || exit 1
+# Only what those groups run is built (scripts/select_tests.py reads Meson's introspection).
+mapfile -t targets < <(scripts/select_tests.py "$BUILD" "$TAKE" targets)
+ninja -C "$BUILD" "${targets[@]}" || exit 1
+echo "tsan: built ${#targets[@]} targets in $((SECONDS - start)) s"
 echo "tsan: ${#tests[@]} test groups under TSan"
 
 supp="$PWD/tests/sanitizers"

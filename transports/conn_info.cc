@@ -3,7 +3,7 @@
 #include <cstring>
 #include <string>
 
-#include "src/core/error.h"
+#include "src/base/error.h"
 #include "transports/transport.h"
 
 namespace ringcc {
@@ -119,6 +119,18 @@ ncclResult_t PendingConnection::connect(const ConnInfo& remote, std::unique_ptr<
                     connSideName(side_), spec_.channel);
   used_ = true;
   return connectImpl(remote, conn);
+}
+
+const char* peerStateName(PeerState s) {
+  switch (s) {
+    case PeerState::Open:
+      return "open";
+    case PeerState::Closed:
+      return "closed";
+    case PeerState::Dead:
+      return "dead";
+  }
+  return "?";
 }
 
 }  // namespace ringcc

@@ -1,6 +1,6 @@
 #include "transports/cuda_memory.h"
 
-#include "src/core/error.h"
+#include "src/base/error.h"
 
 namespace ringcc {
 

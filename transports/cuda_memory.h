@@ -7,7 +7,7 @@
 #include <cstdint>
 
 #include "nccl.h"
-#include "src/cuda/cuda_driver.h"
+#include "src/base/cuda_driver.h"
 
 namespace ringcc {
 

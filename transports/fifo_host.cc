@@ -9,9 +9,9 @@
 #include <climits>
 #include <ctime>
 
-#include "src/core/error.h"
-#include "src/core/log.h"
-#include "src/core/param.h"
+#include "src/base/error.h"
+#include "src/base/log.h"
+#include "src/base/param.h"
 #include "transports/transport.h"
 
 namespace ringcc {

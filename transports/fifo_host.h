@@ -1,4 +1,4 @@
-// Host-side waiting and waking on FIFO counters (transports/connector_device.h).
+// Host-side waiting and waking on FIFO counters (kernels/connector_device.h).
 //
 // A waiter polls a counter for a while (NCCL_SPIN_COUNT polls), then sleeps on it with a futex
 // so that 8 processes on 2 cores still move. The futex is not private (FUTEX_WAIT, not
@@ -30,7 +30,7 @@
 #include <cstdint>
 
 #include "nccl.h"
-#include "transports/connector_device.h"
+#include "kernels/connector_device.h"
 
 namespace ringcc {
 

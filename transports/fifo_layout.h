@@ -1,12 +1,12 @@
 // Where one FIFO lies in one allocation (host side): after a transport's own header come the
-// control block (counters and per-slot sizes, transports/connector_device.h), the Simple
+// control block (counters and per-slot sizes, kernels/connector_device.h), the Simple
 // slots and the LL lines. p2p (a heap block) and shm (a shared segment) lay it out alike and
 // differ only in their header and in how far they align the slot arrays.
 #pragma once
 
 #include <cstdint>
 
-#include "transports/connector_device.h"
+#include "kernels/connector_device.h"
 #include "transports/transport.h"
 
 namespace ringcc {

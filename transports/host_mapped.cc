@@ -2,7 +2,7 @@
 
 #include <utility>
 
-#include "src/core/error.h"
+#include "src/base/error.h"
 #include "transports/cuda_memory.h"
 
 namespace ringcc {

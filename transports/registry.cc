@@ -1,9 +1,9 @@
 // The list of transports, in order of preference. Adding a transport is one line here.
 #include <string>
 
-#include "src/core/error.h"
-#include "src/core/log.h"
-#include "src/core/param.h"
+#include "src/base/error.h"
+#include "src/base/log.h"
+#include "src/base/param.h"
 #include "transports/p2p/p2p_transport.h"
 #include "transports/shm/shm_transport.h"
 #include "transports/transport.h"

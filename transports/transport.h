@@ -2,7 +2,7 @@
 // This is contract v2 (connection infos of any size, both ways; a progress hook; a doorbell).
 //
 // A connection carries data one way, from a sender rank to a receiver rank, through the FIFO
-// of transports/connector_device.h. Making one takes two calls on each side and one message
+// of kernels/connector_device.h. Making one takes two calls on each side and one message
 // each way:
 //
 //   receiver                                       sender
@@ -52,7 +52,7 @@
 //
 // Progress. A transport whose FIFO memory is not shared by both sides (a network, GPU memory
 // staged through the host) needs a CPU thread to move the slots: its Connectors answer true to
-// needsProgress(), and the proxy thread (src/proxy, one per process) calls
+// needsProgress(), and the proxy thread (transports/proxy, one per process) calls
 // progress() on them from the moment connect returned until it is told to stop, before the
 // Connector is destroyed. progress() never blocks, is called from that one thread only, and
 // reports a failure once as its result (logged with the peer's rank); the proxy then stops
@@ -88,40 +88,10 @@
 #include <vector>
 
 #include "nccl.h"
-#include "transports/connector_device.h"
+#include "src/base/peer_info.h"
+#include "kernels/connector_device.h"
 
 namespace ringcc {
-
-// ---------------------------------------------------------------------------------------------
-// Who a rank is, as far as transports care. Plain data, exchanged by the caller's allgather.
-
-enum class MemoryKind : uint32_t { Host = 0, Cuda = 1 };
-
-struct PeerInfo {
-  int32_t rank = -1;
-  int32_t pid = 0;
-  uint64_t hostHash = 0;      // hash of host name + boot id: equal means same running kernel
-  uint64_t pidNamespace = 0;  // inode of /proc/self/ns/pid (0 if unknown): pids compare within one
-  MemoryKind memory = MemoryKind::Host;
-  int32_t cudaDev = -1;  // -1 for host memory
-  int64_t busId = -1;    // PCI bus id of cudaDev, -1 for host memory
-  int32_t numaNode = -1;  // NUMA node the rank's thread ran on at init (-1: unknown)
-  uint64_t topoHash = 0;  // hash of the rank's host topology (src/topo/detect.h)
-};
-static_assert(std::is_trivially_copyable_v<PeerInfo>);
-
-// This process's PeerInfo for `rank` (hostHash, pid, pid namespace filled in).
-PeerInfo localPeerInfo(int rank, MemoryKind memory = MemoryKind::Host, int cudaDev = -1,
-                       int64_t busId = -1);
-
-// Hash of this machine's host name and boot id (same value in every process of this boot).
-uint64_t localHostHash();
-
-// Same running kernel (so /dev/shm and futexes are shared).
-bool sameHost(const PeerInfo& a, const PeerInfo& b);
-
-// Same process: same host, same pid namespace, same pid.
-bool sameProcess(const PeerInfo& a, const PeerInfo& b);
 
 // ---------------------------------------------------------------------------------------------
 // What a connection looks like. Both sides must pass the same nSlots, slotBytes and llSlotBytes
@@ -279,7 +249,7 @@ class Connector {
 
   // Whether this side's runner is a CUDA kernel, which publishes counters in host-mapped
   // memory but cannot ring a doorbell (its view's doorbell is null): the proxy must then look
-  // at the counters itself, napping briefly instead of sleeping (src/proxy). Constant.
+  // at the counters itself, napping briefly instead of sleeping (transports/proxy). Constant.
   virtual bool fedByDevice() const { return false; }
 
   // The FIFO's control block at an address this process's host threads may write, or null

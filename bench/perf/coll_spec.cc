@@ -1,6 +1,6 @@
 #include "bench/perf/coll_spec.h"
 
-#include "src/monitor/bus_bw.h"
+#include "src/trace/bus_bw.h"
 
 namespace ringcc::bench {
 namespace {
@@ -66,7 +66,7 @@ CollCounts collCounts(CollKind kind, size_t count, size_t eltSize, int nranks) {
   return c;
 }
 
-// nccl-tests' conventions (src/monitor/bus_bw.h, shared with the library's trace records).
+// nccl-tests' conventions (src/trace/bus_bw.h, shared with the library's trace records).
 static ringcc::BwShape bwShape(CollKind kind) {
   switch (kind) {
     case CollKind::AllReduce:

@@ -9,13 +9,13 @@
 // without one, with host buffers, as before. RINGCC_DEVICE=host keeps them on the host even
 // where a GPU is. Tests hand the driver in (PerfIo::cuda), an emulated one.
 //
-// Types: src/cuda/cuda_driver.h's (only its types; this file loads its own table).
+// Types: src/base/cuda_driver.h's (only its types; this file loads its own table).
 #pragma once
 
 #include <string>
 #include <vector>
 
-#include "src/cuda/cuda_driver.h"
+#include "src/base/cuda_driver.h"
 
 namespace ringcc::bench {
 

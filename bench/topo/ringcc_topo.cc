@@ -12,8 +12,8 @@
 #include <cstring>
 #include <string>
 
-#include "src/core/error.h"
-#include "src/topo/comm_topo.h"
+#include "src/base/error.h"
+#include "src/core/comm_topo.h"
 #include "src/topo/detect.h"
 
 namespace {

@@ -6,7 +6,7 @@
 
 #include <stdint.h>
 
-#include "transports/connector_device.h"
+#include "kernels/connector_device.h"
 
 namespace ringcc {
 

@@ -20,8 +20,8 @@
 #include "kernels/adasum.h"
 #include "kernels/dtypes.h"
 #include "src/core/comm.h"
-#include "src/core/error.h"
-#include "src/exec/coll_args.h"
+#include "src/base/error.h"
+#include "src/plan/coll_args.h"
 #include "src/exec/group.h"
 
 namespace ringcc {

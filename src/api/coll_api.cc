@@ -4,10 +4,10 @@
 
 #include "kernels/dtypes.h"
 #include "src/api/api.h"
-#include "src/cuda/mem_kind.h"
-#include "src/exec/coll_args.h"
+#include "src/base/mem_kind.h"
+#include "src/plan/coll_args.h"
 #include "src/exec/group.h"
-#include "src/monitor/trace.h"
+#include "src/trace/trace.h"
 
 using namespace ringcc;
 

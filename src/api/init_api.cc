@@ -5,9 +5,9 @@
 
 #include "src/api/api.h"
 #include "src/bootstrap/unique_id.h"
-#include "src/core/comm_init.h"
-#include "src/core/log.h"
-#include "src/exec/engine.h"
+#include "src/init/comm_init.h"
+#include "src/base/log.h"
+#include "src/core/engine.h"
 #include "src/exec/group.h"
 
 using namespace ringcc;

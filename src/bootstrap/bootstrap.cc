@@ -8,9 +8,9 @@
 #include "src/bootstrap/root.h"
 #include "src/bootstrap/unique_id.h"
 #include "src/bootstrap/wire.h"
-#include "src/core/error.h"
-#include "src/core/log.h"
-#include "src/core/param.h"
+#include "src/base/error.h"
+#include "src/base/log.h"
+#include "src/base/param.h"
 
 namespace ringcc {
 namespace {

@@ -81,7 +81,7 @@ class Bootstrap {
                     int64_t timeoutMs);
 
   // Messages with `tag` are handed to `handler` on the listener thread as they arrive instead
-  // of waiting for recv() (src/monitor/hang_report.h, src/exec/call_watch.h). The handler
+  // of waiting for recv() (src/trace/hang_report.h, src/exec/call_watch.h). The handler
   // must not block; an empty one removes the tag's (Inbox::setHandler).
   void onMessage(int tag, std::function<void(int from, const std::vector<char>& data)> handler);
 

@@ -10,8 +10,8 @@
 #include <cstring>
 
 #include "src/bootstrap/wire.h"
-#include "src/core/error.h"
-#include "src/core/log.h"
+#include "src/base/error.h"
+#include "src/base/log.h"
 
 namespace ringcc {
 namespace {

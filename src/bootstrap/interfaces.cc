@@ -9,9 +9,9 @@
 #include <cerrno>
 #include <cstring>
 
-#include "src/core/error.h"
-#include "src/core/log.h"
-#include "src/core/param.h"
+#include "src/base/error.h"
+#include "src/base/log.h"
+#include "src/base/param.h"
 
 namespace ringcc {
 

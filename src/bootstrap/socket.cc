@@ -13,8 +13,8 @@
 #include <cstring>
 #include <thread>
 
-#include "src/core/error.h"
-#include "src/core/log.h"
+#include "src/base/error.h"
+#include "src/base/log.h"
 
 namespace ringcc {
 namespace {

@@ -5,8 +5,8 @@
 #include <numeric>
 
 #include "src/bootstrap/unique_id.h"
-#include "src/core/error.h"
-#include "src/core/log.h"
+#include "src/base/error.h"
+#include "src/base/log.h"
 
 namespace ringcc {
 namespace {

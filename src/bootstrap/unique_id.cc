@@ -10,9 +10,9 @@
 #include "src/bootstrap/interfaces.h"
 #include "src/bootstrap/root.h"
 #include "src/bootstrap/wire.h"
-#include "src/core/error.h"
-#include "src/core/log.h"
-#include "src/core/param.h"
+#include "src/base/error.h"
+#include "src/base/log.h"
+#include "src/base/param.h"
 
 namespace ringcc {
 namespace {

@@ -5,16 +5,15 @@
 #include <thread>
 
 #include "src/bootstrap/bootstrap.h"
-#include "src/core/error.h"
-#include "src/exec/engine.h"
-#include "src/monitor/hang_report.h"
+#include "src/base/error.h"
+#include "src/core/engine.h"
 
 ncclComm::ncclComm() = default;
 
 ncclComm::~ncclComm() {
   if (initThread.joinable()) initThread.join();
   engine.reset();  // connectors before the bootstrap they were set up with
-  if (bootstrap) ringcc::unwatchComm(this);
+  if (bootstrap && unwatch) unwatch(this);
   bootstrap.reset();
   tracer.reset();  // writes the records left
   // A peer that died while connecting may have left shared memory only we can name.

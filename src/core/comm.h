@@ -32,13 +32,14 @@
 
 #include "nccl.h"
 #include "src/core/config.h"
-#include "src/core/error.h"
-#include "src/core/log.h"
+#include "src/base/error.h"
+#include "src/base/log.h"
 #include "src/core/user_ops.h"
-#include "src/cuda/mem_kind.h"
-#include "src/monitor/call_state.h"
-#include "src/monitor/trace.h"
-#include "src/topo/comm_topo.h"
+#include "src/base/mem_kind.h"
+#include "src/base/peer_info.h"
+#include "src/trace/call_state.h"
+#include "src/trace/trace.h"
+#include "src/core/comm_topo.h"
 #include "transports/transport.h"
 
 namespace ringcc {
@@ -61,9 +62,12 @@ struct ncclComm {
   mutable ringcc::CheckedBuffers checkedBuffers;  // a cache of buffers checked against memKind
   int cudaDev = -1;
   std::vector<ringcc::PeerInfo> peers;  // indexed by rank
-  ringcc::CommTopology topo;            // rings per channel and trees (src/topo/comm_topo.h)
+  ringcc::CommTopology topo;            // rings per channel and trees (src/core/comm_topo.h)
 
   std::unique_ptr<ringcc::Bootstrap> bootstrap;
+  // Set by whoever watches this communicator for hang reports (src/monitor): called before the
+  // bootstrap goes, so that core needs to know nothing of the watcher.
+  void (*unwatch)(ncclComm* comm) = nullptr;
   std::unique_ptr<ringcc::CommEngine> engine;
   ringcc::UserOpTable userOps;             // ncclRedOpCreatePreMulSum handles
   ringcc::CallState calls;                 // the call it runs, for hang reports

@@ -3,7 +3,7 @@
 #include <cstddef>
 #include <cstring>
 
-#include "src/core/error.h"
+#include "src/base/error.h"
 
 namespace ringcc {
 namespace {

@@ -5,12 +5,12 @@
 
 #include "kernels/cuda/batch_block.h"
 #include "src/core/comm.h"
-#include "src/core/error.h"
-#include "src/core/log.h"
-#include "src/core/param.h"
+#include "src/base/error.h"
+#include "src/base/log.h"
+#include "src/base/param.h"
 #include "src/cuda/kernel_module.h"
 #include "src/exec/engine_setup.h"
-#include "src/proxy/proxy.h"
+#include "transports/proxy/proxy.h"
 
 namespace ringcc {
 namespace {

@@ -2,7 +2,7 @@
 
 #include <cstring>
 
-#include "src/core/error.h"
+#include "src/base/error.h"
 
 namespace ringcc {
 

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "nccl.h"
-#include "src/cuda/cuda_driver.h"
+#include "src/base/cuda_driver.h"
 
 namespace ringcc {
 

@@ -4,7 +4,7 @@
 #include <mutex>
 
 #include "ringcc_config.h"
-#include "src/core/error.h"
+#include "src/base/error.h"
 
 namespace ringcc {
 

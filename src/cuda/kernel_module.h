@@ -6,7 +6,7 @@
 #include <cstddef>
 
 #include "nccl.h"
-#include "src/cuda/cuda_driver.h"
+#include "src/base/cuda_driver.h"
 
 namespace ringcc {
 

@@ -3,7 +3,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "src/core/error.h"
+#include "src/base/error.h"
 
 namespace ringcc {
 

@@ -2,7 +2,7 @@
 
 #include <atomic>
 
-#include "src/core/log.h"
+#include "src/base/log.h"
 #include "transports/transport.h"
 
 namespace ringcc {

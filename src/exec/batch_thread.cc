@@ -4,7 +4,7 @@
 
 #include <utility>
 
-#include "src/core/error.h"
+#include "src/base/error.h"
 
 namespace ringcc {
 namespace {

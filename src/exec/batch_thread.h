@@ -1,4 +1,4 @@
-// How an engine runs its batches (src/exec/engine.h): a batch enqueued `inline` runs on the
+// How an engine runs its batches (src/core/engine.h): a batch enqueued `inline` runs on the
 // calling thread inside enqueue(); any other is handed to the engine's own thread, which
 // exists for the engine's life, so that one thread can start batches on several
 // communicators before waiting on any of them. Either way wait() returns the batch's result.
@@ -23,8 +23,8 @@
 #include <thread>
 
 #include "nccl.h"
-#include "src/exec/coll_args.h"
-#include "src/exec/engine.h"
+#include "src/plan/coll_args.h"
+#include "src/core/engine.h"
 
 namespace ringcc {
 

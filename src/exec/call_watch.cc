@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "src/bootstrap/bootstrap.h"
-#include "src/core/error.h"
+#include "src/base/error.h"
 
 namespace ringcc {
 namespace {

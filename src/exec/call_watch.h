@@ -24,7 +24,7 @@
 #include <memory>
 
 #include "nccl.h"
-#include "transports/connector_device.h"
+#include "kernels/connector_device.h"
 
 namespace ringcc {
 

@@ -4,9 +4,9 @@
 
 #include "src/bootstrap/bootstrap.h"
 #include "src/core/comm.h"
-#include "src/core/error.h"
-#include "src/core/log.h"
-#include "src/core/param.h"
+#include "src/base/error.h"
+#include "src/base/log.h"
+#include "src/base/param.h"
 #include "transports/ucx/ucx_transport.h"
 
 namespace ringcc {

@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "nccl.h"
-#include "src/sched/program.h"
+#include "kernels/program.h"
 #include "transports/transport.h"
 
 struct ncclComm;

@@ -6,7 +6,7 @@
 
 #include "src/bootstrap/bootstrap.h"
 #include "src/core/comm.h"
-#include "src/core/error.h"
+#include "src/base/error.h"
 #include "src/plan/ring_order.h"
 
 namespace ringcc {
@@ -97,7 +97,7 @@ PlanContext planContext(const ncclComm* comm, const ConnectionTable& conns) {
   // The double binary trees from the topology setup at init (over channel 0's ring order; the
   // same on every rank); the Tree algorithm runs over them.
   c.trees = comm->topo.trees;
-  // Each channel's ring, from the topology search at init (src/topo/comm_topo.h).
+  // Each channel's ring, from the topology search at init (src/core/comm_topo.h).
   c.rings = comm->topo.rings;
   return c;
 }

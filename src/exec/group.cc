@@ -6,8 +6,8 @@
 
 #include "kernels/dtypes.h"
 #include "src/core/comm.h"
-#include "src/core/error.h"
-#include "src/exec/engine.h"
+#include "src/base/error.h"
+#include "src/core/engine.h"
 #include "src/exec/engine_setup.h"
 #include "src/tune/tune.h"
 
@@ -22,7 +22,7 @@ struct GroupState {
 // NCCL defines groups per calling thread. The depth is a plain int apart from the state:
 // every call asks for it, and a thread_local with a constructor costs an initialization check
 // on each access; the vectors are touched only inside a group. Local-dynamic, like the
-// scopes' variables (src/core/error.h), so that enqueueOp reaches all three through one
+// scopes' variables (src/base/error.h), so that enqueueOp reaches all three through one
 // lookup of the library's TLS block.
 __thread int tGroupDepth __attribute__((tls_model("local-dynamic"))) = 0;
 thread_local GroupState tGroup;

@@ -13,7 +13,7 @@
 #include <functional>
 
 #include "nccl.h"
-#include "src/exec/coll_args.h"
+#include "src/plan/coll_args.h"
 
 namespace ringcc {
 

@@ -11,20 +11,25 @@
 
 #include "src/bootstrap/bootstrap.h"
 #include "src/core/comm.h"
-#include "src/core/error.h"
-#include "src/core/log.h"
-#include "src/core/param.h"
+#include "src/base/error.h"
+#include "src/base/log.h"
+#include "src/base/param.h"
 #include "src/exec/engine_setup.h"
 #include "src/exec/host_sync.h"
-#include "src/exec/op_sig.h"
-#include "src/monitor/hang_report.h"
+#include "src/plan/op_sig.h"
+#include "src/monitor/hang_watcher.h"
+#include "src/trace/hang_report.h"
 #include "src/plan/ring_order.h"
 #include "transports/fifo_host.h"
+#include "transports/shm/mapped_buffers.h"
 
 namespace ringcc {
 namespace {
 
 using Clock = std::chrono::steady_clock;
+
+// The runners reach peers' ncclMemAlloc buffers (kRefMapped) through the shm transport's table.
+const PeerMapper kShmMapper{&findMappable, &mapPeerRegion};
 
 // Idle polls of the runners before the engine starts yielding the core between polls, when
 // this host has a core for every rank of the communicator on it: the peer runs meanwhile, and
@@ -249,7 +254,9 @@ ncclResult_t HostEngine::bindJobs() {
     Bound& b = *bound_[j];
     b.job = &job;
     RINGCC_CHECK(bindPorts(conns_, job, &b.views, &b.connectors));
-    if (RunError e = b.runner.init(job.runArgs(b.views.data())); e != kRunOk)
+    RunArgs args = job.runArgs(b.views.data());
+    args.mapper = &kShmMapper;
+    if (RunError e = b.runner.init(args); e != kRunOk)
       return fail(ncclInternalError, job.name, "cannot run the program: %s", runErrorText(e));
   }
   return ncclSuccess;
@@ -360,7 +367,7 @@ ncclResult_t HostEngine::runJobs() {
     // Nobody moved for a while: look at the peers we wait on and the deadline, then nap.
     auto now = Clock::now();
     if (const uint32_t asked = comm_->calls.lanesAsked(); asked != lanesAnswered_) {
-      lanesAnswered_ = asked;  // a hang report (src/monitor/hang_report.h) wants our lanes
+      lanesAnswered_ = asked;  // a hang report (src/trace/hang_report.h) wants our lanes
       reportStuck();
     }
     if (idleRounds == params_.spinCount) {

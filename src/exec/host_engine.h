@@ -31,10 +31,10 @@
 #include "src/exec/batch_thread.h"
 #include "src/exec/call_watch.h"
 #include "src/exec/connections.h"
-#include "src/exec/engine.h"
-#include "src/monitor/trace.h"
+#include "src/core/engine.h"
+#include "src/trace/trace.h"
 #include "src/plan/planner.h"
-#include "src/sched/program.h"
+#include "kernels/program.h"
 
 namespace ringcc {
 
@@ -119,7 +119,7 @@ class HostEngine final : public CommEngine {
   uint32_t failReason_ = kFailNone;     // FailReason of the failing batch, told to peers at close
   uint64_t batchSeq_ = 0;               // collective batches run so far: alike on every rank
   uint64_t batches_ = 0;                // ... counting those with nothing to move too
-  uint64_t lastSeq_ = 0;                // calls run so far (src/monitor/call_state.h) ...
+  uint64_t lastSeq_ = 0;                // calls run so far (src/trace/call_state.h) ...
   uint64_t firstSeq_ = 0;               // ... and the number of the batch's first
   uint32_t lanesAnswered_ = 0;          // the last hang report that got our lanes logged
   std::span<const CollArgs> batchOps_;  // the current batch's calls ...

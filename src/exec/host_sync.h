@@ -10,7 +10,7 @@
 
 #include <cstdint>
 
-#include "transports/connector_device.h"
+#include "kernels/connector_device.h"
 #include "transports/fifo_host.h"
 
 namespace ringcc {

@@ -19,11 +19,12 @@
 #include <type_traits>
 #include <vector>
 
-#include "src/api/api.h"
 #include "src/bootstrap/bootstrap.h"
 #include "src/core/comm.h"
-#include "src/core/log.h"
-#include "src/monitor/hang_report.h"
+#include "src/core/live_comms.h"
+#include "src/base/log.h"
+#include "src/monitor/hang_watcher.h"
+#include "src/trace/hang_report.h"
 
 namespace ringcc {
 namespace {
@@ -343,6 +344,14 @@ class Watcher {
 
 }  // namespace
 
+namespace {
+
+// No longer watched (before its bootstrap goes away); its reports still waiting for answers
+// are logged with the answers they have.
+void unwatchComm(ncclComm* comm) { Watcher::get().unwatch(comm); }
+
+}  // namespace
+
 void watchComm(ncclComm* comm) {
   Watcher& w = Watcher::get();
   comm->bootstrap->onMessage(kTagHangReport, [comm, &w](int from, const std::vector<char>& data) {
@@ -353,9 +362,8 @@ void watchComm(ncclComm* comm) {
     w.post(std::move(item));
   });
   w.watch(comm);
+  comm->unwatch = &unwatchComm;
 }
-
-void unwatchComm(ncclComm* comm) { Watcher::get().unwatch(comm); }
 
 void reportHangNow(ncclComm* comm) {
   Watcher& w = Watcher::get();

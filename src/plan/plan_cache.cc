@@ -1,6 +1,6 @@
 #include "src/plan/plan_cache.h"
 
-#include "src/core/error.h"
+#include "src/base/error.h"
 
 namespace ringcc {
 

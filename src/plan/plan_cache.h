@@ -1,7 +1,7 @@
 // Built Programs, kept per communicator so that a repeated operation (the common case: the
 // same all-reduce every training step, at any message size) skips the builder.
 //
-// Programs are free of the message (src/sched/program.h), so the key is what a builder reads:
+// Programs are free of the message (kernels/program.h), so the key is what a builder reads:
 // (collective, algorithm, nranks, rank, root, channel, compact, ring order, tree node). Any ring
 // order is accepted; the protocol is a run-time argument of the runner, not part of a Program.
 // Bounded: a batch that finds the cache full starts it over. Used by one thread at a time.
@@ -16,7 +16,7 @@
 
 #include "nccl.h"
 #include "src/sched/builders.h"
-#include "src/sched/program.h"
+#include "kernels/program.h"
 
 namespace ringcc {
 

@@ -3,9 +3,9 @@
 #include <algorithm>
 
 #include "kernels/dtypes.h"
-#include "src/core/error.h"
-#include "src/core/log.h"
-#include "src/exec/op_sig.h"
+#include "src/base/error.h"
+#include "src/base/log.h"
+#include "src/plan/op_sig.h"
 
 namespace ringcc {
 

@@ -28,7 +28,7 @@
 #include "kernels/prims.h"
 #include "kernels/red_op.h"
 #include "nccl.h"
-#include "src/exec/coll_args.h"
+#include "src/plan/coll_args.h"
 #include "src/plan/plan_cache.h"
 #include "src/sched/dbtree.h"
 #include "src/tune/tune.h"

@@ -18,7 +18,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "src/core/error.h"
+#include "src/base/error.h"
 
 namespace ringcc {
 

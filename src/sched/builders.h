@@ -1,5 +1,5 @@
 // Builders: pure functions from a collective's description to one rank's Program on one
-// channel (src/sched/program.h). Same inputs, same Program, on every rank and every run; no
+// channel (kernels/program.h). Same inputs, same Program, on every rank and every run; no
 // builder knows the message size: counts, buffers and slice sizes come at run time.
 //
 // Buffers follow NCCL. The runner gets inputs[0] = sendbuff, outputs[0] = recvbuff and
@@ -29,7 +29,7 @@
 
 #include "nccl.h"
 #include "src/sched/dbtree.h"
-#include "src/sched/program.h"
+#include "kernels/program.h"
 
 namespace ringcc {
 
@@ -49,7 +49,7 @@ enum class Coll : uint8_t {
 const char* collName(Coll coll);
 
 // True for the collectives whose steps reduce (the runner then needs the real RedOp). Inline:
-// every call's signature asks (src/exec/op_sig.h).
+// every call's signature asks (src/plan/op_sig.h).
 inline bool collReduces(Coll coll) {
   return coll == Coll::AllReduce || coll == Coll::ReduceScatter || coll == Coll::Reduce;
 }

@@ -2,7 +2,7 @@
 
 #include <cstdio>
 
-#include "src/core/error.h"
+#include "src/base/error.h"
 
 namespace ringcc {
 namespace {

@@ -11,9 +11,9 @@
 #include <mutex>
 
 #include "ringcc_config.h"
-#include "src/core/error.h"
-#include "src/core/log.h"
-#include "src/core/param.h"
+#include "src/base/error.h"
+#include "src/base/log.h"
+#include "src/base/param.h"
 #include "src/topo/nvml_probe.h"
 
 #if RINGCC_HAVE_HWLOC

@@ -6,7 +6,7 @@
 #include <cctype>
 #include <fstream>
 
-#include "src/core/log.h"
+#include "src/base/log.h"
 
 namespace ringcc {
 namespace {

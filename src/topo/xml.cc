@@ -5,7 +5,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "src/core/error.h"
+#include "src/base/error.h"
 
 namespace ringcc {
 

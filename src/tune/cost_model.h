@@ -21,7 +21,7 @@
 
 #include "src/sched/builders.h"
 #include "src/topo/search.h"
-#include "transports/connector_device.h"
+#include "kernels/connector_device.h"
 #include "transports/transport.h"
 
 namespace ringcc {

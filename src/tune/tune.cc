@@ -4,8 +4,8 @@
 #include <cctype>
 #include <limits>
 
-#include "src/core/log.h"
-#include "src/core/param.h"
+#include "src/base/log.h"
+#include "src/base/param.h"
 
 namespace ringcc {
 namespace {

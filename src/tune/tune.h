@@ -10,7 +10,7 @@
 
 #include "src/sched/builders.h"
 #include "src/tune/cost_model.h"
-#include "transports/connector_device.h"
+#include "kernels/connector_device.h"
 
 namespace ringcc {
 

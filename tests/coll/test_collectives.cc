@@ -21,7 +21,7 @@
 
 #include "coll/coll_check.h"
 #include "nccl.h"
-#include "src/core/log.h"
+#include "src/base/log.h"
 #include "support/ranks.h"
 #include "support/test_env.h"
 

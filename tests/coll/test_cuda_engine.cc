@@ -18,7 +18,7 @@
 #include "bench/perf/driver.h"
 #include "coll/coll_check.h"
 #include "nccl.h"
-#include "src/core/log.h"
+#include "src/base/log.h"
 #include "support/fake_cuda.h"
 #include "support/ranks.h"
 #include "support/test_env.h"

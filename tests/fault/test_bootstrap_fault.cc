@@ -16,7 +16,7 @@
 #include "src/bootstrap/socket.h"
 #include "src/bootstrap/unique_id.h"
 #include "src/bootstrap/wire.h"
-#include "src/core/error.h"
+#include "src/base/error.h"
 #include "support/ranks.h"
 #include "support/test_env.h"
 

@@ -5,8 +5,8 @@
 #include <string>
 
 #include "src/bootstrap/interfaces.h"
-#include "src/core/log.h"
-#include "src/core/param.h"
+#include "src/base/log.h"
+#include "src/base/param.h"
 #include "src/tune/tune.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

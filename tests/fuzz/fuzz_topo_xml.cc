@@ -7,7 +7,7 @@
 #include <cstdlib>
 #include <string>
 
-#include "src/topo/comm_topo.h"
+#include "src/core/comm_topo.h"
 #include "src/topo/graph.h"
 #include "src/topo/search.h"
 #include "src/topo/xml.h"

@@ -26,7 +26,7 @@
 
 #include <cstddef>
 
-#include "src/cuda/cuda_driver.h"
+#include "src/base/cuda_driver.h"
 
 namespace ringcc::test {
 

@@ -12,7 +12,7 @@
 
 #include "kernels/dtypes.h"
 #include "kernels/prims.h"
-#include "src/core/error.h"
+#include "src/base/error.h"
 #include "src/plan/planner.h"
 
 namespace ringcc {

@@ -24,8 +24,8 @@
 #include "src/plan/planner.h"
 #include "src/sched/builders.h"
 #include "src/sched/dbtree.h"
-#include "src/sched/program.h"
-#include "transports/connector_device.h"
+#include "kernels/program.h"
+#include "kernels/connector_device.h"
 
 namespace ringcc {
 

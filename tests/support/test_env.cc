@@ -6,7 +6,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "src/core/log.h"
+#include "src/base/log.h"
 
 namespace ringcc::test {
 

@@ -11,7 +11,7 @@
 
 #include "nccl.h"
 #include "src/core/comm.h"
-#include "src/core/log.h"
+#include "src/base/log.h"
 #include "src/topo/detect.h"
 #include "tests/support/test_env.h"
 #include "tests/topo/topo_fixtures.h"

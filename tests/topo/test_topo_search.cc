@@ -3,7 +3,7 @@
 #include <catch2/catch.hpp>
 #include <set>
 
-#include "src/topo/comm_topo.h"
+#include "src/core/comm_topo.h"
 #include "src/topo/search.h"
 #include "tests/topo/topo_fixtures.h"
 

@@ -7,7 +7,7 @@
 #include <cstring>
 #include <vector>
 
-#include "transports/connector_device.h"
+#include "kernels/connector_device.h"
 #include "transports/fifo_host.h"
 
 namespace ringcc::test {

@@ -5,8 +5,8 @@
 #include <cstring>
 #include <thread>
 
-#include "src/core/log.h"
-#include "src/proxy/proxy.h"
+#include "src/base/log.h"
+#include "transports/proxy/proxy.h"
 #include "support/fake_cuda.h"
 #include "support/ranks.h"
 #include "support/test_env.h"

@@ -13,10 +13,10 @@
 #include <vector>
 
 #include "nccl.h"
-#include "src/core/error.h"
-#include "src/cuda/cuda_driver.h"
+#include "src/base/error.h"
+#include "src/base/cuda_driver.h"
 #include "src/cuda/kernel_module.h"
-#include "src/cuda/mem_kind.h"
+#include "src/base/mem_kind.h"
 #include "support/test_env.h"
 
 using ringcc::test::ScopedEnv;

@@ -8,7 +8,7 @@
 #include <vector>
 
 #include "ringcc_config.h"
-#include "src/core/error.h"
+#include "src/base/error.h"
 #include "src/cuda/device_uploads.h"
 #include "src/cuda/kernel_module.h"
 #include "src/cuda/launch_plan.h"

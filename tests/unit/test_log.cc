@@ -7,8 +7,8 @@
 #include <thread>
 #include <vector>
 
-#include "src/core/error.h"
-#include "src/core/log.h"
+#include "src/base/error.h"
+#include "src/base/log.h"
 #include "support/test_env.h"
 
 using namespace ringcc;

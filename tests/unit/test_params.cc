@@ -5,7 +5,7 @@
 #include <sstream>
 #include <string>
 
-#include "src/core/param.h"
+#include "src/base/param.h"
 #include "support/test_env.h"
 
 using namespace ringcc;

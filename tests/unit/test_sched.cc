@@ -13,7 +13,7 @@
 
 #include "kernels/prims.h"
 #include "src/sched/builders.h"
-#include "src/sched/program.h"
+#include "kernels/program.h"
 #include "src/tune/tune.h"
 #include "support/simulator.h"
 #include "support/test_env.h"

@@ -1,4 +1,4 @@
-// Ring Programs at scale: repeated steps (src/sched/program.h) keep a ring collective's
+// Ring Programs at scale: repeated steps (kernels/program.h) keep a ring collective's
 // Program a few steps long at any rank count, and the real ring and chain Programs are run
 // through the simulator at 129..300, 1,024 and 4,096 ranks with exact int32 data.
 #include <algorithm>
@@ -11,7 +11,7 @@
 
 #include "kernels/prims.h"
 #include "src/sched/builders.h"
-#include "src/sched/program.h"
+#include "kernels/program.h"
 #include "support/simulator.h"
 #include "support/test_env.h"
 

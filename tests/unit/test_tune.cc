@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "nccl.h"
-#include "src/core/log.h"
-#include "src/topo/comm_topo.h"
+#include "src/base/log.h"
+#include "src/core/comm_topo.h"
 #include "src/topo/search.h"
 #include "src/tune/tune.h"
 #include "support/test_env.h"

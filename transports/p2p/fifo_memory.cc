@@ -4,7 +4,7 @@
 #include <cstring>
 #include <vector>
 
-#include "src/core/error.h"
+#include "src/base/error.h"
 #include "transports/cuda_memory.h"
 
 namespace ringcc {

@@ -14,7 +14,7 @@
 #include <cstdint>
 
 #include "nccl.h"
-#include "src/cuda/cuda_driver.h"
+#include "src/base/cuda_driver.h"
 #include "transports/fifo_layout.h"
 #include "transports/transport.h"
 

@@ -12,8 +12,8 @@
 #include <unordered_map>
 #include <utility>
 
-#include "src/core/error.h"
-#include "src/core/log.h"
+#include "src/base/error.h"
+#include "src/base/log.h"
 #include "transports/fifo_host.h"
 #include "transports/fifo_layout.h"
 #include "transports/p2p/fifo_memory.h"

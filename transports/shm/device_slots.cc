@@ -2,9 +2,9 @@
 
 #include <utility>
 
-#include "src/core/error.h"
-#include "src/core/param.h"
-#include "src/cuda/pci_bus.h"
+#include "src/base/error.h"
+#include "src/base/param.h"
+#include "src/base/pci_bus.h"
 #include "transports/cuda_memory.h"
 #include "transports/fifo_layout.h"
 #include "transports/p2p/fifo_memory.h"

@@ -7,7 +7,7 @@
 // staging through host memory makes two over PCIe.
 //
 // When: both ranks are CUDA ranks of different processes on one host and in one pid namespace
-// (not containers apart), NCCL_P2P_DISABLE is not 1, this process sees the sender's GPU (by PCI bus id: src/cuda/pci_bus.h) and that GPU is
+// (not containers apart), NCCL_P2P_DISABLE is not 1, this process sees the sender's GPU (by PCI bus id: src/base/pci_bus.h) and that GPU is
 // the receiver's or can write into it (cuDeviceCanAccessPeer). The receiver decides, from the
 // ranks' PeerInfo alone, and says so in its info; the sender then must open the handle.
 //
@@ -24,7 +24,7 @@
 #include <cstdint>
 
 #include "nccl.h"
-#include "src/cuda/cuda_driver.h"
+#include "src/base/cuda_driver.h"
 #include "transports/transport.h"
 
 namespace ringcc {

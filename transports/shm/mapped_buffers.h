@@ -5,7 +5,7 @@
 // number, the file's inode, the mapping's base and size) opens /proc/<our pid>/fd/<fd>, checks
 // the inode, and maps the file read-only: from then on the Direct protocol's receiver reads
 // the sender's elements in place, one copy, as threads of one process do (kRefMapped,
-// transports/connector_device.h). Opening another process's fd needs the same access as
+// kernels/connector_device.h). Opening another process's fd needs the same access as
 // reading its /proc entries (same user); the shm transport tries a probe region at connect
 // time and falls back to copies through the segment where that fails.
 //
@@ -23,7 +23,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "transports/connector_device.h"
+#include "kernels/connector_device.h"
 
 namespace ringcc {
 

@@ -15,8 +15,8 @@
 #include <utility>
 #include <vector>
 
-#include "src/core/error.h"
-#include "src/core/log.h"
+#include "src/base/error.h"
+#include "src/base/log.h"
 
 namespace ringcc {
 namespace {

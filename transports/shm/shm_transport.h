@@ -19,7 +19,7 @@
 // of such buffers by reference (other buffers still go through the slots), which the receiver
 // maps and reads in place: one copy. RINGCC_SHM_MAP=0 turns that off. With RINGCC_SHM_REFS=1
 // instead, any buffer: the info also names a word of the sender's memory, and a receiver that
-// can read it with process_vm_readv (transports/peer_read.h) sets kRefProcess. Off by default:
+// can read it with process_vm_readv (kernels/peer_read.h) sets kRefProcess. Off by default:
 // cross-memory attach copied at ~4 GB/s on the VM this was measured on, where memcpy does ~7,
 // so two copies through the segment won (docs/benchmarks.md).
 //
@@ -38,7 +38,7 @@
 
 #include <cstdint>
 
-#include "src/cuda/cuda_driver.h"
+#include "src/base/cuda_driver.h"
 #include "transports/transport.h"
 
 namespace ringcc {

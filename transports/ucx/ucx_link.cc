@@ -6,9 +6,9 @@
 #include <cstring>
 #include <string>
 
-#include "src/core/error.h"
-#include "src/core/log.h"
-#include "src/proxy/proxy.h"
+#include "src/base/error.h"
+#include "src/base/log.h"
+#include "transports/proxy/proxy.h"
 #include "transports/fifo_host.h"
 #include "transports/fifo_layout.h"
 #include "transports/ucx/ucx_worker.h"

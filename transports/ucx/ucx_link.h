@@ -29,7 +29,7 @@
 #include <vector>
 
 #include "nccl.h"
-#include "transports/connector_device.h"
+#include "kernels/connector_device.h"
 #include "transports/host_mapped.h"
 #include "transports/transport.h"
 
@@ -48,7 +48,7 @@ class UcxLink {
   bool valid() const { return block_ != nullptr; }
   // A CUDA rank's side: registers the FIFO for its kernels (transports/host_mapped.h), which
   // then publish into host memory that the proxy moves; view() gives device addresses and no
-  // doorbell (a kernel cannot ring it: the proxy watches such links itself, src/proxy).
+  // doorbell (a kernel cannot ring it: the proxy watches such links itself, transports/proxy).
   ncclResult_t mapForKernels(const ConnSpec& spec);
   // Ends that registration once the kernels are done (the Connector's destruction: the link
   // itself may live on in the proxy while UCX finishes with it).

@@ -9,10 +9,10 @@
 #include <utility>
 #include <vector>
 
-#include "src/core/error.h"
-#include "src/core/log.h"
-#include "src/core/param.h"
-#include "src/proxy/proxy.h"
+#include "src/base/error.h"
+#include "src/base/log.h"
+#include "src/base/param.h"
+#include "transports/proxy/proxy.h"
 #include "transports/ucx/ucx_link.h"
 #include "transports/ucx/ucx_worker.h"
 

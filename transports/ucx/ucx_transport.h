@@ -10,7 +10,7 @@
 //
 // Each side owns a FIFO in its own memory (transports/ucx/ucx_link.h): the receiver's is the
 // one the runner reads; the sender's is a local staging FIFO the runner fills. The proxy
-// thread (src/proxy) moves filled slots to the peer and the receiver's head back as credits,
+// thread (transports/proxy) moves filled slots to the peer and the receiver's head back as credits,
 // and sleeps on the UCX worker's event fd and the doorbell when idle. Slots are registered
 // with UCX once per connection.
 //
@@ -25,7 +25,7 @@
 // CUDA ranks stage through host memory: each side's FIFO is registered for the GPU
 // (transports/host_mapped.h), the kernels copy into and out of its slots, the proxy moves them
 // as for host ranks. No references (device buffers), and no doorbell in the view (a kernel
-// cannot ring it): the proxy polls such links (Connector::fedByDevice, src/proxy/proxy.h).
+// cannot ring it): the proxy polls such links (Connector::fedByDevice, transports/proxy/proxy.h).
 //
 // Peer state: Closed when the peer's close message arrived (its Connector was destroyed);
 // Dead when UCX reported the endpoint failed (process killed, link down) or progress failed.

@@ -5,9 +5,9 @@
 #include <cstdlib>
 #include <string>
 
-#include "src/core/error.h"
-#include "src/core/log.h"
-#include "src/core/param.h"
+#include "src/base/error.h"
+#include "src/base/log.h"
+#include "src/base/param.h"
 #include "transports/ucx/ucx_link.h"
 
 namespace ringcc {

@@ -1,7 +1,7 @@
 // The process's UCX context and worker (transports/ucx), shared by all its UCX connections.
 //
 // Created on the first UCX connection's setup (a forked child makes its own) and kept for the
-// life of the process. After creation only the proxy thread (src/proxy) touches the worker:
+// life of the process. After creation only the proxy thread (transports/proxy) touches the worker:
 // it calls poll() (ucp_worker_progress, and finishing the close of retired links) and sleeps
 // on eventFd() once arm() succeeded. So the worker runs in UCS_THREAD_MODE_SINGLE, without
 // UCX's locks, and every request of every link is posted and completed on that one thread.
@@ -22,7 +22,7 @@
 #include <vector>
 
 #include "nccl.h"
-#include "src/proxy/proxy.h"
+#include "transports/proxy/proxy.h"
 
 namespace ringcc {
 

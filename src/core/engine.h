@@ -1,0 +1,57 @@
+// The engine of a communicator: its connections and the executor that runs planned jobs on
+// them. Created at the end of communicator init, once peers are known; destroyed before the
+// bootstrap it used to exchange connection information.
+//
+// The API is asynchronous, as a CUDA executor needs it: enqueue() starts a batch (one group's
+// operations on this communicator, in call order, with the user's stream) and returns a
+// handle; wait() blocks until that batch is done and returns its first error. A host engine
+// either runs a batch on the calling thread inside enqueue() (`inline`: nothing else needs to
+// progress meanwhile) or hands it to its own thread, so that one thread can start batches on
+// several communicators before waiting on any of them. Either way, once wait() returned, the
+// results are in the output buffers. The CUDA engine (src/cuda/cuda_engine.h) queues kernels on
+// the stream instead: once wait() returned they are queued, and the stream completes them, as
+// with NCCL.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <span>
+
+#include "nccl.h"
+#include "src/plan/coll_args.h"
+
+struct ncclComm;
+
+namespace ringcc {
+
+// Names one enqueued batch of one engine.
+using EngineHandle = uint64_t;
+
+struct EngineBatch {
+  std::span<const CollArgs> ops;  // valid until wait() returns
+  cudaStream_t stream = nullptr;  // the stream of the batch's calls (host engines ignore it)
+  bool runInline = false;         // host: run on the calling thread, inside enqueue()
+};
+
+// The interface lives with the communicator that holds one; the engines implement it above
+// (src/exec: host, src/cuda: CUDA) and src/init/engine_factory.h picks one.
+class CommEngine {
+ public:
+  virtual ~CommEngine() = default;
+
+  // Starts a batch; *handle names it for wait(). One batch at a time per engine: the next
+  // enqueue() comes after the previous batch's wait().
+  virtual ncclResult_t enqueue(const EngineBatch& batch, EngineHandle* handle) = 0;
+
+  // Blocks until the batch is done; returns its first error.
+  virtual ncclResult_t wait(EngineHandle handle) = 0;
+
+  // Stops operations in flight (they return an error); the engine stays destroyable.
+  virtual void abortOps() = 0;
+
+  // An error that work already handed off found since (a CUDA kernel that stopped), for
+  // ncclCommGetAsyncError; raised with its cause. Host engines report at wait() and have none.
+  virtual ncclResult_t pollAsyncError() { return ncclSuccess; }
+};
+
+}  // namespace ringcc
