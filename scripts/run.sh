@@ -5,7 +5,9 @@
 # RINGCC_RUN_NP sets the number of processes.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh build
+# Only what it runs: the library, the launcher and the perf tool (the tests build with
+# scripts/test.sh).
+scripts/setup.sh build nccl bench/ringcc-run bench/all_reduce_perf
 NP=${RINGCC_RUN_NP:-2}
 if [ $# -eq 0 ]; then
   set -- -b 8 -e 128M -f 2

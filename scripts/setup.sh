@@ -1,13 +1,21 @@
 #!/usr/bin/env bash
 # Installs what ringcc needs (Debian packages, when missing), configures and builds.
-# Usage: scripts/setup.sh [build-dir]   (default: build)
+# Usage: scripts/setup.sh [build-dir [targets...]]   (default: build, every target)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUILD=${1:-build}
+shift $(($# > 0 ? 1 : 0))
 
-PACKAGES=(meson ninja-build pkg-config gcc g++ binutils python3 catch2 libucx-dev libhwloc-dev libnuma-dev
-          iproute2 openmpi-bin libopenmpi-dev python3-matplotlib python3-torch
-          clang libclang-rt-14-dev valgrind)
+# What the library, the launcher and the perf tool need to configure and build (Catch2 too:
+# Meson looks for it when it configures), then what only the tests use (namespaces, MPI and
+# Debian's PyTorch as peers, clang for the fuzzers, valgrind for the call-path count).
+BUILD_PACKAGES=(meson ninja-build pkg-config gcc g++ binutils python3 catch2 libucx-dev libhwloc-dev
+                libnuma-dev)
+TEST_PACKAGES=(iproute2 openmpi-bin libopenmpi-dev python3-matplotlib python3-torch
+               clang libclang-rt-14-dev valgrind)
+PACKAGES=("${BUILD_PACKAGES[@]}")
+# Named targets are a partial build (scripts/run.sh): the test packages can wait for the tests.
+(($#)) || PACKAGES+=("${TEST_PACKAGES[@]}")
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -18,6 +26,8 @@ if ((${#missing[@]})); then
   [ "$(id -u)" -eq 0 ] || SUDO=sudo
   $SUDO apt-get update -q
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"
+  # A build configured before (by scripts/run.sh, say) looks again for what just arrived (MPI).
+  [ ! -f "$BUILD/build.ninja" ] || meson setup --reconfigure "$BUILD"
 fi
 
 WERROR=()
@@ -25,4 +35,5 @@ WERROR=()
 if [ ! -f "$BUILD/build.ninja" ]; then
   meson setup "$BUILD" -Dpython=enabled "${WERROR[@]}"
 fi
-ninja -C "$BUILD"
+# Targets as `meson compile` names them ([dir/]name); none: the default set, everything.
+meson compile -C "$BUILD" "$@"

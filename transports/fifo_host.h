@@ -29,8 +29,8 @@
 #include <chrono>
 #include <cstdint>
 
-#include "nccl.h"
 #include "kernels/connector_device.h"
+#include "nccl.h"
 
 namespace ringcc {
 

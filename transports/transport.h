@@ -87,9 +87,9 @@
 #include <type_traits>
 #include <vector>
 
+#include "kernels/connector_device.h"
 #include "nccl.h"
 #include "src/base/peer_info.h"
-#include "kernels/connector_device.h"
 
 namespace ringcc {
 

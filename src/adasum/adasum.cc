@@ -19,10 +19,10 @@
 
 #include "kernels/adasum.h"
 #include "kernels/dtypes.h"
-#include "src/core/comm.h"
 #include "src/base/error.h"
-#include "src/plan/coll_args.h"
+#include "src/core/comm.h"
 #include "src/exec/group.h"
+#include "src/plan/coll_args.h"
 
 namespace ringcc {
 namespace {

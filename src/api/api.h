@@ -4,9 +4,9 @@
 #pragma once
 
 #include "nccl.h"
+#include "src/base/error.h"
 #include "src/core/comm.h"
 #include "src/core/live_comms.h"
-#include "src/base/error.h"
 
 // The exported entry points must be compiled against ringcc's nccl.h (include/ first on every
 // include path), never NVIDIA's from /usr/local/cuda/include, and without the CUDA toolkit's

@@ -5,8 +5,8 @@
 #include "kernels/dtypes.h"
 #include "src/api/api.h"
 #include "src/base/mem_kind.h"
-#include "src/plan/coll_args.h"
 #include "src/exec/group.h"
+#include "src/plan/coll_args.h"
 #include "src/trace/trace.h"
 
 using namespace ringcc;

@@ -4,11 +4,11 @@
 #include <vector>
 
 #include "src/api/api.h"
-#include "src/bootstrap/unique_id.h"
-#include "src/init/comm_init.h"
 #include "src/base/log.h"
+#include "src/bootstrap/unique_id.h"
 #include "src/core/engine.h"
 #include "src/exec/group.h"
+#include "src/init/comm_init.h"
 
 using namespace ringcc;
 

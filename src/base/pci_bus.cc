@@ -2,8 +2,8 @@
 
 #include <cstdio>
 
-#include "src/base/error.h"
 #include "src/base/cuda_driver.h"
+#include "src/base/error.h"
 
 namespace ringcc {
 namespace {

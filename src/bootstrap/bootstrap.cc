@@ -3,14 +3,14 @@
 #include <algorithm>
 #include <cstring>
 
+#include "src/base/error.h"
+#include "src/base/log.h"
+#include "src/base/param.h"
 #include "src/bootstrap/inbox.h"
 #include "src/bootstrap/interfaces.h"
 #include "src/bootstrap/root.h"
 #include "src/bootstrap/unique_id.h"
 #include "src/bootstrap/wire.h"
-#include "src/base/error.h"
-#include "src/base/log.h"
-#include "src/base/param.h"
 
 namespace ringcc {
 namespace {

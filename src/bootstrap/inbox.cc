@@ -9,9 +9,9 @@
 #include <chrono>
 #include <cstring>
 
-#include "src/bootstrap/wire.h"
 #include "src/base/error.h"
 #include "src/base/log.h"
+#include "src/bootstrap/wire.h"
 
 namespace ringcc {
 namespace {

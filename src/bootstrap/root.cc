@@ -15,10 +15,10 @@
 #include <thread>
 #include <vector>
 
-#include "src/bootstrap/wire.h"
 #include "src/base/error.h"
 #include "src/base/log.h"
 #include "src/base/param.h"
+#include "src/bootstrap/wire.h"
 
 namespace ringcc {
 

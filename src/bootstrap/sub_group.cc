@@ -4,9 +4,9 @@
 #include <cstring>
 #include <numeric>
 
-#include "src/bootstrap/unique_id.h"
 #include "src/base/error.h"
 #include "src/base/log.h"
+#include "src/bootstrap/unique_id.h"
 
 namespace ringcc {
 namespace {

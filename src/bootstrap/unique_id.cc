@@ -7,12 +7,12 @@
 #include <cerrno>
 #include <cstring>
 
-#include "src/bootstrap/interfaces.h"
-#include "src/bootstrap/root.h"
-#include "src/bootstrap/wire.h"
 #include "src/base/error.h"
 #include "src/base/log.h"
 #include "src/base/param.h"
+#include "src/bootstrap/interfaces.h"
+#include "src/bootstrap/root.h"
+#include "src/bootstrap/wire.h"
 
 namespace ringcc {
 namespace {

@@ -4,8 +4,8 @@
 #include <cstdio>
 #include <thread>
 
-#include "src/bootstrap/bootstrap.h"
 #include "src/base/error.h"
+#include "src/bootstrap/bootstrap.h"
 #include "src/core/engine.h"
 
 ncclComm::ncclComm() = default;

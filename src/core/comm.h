@@ -31,15 +31,15 @@
 #include <vector>
 
 #include "nccl.h"
-#include "src/core/config.h"
 #include "src/base/error.h"
 #include "src/base/log.h"
-#include "src/core/user_ops.h"
 #include "src/base/mem_kind.h"
 #include "src/base/peer_info.h"
+#include "src/core/comm_topo.h"
+#include "src/core/config.h"
+#include "src/core/user_ops.h"
 #include "src/trace/call_state.h"
 #include "src/trace/trace.h"
-#include "src/core/comm_topo.h"
 #include "transports/transport.h"
 
 namespace ringcc {

@@ -7,9 +7,9 @@
 #include <cstring>
 #include <fstream>
 
-#include "src/core/comm.h"
 #include "src/base/log.h"
 #include "src/base/param.h"
+#include "src/core/comm.h"
 #include "src/plan/ring_order.h"
 
 namespace ringcc {

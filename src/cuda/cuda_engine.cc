@@ -4,10 +4,10 @@
 #include <cstring>
 
 #include "kernels/cuda/batch_block.h"
-#include "src/core/comm.h"
 #include "src/base/error.h"
 #include "src/base/log.h"
 #include "src/base/param.h"
+#include "src/core/comm.h"
 #include "src/cuda/kernel_module.h"
 #include "src/exec/engine_setup.h"
 #include "transports/proxy/proxy.h"

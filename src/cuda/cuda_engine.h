@@ -37,14 +37,14 @@
 #include <vector>
 
 #include "kernels/cuda/batch_args.h"
-#include "src/base/error.h"
 #include "src/base/cuda_driver.h"
+#include "src/base/error.h"
+#include "src/core/engine.h"
 #include "src/cuda/device_uploads.h"
 #include "src/cuda/launch_plan.h"
 #include "src/cuda/peer_watch.h"
 #include "src/exec/batch_thread.h"
 #include "src/exec/connections.h"
-#include "src/core/engine.h"
 #include "src/plan/planner.h"
 
 namespace ringcc {

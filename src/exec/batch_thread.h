@@ -23,8 +23,8 @@
 #include <thread>
 
 #include "nccl.h"
-#include "src/plan/coll_args.h"
 #include "src/core/engine.h"
+#include "src/plan/coll_args.h"
 
 namespace ringcc {
 

@@ -4,8 +4,8 @@
 #include <mutex>
 #include <vector>
 
-#include "src/bootstrap/bootstrap.h"
 #include "src/base/error.h"
+#include "src/bootstrap/bootstrap.h"
 
 namespace ringcc {
 namespace {

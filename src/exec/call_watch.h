@@ -23,8 +23,8 @@
 #include <cstdint>
 #include <memory>
 
-#include "nccl.h"
 #include "kernels/connector_device.h"
+#include "nccl.h"
 
 namespace ringcc {
 

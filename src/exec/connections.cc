@@ -2,11 +2,11 @@
 
 #include <algorithm>
 
-#include "src/bootstrap/bootstrap.h"
-#include "src/core/comm.h"
 #include "src/base/error.h"
 #include "src/base/log.h"
 #include "src/base/param.h"
+#include "src/bootstrap/bootstrap.h"
+#include "src/core/comm.h"
 #include "transports/ucx/ucx_transport.h"
 
 namespace ringcc {

@@ -22,8 +22,8 @@
 #include <tuple>
 #include <vector>
 
-#include "nccl.h"
 #include "kernels/program.h"
+#include "nccl.h"
 #include "transports/transport.h"
 
 struct ncclComm;

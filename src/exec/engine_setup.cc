@@ -4,9 +4,9 @@
 #include <type_traits>
 #include <vector>
 
+#include "src/base/error.h"
 #include "src/bootstrap/bootstrap.h"
 #include "src/core/comm.h"
-#include "src/base/error.h"
 #include "src/plan/ring_order.h"
 
 namespace ringcc {

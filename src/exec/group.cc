@@ -5,8 +5,8 @@
 #include <vector>
 
 #include "kernels/dtypes.h"
-#include "src/core/comm.h"
 #include "src/base/error.h"
+#include "src/core/comm.h"
 #include "src/core/engine.h"
 #include "src/exec/engine_setup.h"
 #include "src/tune/tune.h"

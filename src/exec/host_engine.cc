@@ -9,17 +9,17 @@
 #include <string>
 #include <type_traits>
 
-#include "src/bootstrap/bootstrap.h"
-#include "src/core/comm.h"
 #include "src/base/error.h"
 #include "src/base/log.h"
 #include "src/base/param.h"
+#include "src/bootstrap/bootstrap.h"
+#include "src/core/comm.h"
 #include "src/exec/engine_setup.h"
 #include "src/exec/host_sync.h"
-#include "src/plan/op_sig.h"
 #include "src/monitor/hang_watcher.h"
-#include "src/trace/hang_report.h"
+#include "src/plan/op_sig.h"
 #include "src/plan/ring_order.h"
+#include "src/trace/hang_report.h"
 #include "transports/fifo_host.h"
 #include "transports/shm/mapped_buffers.h"
 

@@ -28,13 +28,13 @@
 #include <vector>
 
 #include "kernels/prims.h"
+#include "kernels/program.h"
+#include "src/core/engine.h"
 #include "src/exec/batch_thread.h"
 #include "src/exec/call_watch.h"
 #include "src/exec/connections.h"
-#include "src/core/engine.h"
-#include "src/trace/trace.h"
 #include "src/plan/planner.h"
-#include "kernels/program.h"
+#include "src/trace/trace.h"
 
 namespace ringcc {
 

@@ -8,20 +8,20 @@
 #include <random>
 #include <thread>
 
+#include "src/base/error.h"
+#include "src/base/log.h"
+#include "src/base/mem_kind.h"
+#include "src/base/param.h"
+#include "src/base/pci_bus.h"
 #include "src/bootstrap/bootstrap.h"
 #include "src/bootstrap/sub_group.h"
 #include "src/bootstrap/unique_id.h"
-#include "src/base/error.h"
-#include "src/base/log.h"
-#include "src/base/param.h"
-#include "src/base/mem_kind.h"
-#include "src/base/pci_bus.h"
+#include "src/core/comm_topo.h"
 #include "src/init/engine_factory.h"
 #include "src/monitor/hang_watcher.h"
+#include "src/topo/detect.h"
 #include "src/trace/hang_report.h"
 #include "src/trace/trace.h"
-#include "src/core/comm_topo.h"
-#include "src/topo/detect.h"
 
 namespace ringcc {
 namespace {

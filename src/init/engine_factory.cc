@@ -1,7 +1,7 @@
 #include "src/init/engine_factory.h"
 
-#include "src/core/comm.h"
 #include "src/base/error.h"
+#include "src/core/comm.h"
 #include "src/cuda/cuda_engine.h"
 #include "src/exec/host_engine.h"
 

@@ -19,10 +19,10 @@
 #include <type_traits>
 #include <vector>
 
+#include "src/base/log.h"
 #include "src/bootstrap/bootstrap.h"
 #include "src/core/comm.h"
 #include "src/core/live_comms.h"
-#include "src/base/log.h"
 #include "src/monitor/hang_watcher.h"
 #include "src/trace/hang_report.h"
 

@@ -5,8 +5,8 @@
 #include <span>
 #include <string>
 
-#include "src/plan/coll_args.h"
 #include "kernels/connector_device.h"
+#include "src/plan/coll_args.h"
 #include "transports/transport.h"
 
 namespace ringcc {

@@ -14,9 +14,9 @@
 #include <tuple>
 #include <vector>
 
+#include "kernels/program.h"
 #include "nccl.h"
 #include "src/sched/builders.h"
-#include "kernels/program.h"
 
 namespace ringcc {
 

@@ -27,9 +27,9 @@
 #include <string>
 #include <vector>
 
+#include "kernels/program.h"
 #include "nccl.h"
 #include "src/sched/dbtree.h"
-#include "kernels/program.h"
 
 namespace ringcc {
 

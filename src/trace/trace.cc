@@ -19,8 +19,8 @@
 #include "src/base/log.h"
 #include "src/base/param.h"
 #include "src/plan/op_sig.h"
-#include "src/trace/bus_bw.h"
 #include "src/sched/builders.h"
+#include "src/trace/bus_bw.h"
 #include "src/tune/tune.h"
 
 namespace ringcc {

@@ -19,9 +19,9 @@
 
 #include <vector>
 
+#include "kernels/connector_device.h"
 #include "src/sched/builders.h"
 #include "src/topo/search.h"
-#include "kernels/connector_device.h"
 #include "transports/transport.h"
 
 namespace ringcc {

@@ -8,9 +8,9 @@
 #include <cstdint>
 #include <string>
 
+#include "kernels/connector_device.h"
 #include "src/sched/builders.h"
 #include "src/tune/cost_model.h"
-#include "kernels/connector_device.h"
 
 namespace ringcc {
 

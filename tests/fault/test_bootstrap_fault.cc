@@ -12,11 +12,11 @@
 #include <thread>
 #include <vector>
 
+#include "src/base/error.h"
 #include "src/bootstrap/bootstrap.h"
 #include "src/bootstrap/socket.h"
 #include "src/bootstrap/unique_id.h"
 #include "src/bootstrap/wire.h"
-#include "src/base/error.h"
 #include "support/ranks.h"
 #include "support/test_env.h"
 

@@ -4,9 +4,9 @@
 #include <cstdint>
 #include <string>
 
-#include "src/bootstrap/interfaces.h"
 #include "src/base/log.h"
 #include "src/base/param.h"
+#include "src/bootstrap/interfaces.h"
 #include "src/tune/tune.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

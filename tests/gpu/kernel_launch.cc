@@ -7,8 +7,8 @@
 #include <cstring>
 
 #include "kernels/cuda/batch_args.h"
-#include "src/base/error.h"
 #include "src/base/cuda_driver.h"
+#include "src/base/error.h"
 #include "src/cuda/kernel_module.h"
 
 using namespace ringcc;

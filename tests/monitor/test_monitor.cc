@@ -24,9 +24,9 @@
 #include "fault/fault_util.h"
 #include "nccl.h"
 #include "src/base/log.h"
+#include "src/sched/builders.h"
 #include "src/trace/hang_report.h"
 #include "src/trace/trace.h"
-#include "src/sched/builders.h"
 #include "support/ranks.h"
 #include "support/test_env.h"
 

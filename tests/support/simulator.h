@@ -20,12 +20,12 @@
 #include <string>
 #include <vector>
 
+#include "kernels/connector_device.h"
+#include "kernels/program.h"
 #include "nccl.h"
 #include "src/plan/planner.h"
 #include "src/sched/builders.h"
 #include "src/sched/dbtree.h"
-#include "kernels/program.h"
-#include "kernels/connector_device.h"
 
 namespace ringcc {
 

@@ -10,8 +10,8 @@
 #include <sstream>
 
 #include "nccl.h"
-#include "src/core/comm.h"
 #include "src/base/log.h"
+#include "src/core/comm.h"
 #include "src/topo/detect.h"
 #include "tests/support/test_env.h"
 #include "tests/topo/topo_fixtures.h"

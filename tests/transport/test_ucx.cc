@@ -6,12 +6,12 @@
 #include <thread>
 
 #include "src/base/log.h"
-#include "transports/proxy/proxy.h"
 #include "support/fake_cuda.h"
 #include "support/ranks.h"
 #include "support/test_env.h"
 #include "transport/conn_pair.h"
 #include "transport/fifo_stream.h"
+#include "transports/proxy/proxy.h"
 #include "transports/ucx/ucx_transport.h"
 
 using namespace ringcc;

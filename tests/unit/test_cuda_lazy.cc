@@ -13,10 +13,10 @@
 #include <vector>
 
 #include "nccl.h"
-#include "src/base/error.h"
 #include "src/base/cuda_driver.h"
-#include "src/cuda/kernel_module.h"
+#include "src/base/error.h"
 #include "src/base/mem_kind.h"
+#include "src/cuda/kernel_module.h"
 #include "support/test_env.h"
 
 using ringcc::test::ScopedEnv;

@@ -12,11 +12,12 @@
 #include <vector>
 
 #include "kernels/prims.h"
-#include "src/sched/builders.h"
 #include "kernels/program.h"
+#include "src/sched/builders.h"
 #include "src/tune/tune.h"
 #include "support/simulator.h"
 #include "support/test_env.h"
+#include "transports/shm/mapped_buffers.h"
 
 using namespace ringcc;
 
@@ -625,6 +626,9 @@ TEST_CASE("a Simple receive after an LL one waits for tail to pass head, however
   CHECK(dst == fresh);
 }
 
+// The shm transport's mappings, as the host engine hands them to the runner.
+const PeerMapper kShmMapper{&findMappable, &mapPeerRegion};
+
 // A send of `count` elements from rank 0 to rank 1 under Direct, over a FIFO whose receiver
 // declared `kind`, run one side at a time; returns the sizes words the sender published.
 struct DirectSend {
@@ -649,6 +653,7 @@ struct DirectSend {
     RunArgs a = runArgs(sender ? &send : &recv, &f.view, &srcPtr, sender ? &none : &dstPtr, &count,
                         slotElems, slotElems);
     a.protocol = kProtoDirect;
+    a.mapper = &kShmMapper;  // as the host engine hands it in
     return a;
   }
   // Sets up the sending and the receiving runner.

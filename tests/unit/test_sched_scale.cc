@@ -10,8 +10,8 @@
 #include <vector>
 
 #include "kernels/prims.h"
-#include "src/sched/builders.h"
 #include "kernels/program.h"
+#include "src/sched/builders.h"
 #include "support/simulator.h"
 #include "support/test_env.h"
 

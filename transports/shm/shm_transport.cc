@@ -7,13 +7,13 @@
 #include <cstring>
 #include <utility>
 
+#include "kernels/peer_read.h"
 #include "src/base/error.h"
 #include "src/base/log.h"
 #include "src/base/param.h"
 #include "transports/fifo_host.h"
 #include "transports/fifo_layout.h"
 #include "transports/host_mapped.h"
-#include "kernels/peer_read.h"
 #include "transports/shm/device_slots.h"
 #include "transports/shm/mapped_buffers.h"
 #include "transports/shm/process_watch.h"

@@ -8,9 +8,9 @@
 
 #include "src/base/error.h"
 #include "src/base/log.h"
-#include "transports/proxy/proxy.h"
 #include "transports/fifo_host.h"
 #include "transports/fifo_layout.h"
+#include "transports/proxy/proxy.h"
 #include "transports/ucx/ucx_worker.h"
 
 namespace ringcc {

@@ -28,8 +28,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "nccl.h"
 #include "kernels/connector_device.h"
+#include "nccl.h"
 #include "transports/host_mapped.h"
 #include "transports/transport.h"
 
