@@ -27,29 +27,20 @@
 // re-checks the counter, so no wake-up is lost. A device policy fences (__threadfence_system)
 // before its store and never wakes: host sleepers of GPU connections nap with a timeout.
 //
-// Protocols (kernels/connector_device.h), per call:
-//   Simple  recv: ready when tail is past our head, wrap-aware (tail is re-read only when the
-//           cached value is used up; it may lag behind our head right after an LL call, see
-//           tryLane); meta[slot].size must equal the slice (mismatched schedules are caught).
-//           send: free when our tail - head < nSlots (head re-read only when needed).
-//   Direct  as Simple, but a kStepByRef step whose elements lie in a user buffer (its output,
-//           or its input when it sends the input as it is) publishes a SlotRef to them instead
-//           of copying them, where the receiver declared it can read references
-//           (FifoControl::refKind). The receiver reads them through the pointer (kRefPointer)
-//           or with process_vm_readv (kRefProcess, host only; kRefMinBytes and up), or maps
-//           the sender's buffer and reads it in place (kRefMapped, host only; kRefMinBytes and
-//           up, only buffers from the sender's ncclMemAlloc: others are copied), or a
-//           network proxy sends them from there (kRefNetwork; kRefMinBytes and up), and its
-//           head moving past the slot releases them. Before the runner reports done, the
-//           sender waits until every reference it sent was released ("drain"), since the
-//           caller may reuse its buffers as soon as the operation returns. Receivers take both
-//           kinds of slot under Simple and Direct.
-//   LL      recv: ready when every line of the slot carries flag == epoch (slot number + 1);
-//           the receiver never reads tail (a blocked lane names it, at the slot number, for
-//           the executor to sleep on). send: as Simple; lines are written
-//           with their flags in one 8-byte store per {data, flag} pair, so a reader that sees
-//           the flag sees the data. Each side still publishes its counter: head frees slots,
-//           tail wakes sleepers.
+// Protocols, per call, each in a file of its own (the runner only dispatches):
+//   Simple  kernels/prims_simple.h: elements in the slots, size and signature in meta[slot]
+//           beside them; recv ready when tail is past our head; meta[slot].size must equal
+//           the slice (mismatched schedules are caught).
+//   Direct  kernels/prims_direct.h: as Simple, but a kStepByRef step whose elements lie in a
+//           user buffer publishes a SlotRef to them instead of copying them, where the
+//           receiver can read references; the sender drains them before it is done.
+//           Receivers take both kinds of slot under Simple and Direct.
+//   LL      kernels/prims_ll.h: recv ready when every line of the slot carries flag == epoch
+//           (slot number + 1); the receiver never reads tail (a blocked lane names it, at the
+//           slot number, for the executor to sleep on). Each side still publishes its counter:
+//           head frees slots, tail wakes sleepers.
+// Every protocol's send side is free when our tail - head < nSlots (head re-read only when
+// needed).
 //
 // Signatures: every slot carries the sender's OpSig (Simple and Direct: control->meta[slot]
 // .sig, beside its size, written before tail moves; LL: the slot's first kLlSigLines lines, flagged
@@ -70,92 +61,16 @@
 
 #include "kernels/connector_device.h"
 #include "kernels/device_clean.h"
+#include "kernels/prims_direct.h"
+#include "kernels/prims_ll.h"
+#include "kernels/prims_simple.h"
 #include "kernels/program.h"
 #include "kernels/red_op.h"
 #include "kernels/reduce_copy.h"
+#include "kernels/run_error.h"
 #include "nccl.h"
-#if !defined(__CUDA_ARCH__)
-#include "kernels/peer_read.h"
-#endif
 
 namespace ringcc {
-
-// Why a Program cannot run; decoded by runErrorText.
-enum RunError : uint8_t {
-  kRunOk = 0,
-  kRunErrTables,        // program tables exceed their bounds
-  kRunErrArgs,          // element size, slice or chunk of 0, or a slice of 2^31 bytes or more
-  kRunErrNoConnection,  // a port has no connection
-  kRunErrSlotsNotPow2,  // nSlots is not a power of two
-  kRunErrSlotTooSmall,  // the protocol's slots are smaller than a slice
-  kRunErrTooFewSlots,   // a ring chunk needs more slots than the connection has
-  kRunErrNoLl,          // LL asked for, but the connection has no LL memory
-  kRunErrSliceSize,     // a received Simple slot's size differs from the slice (mismatched calls)
-  kRunErrRefKind,       // a slot holds a reference this side cannot read
-  kRunErrRefRead,       // reading a reference from the peer's process failed
-  kRunErrMismatch,      // the sender of a slot made another call than this rank (mismatch())
-  kRunErrRing,          // the ring order table (RunArgs::ringRanks) is not the Program's
-};
-
-RINGCC_HOST_DEVICE inline const char* runErrorText(RunError e) {
-  switch (e) {
-    case kRunOk:
-      return "no error";
-    case kRunErrTables:
-      return "program tables exceed their bounds";
-    case kRunErrArgs:
-      return "element, slice or chunk size is 0 or too large";
-    case kRunErrNoConnection:
-      return "a port has no connection";
-    case kRunErrSlotsNotPow2:
-      return "connection nSlots is not a power of two";
-    case kRunErrSlotTooSmall:
-      return "connection slots are smaller than a slice";
-    case kRunErrTooFewSlots:
-      return "connection has fewer slots than a ring chunk needs";
-    case kRunErrNoLl:
-      return "the LL protocol was chosen but the connection has no LL memory";
-    case kRunErrSliceSize:
-      return "received slot size differs from the step's slice (mismatched calls on the ranks)";
-    case kRunErrRefKind:
-      return "received a reference to the sender's memory that this side cannot read";
-    case kRunErrRefRead:
-      return "reading the sender's memory (process_vm_readv, or mapping its buffer) failed";
-    case kRunErrMismatch:
-      return "the ranks made different calls (collective, count, datatype, op or root)";
-    case kRunErrRing:
-      return "the ring order given to the runner is not the one its Program was built for";
-  }
-  return "unknown runner error";
-}
-
-// LL: data bytes a slot of `llSlotBytes` carries.
-RINGCC_INLINE uint32_t llSlotData(uint32_t llSlotBytes) {
-  const uint32_t lines = llSlotBytes / kLlLineBytes;
-  return lines > kLlSigLines ? (lines - kLlSigLines) * kLlLineData : 0;
-}
-
-// Most data bytes of one LL slice. Bounds the runner's LL staging buffers.
-constexpr uint32_t kLlMaxSliceBytes = 8192;
-
-// Smallest slice sent by reference to another process: below it, a system call per slice
-// costs more than the copy it saves (docs/benchmarks.md). References within one process
-// have no such cost and no floor. The same floor for the network (kRefNetwork): a small
-// slice's copy costs little, and a reference holds the operation until the proxy's send of it
-// has completed.
-constexpr uint32_t kRefMinBytes = 16384;
-
-// How a host runner reaches a peer's shareable buffers (kRefMapped): supplied by the executor
-// that owns the mappings (the host engine hands in the shm transport's), so that kernels/ names
-// no transport. Null where references are never mapped (kernels, the simulator): a Mapped
-// reference is then copied by the sender, and refused by a receiver (kRunErrRefKind).
-struct PeerMapper {
-  // Whether [p, p + bytes) lies in one of this process's shareable buffers; its region if so.
-  bool (*findMappable)(const void* p, uint64_t bytes, RefRegion* region);
-  // Where the sender `pid`'s region is mapped in this process (mapped on first use); null if
-  // it cannot be.
-  const char* (*mapPeerRegion)(int pid, const RefRegion& region);
-};
 
 struct RunArgs {
   const Program* program;
@@ -292,9 +207,8 @@ class ProgramRunner {
     nDone_ = 0;
     cursor_ = 0;
     started_ = false;
-    draining_ = false;
-    drainPort_ = kNoPort;
-    for (int i = 0; i < args_.program->nPorts; i++) refOut_[i] = 0;
+    refs_.reset(args_.program->nPorts);
+    refCache_.clear();
     for (int i = 0; i < args_.program->nLanes; i++) {
       LaneState& st = lanes_[i];
       st.sig.count = st.geo.total;
@@ -318,13 +232,13 @@ class ProgramRunner {
   }
 
   // Every lane finished and every reference sent was released.
-  RINGCC_HOST_DEVICE bool done() const { return lanesDone() && !draining_; }
+  RINGCC_HOST_DEVICE bool done() const { return lanesDone() && !refs_.draining(); }
 
   // Every lane finished; references may still be out (draining).
   RINGCC_HOST_DEVICE bool lanesDone() const { return nDone_ == args_.program->nLanes; }
 
   // While draining: the send port whose references are still out, else kNoPort.
-  RINGCC_HOST_DEVICE uint8_t drainPort() const { return draining_ ? drainPort_ : kNoPort; }
+  RINGCC_HOST_DEVICE uint8_t drainPort() const { return refs_.drainPort(); }
 
   // Phase 1 (one worker): the next slice that can move now. kRunReady fills *s; kRunBlocked
   // means every open lane was tried and waits (laneStatus tells on what); kRunDone, or
@@ -333,7 +247,7 @@ class ProgramRunner {
   RINGCC_HOST_DEVICE RunStatus acquire(Sync& sync, Slice* s, RunError* error) {
     const Program& g = *args_.program;
     if (!started_) start(sync);
-    if (lanesDone()) return drain(sync) ? kRunDone : kRunBlocked;
+    if (lanesDone()) return refs_.drain(sync, args_.ports, g.nPorts) ? kRunDone : kRunBlocked;
     for (int tries = 0; tries < g.nLanes; tries++) {
       const int i = cursor_;
       LaneState& st = lanes_[i];
@@ -382,9 +296,13 @@ class ProgramRunner {
     void* send = nullptr;
 #if !defined(__CUDA_ARCH__)
     if (s.peerPid != 0) {
-      send = s.send ? (char*)s.send + lo * es : nullptr;
-      return reduceCopyFromProcess(s, (uint64_t)(uintptr_t)s.peer + lo * es, local, out,
-                                   (char*)send, n64);
+      const bool post = s.post != 0, noPre = s.noPre != 0;
+      return reduceCopyFromProcess(
+          s.peerPid, (uint64_t)(uintptr_t)s.peer + lo * es, es, local, out,
+          s.send ? (char*)s.send + lo * es : nullptr, n64, post,
+          [&](const void* l, const void* p, void* o, void* snd, uint64_t k) {
+            reduceCopyRange(l, p, o, snd, k, post, noPre);
+          });
     }
 #endif
     const void* peer = nullptr;
@@ -422,20 +340,12 @@ class ProgramRunner {
       if (s.sendRef) {
         ((SlotRef*)s.refSlot)->addr = (uint64_t)(uintptr_t)s.sendRef;
         size |= kSlotRefBit;
-        refOut_[s.sendPort] = 1;
-        refEnd_[s.sendPort] = c + 1;
-        draining_ = true;
+        refs_.sent(s.sendPort, c);
       }
-      const uint32_t slot = c & (v.nSlots - 1);
-      const OpSig& sig = laneSig(s.lane);
-      if (args_.protocol == kProtoLL) {
-        llPack((LlLine*)(v.llSlots + (size_t)slot * v.llSlotBytes), 0, sizeof(OpSig),
-               (const char*)&sig, c + 1);
-      } else {
-        SlotMeta& meta = v.control->meta[slot];
-        meta.size = size;
-        meta.sig = sig;
-      }
+      if (args_.protocol == kProtoLL)
+        llSign(v, c, laneSig(s.lane));
+      else
+        simpleSign(v, c, size, laneSig(s.lane));
       counter_[s.sendPort] = c + 1;
       sync.publish(&v.control->tail, c + 1);
       if (v.doorbell) sync.publish(v.doorbell, c + 1);
@@ -473,8 +383,8 @@ class ProgramRunner {
     r.done = done();
     r.progressed = r.slices > 0 || nDone_ != doneBefore;
     if (st == kRunBlocked && lanesDone()) {  // draining: waits for a reference's release
-      r.waitOn = drainWaitOn_;
-      r.waitValue = drainWaitValue_;
+      r.waitOn = refs_.waitOn();
+      r.waitValue = refs_.waitValue();
       r.nBlocked = 1;
     } else if (st == kRunBlocked) {  // every open lane was tried: the waits are current
       const Program& g = *args_.program;
@@ -622,45 +532,31 @@ class ProgramRunner {
     if (s.flags & kStepRecv) {
       const ConnectorView& v = args_.ports[s.recvPort];
       const uint32_t c = counter_[s.recvPort];
-      const uint32_t slot = c & (v.nSlots - 1);
       if (ll) {
-        const LlLine* lines = (const LlLine*)(v.llSlots + (size_t)slot * v.llSlotBytes);
-        const uint32_t withSig = bytes + (uint32_t)sizeof(OpSig);
         // Not there yet: blocked on tail at c, the value it keeps until this slot is
         // published. Tail itself is not read while polling: the sender's store to it (a full
         // barrier on the host) would wait for this poll's copy of its cache line on every
         // message. A tail already past c while the lines stay unready (a mismatched call
         // wrote fewer) is the waiting executor's to notice (src/exec/host_engine.cc).
-        if (!llReady(lines, withSig, c + 1))
-          return block(st, kLaneWaitRecv, s.recvPort, &v.control->tail, c);
         OpSig sig;
-        llUnpack(lines, 0, sizeof(OpSig), (char*)&sig);
+        const LlLine* data = llReceive(v, c, bytes, &sig);
+        if (!data) return block(st, kLaneWaitRecv, s.recvPort, &v.control->tail, c);
         if (!checkSig(i, sig, s.recvPort, error)) return kRunError;
-        w.peer = lines + kLlSigLines;
+        w.peer = data;
       } else {
-        // Filled only if tail is past c, not merely different from it: tail may lag behind
-        // our head. An LL receive takes a slot by its lines' flags, so a receiver can finish
-        // an LL call (head c) before the sender's store of tail c reaches it (a sender
-        // preempted between its lines and that store, say); a Simple or Direct call right
-        // after on the same connection then reads tail c - 1, and taking "tail != head" for a
-        // filled slot read slot c's stale size and signature (a rare mismatch under TSan, or
-        // stale data had the old signature been this call's).
-        if (!counterReached(seen_[s.recvPort], c + 1)) {
-          seen_[s.recvPort] = sync.load(&v.control->tail.value);
-          if (!counterReached(seen_[s.recvPort], c + 1))
-            return block(st, kLaneWaitRecv, s.recvPort, &v.control->tail, seen_[s.recvPort]);
-        }
-        const SlotMeta& meta = v.control->meta[slot];
+        if (!simpleFilled(sync, v, c, &seen_[s.recvPort]))
+          return block(st, kLaneWaitRecv, s.recvPort, &v.control->tail, seen_[s.recvPort]);
+        const SlotMeta& meta = simpleMeta(v, c);
         if (!checkSig(i, meta.sig, s.recvPort, error)) return kRunError;
         const uint32_t size = meta.size;
         if ((size & ~kSlotRefBit) != bytes) {
           *error = kRunErrSliceSize;
           return kRunError;
         }
-        char* data = v.slots + (size_t)slot * v.slotBytes;
+        char* data = simpleSlot(v, c);
         w.peer = data;
         if (size & kSlotRefBit) {
-          *error = takeRef(v, (const SlotRef*)data, &w);
+          *error = takeRef(v, (const SlotRef*)data, args_.mapper, refCache_, &w.peer, &w.peerPid);
           if (*error != kRunOk) return kRunError;
         }
       }
@@ -674,17 +570,12 @@ class ProgramRunner {
         if (c - seen_[s.sendPort] >= v.nSlots)
           return block(st, kLaneWaitSend, s.sendPort, &v.control->head, seen_[s.sendPort]);
       }
-      const uint32_t slot = c & (v.nSlots - 1);
-      w.send = ll ? v.llSlots + (size_t)slot * v.llSlotBytes + kLlSigLines * kLlLineBytes
-                  : v.slots + (size_t)slot * v.slotBytes;
+      w.send = ll ? (void*)llSendData(v, c) : (void*)simpleSlot(v, c);
       w.sendEpoch = c + 1;
       w.sendPort = s.sendPort;
       if (args_.protocol == kProtoDirect && (s.flags & kStepByRef)) {
         sendKind = sync.load(&v.control->refKind);
-        if (sendKind == kRefPointer ||
-            ((sendKind == kRefProcess || sendKind == kRefNetwork || sendKind == kRefMapped) &&
-             bytes >= kRefMinBytes))
-          w.refSlot = w.send;  // decided below, once the buffers are known
+        if (refWorthIt(sendKind, bytes)) w.refSlot = w.send;  // decided below, once the buffers are known
       }
     }
     const uint64_t at = st.stepDone * es;
@@ -709,8 +600,7 @@ class ProgramRunner {
       // Mapped references reach only the sender's shareable buffers (ncclMemAlloc); the
       // receiver gets the region with the address, to map it.
       if (w.sendRef && sendKind == kRefMapped &&
-          !(args_.mapper &&
-            args_.mapper->findMappable(w.sendRef, bytes, &((SlotRef*)w.refSlot)->region)))
+          !refCache_.find(args_.mapper, w.sendRef, bytes, &((SlotRef*)w.refSlot)->region))
         w.sendRef = nullptr;
 #endif
       if (w.sendRef)
@@ -738,71 +628,6 @@ class ProgramRunner {
     return false;
   }
 
-  // A received SlotRef: where the sender's elements are, and how to read them.
-  RINGCC_HOST_DEVICE RunError takeRef(const ConnectorView& v, const SlotRef* ref, Slice* w) {
-    w->peer = (const void*)(uintptr_t)ref->addr;
-    const uint32_t kind = v.control->refKind;  // this side's own word
-    if (kind == kRefPointer) return kRunOk;
-#if !defined(__CUDA_ARCH__)
-    if (kind == kRefProcess && v.refPid > 0) {
-      w->peerPid = v.refPid;
-      return kRunOk;
-    }
-    if (kind == kRefMapped && v.refPid > 0 && args_.mapper) {
-      const char* base = args_.mapper->mapPeerRegion(v.refPid, ref->region);
-      if (!base || ref->addr < ref->region.base) return kRunErrRefRead;
-      w->peer = base + (ref->addr - ref->region.base);
-      return kRunOk;
-    }
-#endif
-    return kRunErrRefKind;
-  }
-
-  // True once every reference this runner sent was released (the receiver's head passed it);
-  // else remembers the first counter still waited on.
-  template <class Sync>
-  RINGCC_HOST_DEVICE bool drain(Sync& sync) {
-    if (!draining_) return true;
-    const Program& g = *args_.program;
-    for (int i = 0; i < g.nPorts; i++) {
-      if (!refOut_[i]) continue;
-      FifoCounter* head = &args_.ports[i].control->head;
-      const uint32_t h = sync.load(&head->value);
-      if (!counterReached(h, refEnd_[i])) {
-        drainPort_ = (uint8_t)i;
-        drainWaitOn_ = head;
-        drainWaitValue_ = h;
-        return false;
-      }
-      refOut_[i] = 0;
-    }
-    draining_ = false;
-    drainPort_ = kNoPort;
-    return true;
-  }
-
-#if !defined(__CUDA_ARCH__)
-  // A share of a slice whose received elements lie in another process (kRefProcess): a copy
-  // reads them straight into the output; anything else stages them through a small buffer
-  // that stays in cache, so they cross memory once.
-  RunError reduceCopyFromProcess(const Slice& s, uint64_t from, const char* local, char* out,
-                                 char* send, uint64_t n) {
-    const uint32_t es = args_.elemSize;
-    if (!local && !send && out && !s.post)
-      return peerRead(s.peerPid, from, out, n * es) ? kRunOk : kRunErrRefRead;
-    char* stage = peerReadStage();
-    if (!stage) return kRunErrRefRead;
-    const uint64_t per = kPeerReadStageBytes / es;
-    for (uint64_t at = 0; at < n; at += per) {
-      const uint64_t k = n - at < per ? n - at : per;
-      if (!peerRead(s.peerPid, from + at * es, stage, k * es)) return kRunErrRefRead;
-      reduceCopyRange(local ? local + at * es : nullptr, stage, out ? out + at * es : nullptr,
-                      send ? send + at * es : nullptr, k, s.post != 0, s.noPre != 0);
-    }
-    return kRunOk;
-  }
-#endif
-
   RINGCC_INLINE RunStatus block(LaneState& st, uint8_t wait, uint8_t port, FifoCounter* c,
                                 uint32_t seen) {
     st.wait = wait;
@@ -825,69 +650,6 @@ class ProgramRunner {
 #endif
   }
 
-  // ---- LL lines: 8 data bytes per 16-byte line, a flag beside each 4 ------------------------
-
-  RINGCC_INLINE static uint64_t loadHalf(const uint32_t* p) {
-#if defined(__CUDA_ARCH__)
-    return *(const volatile uint64_t*)p;
-#else
-    return __atomic_load_n((const uint64_t*)p, __ATOMIC_RELAXED);
-#endif
-  }
-
-  RINGCC_INLINE static void storeHalf(uint32_t* p, uint32_t data, uint32_t flag) {
-    uint64_t v = (uint64_t)data | ((uint64_t)flag << 32);
-#if defined(__CUDA_ARCH__)
-    *(volatile uint64_t*)p = v;
-#else
-    __atomic_store_n((uint64_t*)p, v, __ATOMIC_RELAXED);
-#endif
-  }
-
-  // Every line holding one of `bytes` data bytes carries `epoch` in both flags.
-  RINGCC_HOST_DEVICE static bool llReady(const LlLine* lines, uint32_t bytes, uint32_t epoch) {
-    const uint32_t n = (bytes + kLlLineData - 1) / kLlLineData;
-    for (uint32_t i = 0; i < n; i++) {
-      if ((uint32_t)(loadHalf(&lines[i].data0) >> 32) != epoch) return false;
-      if ((uint32_t)(loadHalf(&lines[i].data1) >> 32) != epoch) return false;
-    }
-    return true;
-  }
-
-  // Data bytes [from, from + bytes) of a slot's lines into dst (from is a multiple of 8; dst
-  // 4-byte aligned): whole lines as two 4-byte words, a partial last line byte by byte.
-  RINGCC_HOST_DEVICE static void llUnpack(const LlLine* lines, uint64_t from, uint64_t bytes,
-                                          char* dst) {
-    const LlLine* l = &lines[from / kLlLineData];
-    uint32_t* d = (uint32_t*)dst;
-    const uint64_t whole = bytes / kLlLineData;
-    for (uint64_t i = 0; i < whole; i++) {
-      d[2 * i] = (uint32_t)loadHalf(&l[i].data0);
-      d[2 * i + 1] = (uint32_t)loadHalf(&l[i].data1);
-    }
-    if (uint64_t rest = bytes - whole * kLlLineData) {
-      uint32_t buf[2] = {(uint32_t)loadHalf(&l[whole].data0), (uint32_t)loadHalf(&l[whole].data1)};
-      __builtin_memcpy(dst + whole * kLlLineData, buf, rest);
-    }
-  }
-
-  RINGCC_HOST_DEVICE static void llPack(LlLine* lines, uint64_t from, uint64_t bytes,
-                                        const char* src, uint32_t epoch) {
-    LlLine* l = &lines[from / kLlLineData];
-    const uint32_t* s = (const uint32_t*)src;
-    const uint64_t whole = bytes / kLlLineData;
-    for (uint64_t i = 0; i < whole; i++) {
-      storeHalf(&l[i].data0, s[2 * i], epoch);
-      storeHalf(&l[i].data1, s[2 * i + 1], epoch);
-    }
-    if (uint64_t rest = bytes - whole * kLlLineData) {
-      uint32_t buf[2] = {0, 0};
-      __builtin_memcpy(buf, src + whole * kLlLineData, rest);
-      storeHalf(&l[whole].data0, buf[0], epoch);
-      storeHalf(&l[whole].data1, buf[1], epoch);
-    }
-  }
-
   RunArgs args_ = {};
   RedOp opNoPre_ = {};  // args_.op without pre (restart)
 #if !defined(__CUDA_ARCH__)
@@ -899,12 +661,8 @@ class ProgramRunner {
   OpSig mismatchGot_ = {};  // kRunErrMismatch: the sender's call ...
   uint16_t mismatchLane_ = 0;
   uint8_t mismatchPort_ = kNoPort;  // ... and where it came from
-  bool draining_ = false;           // references are out: wait for their release before done
-  uint8_t drainPort_ = kNoPort;
-  FifoCounter* drainWaitOn_ = nullptr;
-  uint32_t drainWaitValue_ = 0;
-  uint8_t refOut_[kMaxPorts];    // a reference was sent on this port in this run ...
-  uint32_t refEnd_[kMaxPorts];   // ... and the head value that releases the last one
+  RefTracker refs_;           // Direct: references sent and not yet released
+  MappedRefCache refCache_;  // Direct: the mapper's last answers, for this operation
   uint32_t counter_[kMaxPorts];  // next slot number: tail of a send port, head of a recv port
   uint32_t seen_[kMaxPorts];     // the peer's counter as last read: head (send), tail (recv)
   LaneState lanes_[kMaxLanes];
