@@ -630,7 +630,7 @@ class ProgramRunner {
         // published. Tail itself is not read while polling: the sender's store to it (a full
         // barrier on the host) would wait for this poll's copy of its cache line on every
         // message. A tail already past c while the lines stay unready (a mismatched call
-        // wrote fewer) is the waiting executor's to notice (src/exec/host_engine.cc).
+        // wrote fewer) is the waiting executor's to notice (src/exec/wait_policy.cc).
         if (!llReady(lines, withSig, c + 1))
           return block(st, kLaneWaitRecv, s.recvPort, &v.control->tail, c);
         OpSig sig;
