@@ -537,7 +537,7 @@ class ProgramRunner {
         // published. Tail itself is not read while polling: the sender's store to it (a full
         // barrier on the host) would wait for this poll's copy of its cache line on every
         // message. A tail already past c while the lines stay unready (a mismatched call
-        // wrote fewer) is the waiting executor's to notice (src/exec/host_engine.cc).
+        // wrote fewer) is the waiting executor's to notice (src/exec/wait_policy.cc).
         OpSig sig;
         const LlLine* data = llReceive(v, c, bytes, &sig);
         if (!data) return block(st, kLaneWaitRecv, s.recvPort, &v.control->tail, c);

@@ -1,8 +1,5 @@
 #include "src/exec/host_engine.h"
 
-#include <sched.h>
-#include <unistd.h>
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -16,6 +13,7 @@
 #include "src/core/comm.h"
 #include "src/exec/engine_setup.h"
 #include "src/exec/host_sync.h"
+#include "src/exec/wait_policy.h"
 #include "src/monitor/hang_watcher.h"
 #include "src/plan/op_sig.h"
 #include "src/plan/ring_order.h"
@@ -31,42 +29,10 @@ using Clock = std::chrono::steady_clock;
 // The runners reach peers' ncclMemAlloc buffers (kRefMapped) through the shm transport's table.
 const PeerMapper kShmMapper{&findMappable, &mapPeerRegion};
 
-// Idle polls of the runners before the engine starts yielding the core between polls, when
-// this host has a core for every rank of the communicator on it: the peer runs meanwhile, and
-// a yield only adds a system call to noticing its data. With more local ranks than cores the
-// peer we wait for may need our core, so the engine yields from the first idle poll
-// (measured: 4 ranks on 2 cores, 8 B all-reduce ~9-12 us with 32 polls, ~5-9 us with none).
-constexpr int kPollsBeforeYield = 32;
-
 // How long a rank whose network peer closed mid-operation waits for that peer's call told
 // over the bootstrap (src/exec/call_watch.h) before it reports the close: a mismatch found
 // by the peer is then named as one, not as a peer that left.
 constexpr auto kToldCallGrace = std::chrono::milliseconds(200);
-
-// Slow rounds (past NCCL_SPIN_COUNT) on which the counter a lane waits on had already moved
-// past the value it named, before the engine naps on the counter's current value instead
-// (runJobs). One or two such rounds are a publish racing the poll; more mean the lane waits
-// for something else.
-constexpr int kStaleNaps = 8;
-
-// Whether ranks of `comm` outnumber the cores they can run on: this process's ranks against the
-// cores it may use (its affinity), or this host's ranks against the host's cores. A process
-// bound to one core (ringcc-run and mpirun bind each process to its share of the cores) with
-// one rank is not oversubscribed, even though the host's other ranks are not in its mask.
-// (A container limited to fewer cores than the host has counts the host's: its ranks then poll
-// kPollsBeforeYield times before they yield, a fraction of a microsecond per wait.)
-bool oversubscribed(const ncclComm* comm) {
-  const PeerInfo& self = comm->peers[comm->rank];
-  int onHost = 0, inProcess = 0;
-  for (const PeerInfo& p : comm->peers) {
-    onHost += sameHost(p, self) ? 1 : 0;
-    inProcess += sameProcess(p, self) ? 1 : 0;
-  }
-  cpu_set_t set;
-  const int mine = sched_getaffinity(0, sizeof(set), &set) == 0 ? CPU_COUNT(&set) : 1;
-  const long online = sysconf(_SC_NPROCESSORS_ONLN);
-  return inProcess > mine || onHost > std::max<long>(online, mine);
-}
 
 int64_t positive(const char* name) { return std::max<int64_t>(1, paramInt(name)); }
 
@@ -83,8 +49,7 @@ bool everyRankRuns(std::span<const CollArgs> ops) {
 HostEngine::HostEngine(ncclComm* comm)
     : comm_(comm),
       params_{static_cast<int>(positive("SPIN_COUNT")),
-              std::chrono::milliseconds(positive("TIMEOUT")),
-              oversubscribed(comm) ? 0 : kPollsBeforeYield},
+              std::chrono::milliseconds(positive("TIMEOUT")), pollsBeforeYield(comm)},
       conns_(comm),
       watch_(*comm->bootstrap),
       planner_(planContext(comm, conns_)),
@@ -274,6 +239,11 @@ void HostEngine::queueJobs() {
   head_.resize(nChannels);
 }
 
+// Shaped so that the rounds themselves stay here and nothing else does: advancing the runners
+// is the hot path (every round of a small operation, which usually needs no wait at all), so
+// it is inline in this loop; what follows a round in which nothing moved is in WaitPolicy
+// (spin, yield, nap: src/exec/wait_policy.h) and in stalledRound and gonePeerRound (peer
+// checks, mismatches, the deadline), which run only once the loop has gone idle.
 ncclResult_t HostEngine::runJobs() {
   std::vector<std::vector<Bound*>>& queues = queues_;
   std::vector<size_t>& head = head_;
@@ -284,20 +254,12 @@ ncclResult_t HostEngine::runJobs() {
   else
     std::fill(head.begin(), head.end(), 0);
 
-  // The clock is read only once the loop has gone idle, not on every round.
-  Clock::time_point lastProgress{}, lastPeerCheck{};
-  int idleRounds = 0;
-  Clock::time_point spinStart{};  // when the current spin started yielding (read lazily)
-  GonePeer gone;
-  Clock::time_point goneAt{};  // when `gone` was found
+  WaitPolicy wait(params_.spinCount, params_.pollsBeforeYield);
+  Stall stall;  // the clock is read only once the loop has gone idle, not on every round
   HostSync sync;
-  int staleNaps = 0;  // slow rounds whose counter had moved past the value waited for
-
   while (true) {
     bool allDone = true, progressed = false;
-    FifoCounter* waitOn = nullptr;
-    uint32_t waitValue = 0;
-    int blocked = 0;
+    Waited waited;
     for (int c = 0; c < nChannels; ++c) {
       while (head[c] < queues[c].size()) {
         Bound* b = queues[c][head[c]];
@@ -305,9 +267,9 @@ ncclResult_t HostEngine::runJobs() {
         if (r.error != kRunOk) return runFailed(*b, r.error);
         progressed |= r.progressed;
         if (!r.done) {
-          if (r.waitOn && blocked++ == 0) {
-            waitOn = r.waitOn;
-            waitValue = r.waitValue;
+          if (r.waitOn && waited.blocked++ == 0) {
+            waited.counter = r.waitOn;
+            waited.value = r.waitValue;
           }
           break;
         }
@@ -320,99 +282,90 @@ ncclResult_t HostEngine::runJobs() {
 
     if (stopRequested()) return stopped("running");
     if (progressed) {
-      idleRounds = 0;
-      staleNaps = 0;
-      spinStart = Clock::time_point{};
-      gone = GonePeer{};
+      wait.progressed();
+      stall.gone = GonePeer{};
       continue;
     }
-    if (gone.conn &&
-        std::atomic_ref<uint32_t>(gone.conn->view().control->failReason).load() == kFailMismatch)
-      return failPeer(ncclInvalidUsage, gone.conn->peerRank(), gone.bound->job->name,
-                      "rank %d found that the ranks made different calls (its WARN names both) "
-                      "and closed its connections",
-                      gone.conn->peerRank());
-    if (gone.conn && gone.conn->needsProgress()) {
-      // A network peer that found a mismatch told us its call before it closed (runBatch):
-      // wait a moment for that message, which takes another socket than the close.
-      watch_.expect(batchSeq_, batchSig(batchOps_));
-      RINGCC_CHECK(findToldMismatch(/*tellBack=*/false));
-      if (Clock::now() - goneAt < kToldCallGrace) {
-        std::this_thread::sleep_for(std::chrono::milliseconds(1));
-        continue;
-      }
-    }
-    if (gone.conn)  // still stuck one round after it left: nothing more can come
-      return failPeer(ncclRemoteError, gone.conn->peerRank(), gone.bound->job->name,
-                      "channel %d: peer %s its connection mid-operation", gone.bound->job->channel,
-                      gone.state == PeerState::Dead ? "died and left" : "closed");
-    if (++idleRounds < params_.spinCount) {
-      // Give the core away between polls: on a machine with more ranks than cores the peer
-      // we wait for may need it; on an idle core sched_yield returns at once.
-      if (idleRounds > params_.pollsBeforeYield) {
-        sched_yield();
-        // On a loaded machine one yield can take milliseconds: the spin is bounded in time
-        // too, so that peer checks and the deadline start within ~2 ms whatever the load.
-        if (idleRounds % 64 == 0) {
-          const auto now = Clock::now();
-          if (spinStart == Clock::time_point{})
-            spinStart = now;
-          else if (now - spinStart > std::chrono::milliseconds(2))
-            idleRounds = params_.spinCount - 1;  // the next idle round takes the slow path
-        }
-      }
+    if (stall.gone.conn) {
+      RINGCC_CHECK(gonePeerRound(stall));
       continue;
     }
+    if (wait.spin()) continue;
+    RINGCC_CHECK(stalledRound(wait, stall, waited));
+  }
+}
 
-    // Nobody moved for a while: look at the peers we wait on and the deadline, then nap.
-    auto now = Clock::now();
-    if (const uint32_t asked = comm_->calls.lanesAsked(); asked != lanesAnswered_) {
-      lanesAnswered_ = asked;  // a hang report (src/trace/hang_report.h) wants our lanes
-      reportStuck();
-    }
-    if (idleRounds == params_.spinCount) {
-      lastProgress = lastPeerCheck = now;
-      // Stuck for a while: tell every peer which call we are in, in case mismatched calls
-      // leave both sides waiting (findMismatchedPeer). Only here, off the fast path: a peer
-      // looks at it only when it is stuck too.
-      batchSig_ = batchSig(batchOps_);
-      conns_.forEach([&](const Connector& c) { postCall(c, batchSeq_, batchSig_); });
-      // A network connection's posted call stays in this host's memory: its peer is told
-      // over the bootstrap instead (src/exec/call_watch.h), and told calls are compared too.
-      watch_.expect(batchSeq_, batchSig_);
-      if (batchSig_.coll != kSigGroup) tellNetworkPeers();
-    }
-    if (now - lastPeerCheck > std::chrono::milliseconds(20)) {
-      lastPeerCheck = now;
-      gone = findGonePeer();
-      // Look once more before failing: what the peer sent before it left still counts.
-      if (gone.conn) {
-        goneAt = now;
-        continue;
-      }
-      RINGCC_CHECK(findMismatchedPeer());
-      RINGCC_CHECK(findToldMismatch(/*tellBack=*/true));
-    }
-    if (now - lastProgress > params_.timeout) {
-      const std::string first = reportStuck();
-      reportHangNow(comm_);  // every rank's state, so that the rank everyone waits for is named
-      return fail(ncclRemoteError, "collective",
-                  "no progress for %lld ms (NCCL_TIMEOUT): %s (every waiting lane and a hang "
-                  "report naming where each rank is are logged, unless NCCL_DEBUG=VERSION)",
-                  static_cast<long long>(params_.timeout.count()), first.c_str());
-    }
-    // Sleep on one counter we wait for; with several blocked lanes the nap is shorter,
-    // since the one that moves first may be another. An LL receiver names tail at the slot
-    // it waits for without reading it (kernels/prims.h), so the nap returns at once if tail
-    // moved meanwhile, and the next round finds the lines. If tail is past that value round
-    // after round, the lines it announced are not coming (a mismatched call wrote fewer):
-    // nap on its current value rather than spin until the mismatch is found.
-    if (waitOn) {
-      uint32_t value = waitValue;
-      if (loadCounter(waitOn) != value && ++staleNaps > kStaleNaps) value = loadCounter(waitOn);
-      napOnCounter(waitOn, value, blocked > 1 ? 200 : 1000);
+ncclResult_t HostEngine::gonePeerRound(const Stall& stall) {
+  const GonePeer& gone = stall.gone;
+  if (std::atomic_ref<uint32_t>(gone.conn->view().control->failReason).load() == kFailMismatch)
+    return failPeer(ncclInvalidUsage, gone.conn->peerRank(), gone.bound->job->name,
+                    "rank %d found that the ranks made different calls (its WARN names both) "
+                    "and closed its connections",
+                    gone.conn->peerRank());
+  if (gone.conn->needsProgress()) {
+    // A network peer that found a mismatch told us its call before it closed (runBatch):
+    // wait a moment for that message, which takes another socket than the close.
+    watch_.expect(batchSeq_, batchSig(batchOps_));
+    RINGCC_CHECK(findToldMismatch(/*tellBack=*/false));
+    if (Clock::now() - stall.goneAt < kToldCallGrace) {
+      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+      return ncclSuccess;
     }
   }
+  // Still stuck one round after it left: nothing more can come.
+  return failPeer(ncclRemoteError, gone.conn->peerRank(), gone.bound->job->name,
+                  "channel %d: peer %s its connection mid-operation", gone.bound->job->channel,
+                  gone.state == PeerState::Dead ? "died and left" : "closed");
+}
+
+ncclResult_t HostEngine::stalledRound(WaitPolicy& wait, Stall& stall, const Waited& waited) {
+  // Nobody moved for a while: look at the peers we wait on and the deadline, then nap.
+  const auto now = Clock::now();
+  if (const uint32_t asked = comm_->calls.lanesAsked(); asked != lanesAnswered_) {
+    lanesAnswered_ = asked;  // a hang report (src/trace/hang_report.h) wants our lanes
+    reportStuck();
+  }
+  if (wait.stallStarts()) {
+    stall.lastProgress = stall.lastPeerCheck = now;
+    postStuckCall();
+  }
+  if (now - stall.lastPeerCheck > std::chrono::milliseconds(20)) {
+    stall.lastPeerCheck = now;
+    stall.gone = findGonePeer();
+    // Look once more before failing: what the peer sent before it left still counts.
+    if (stall.gone.conn) {
+      stall.goneAt = now;
+      return ncclSuccess;
+    }
+    RINGCC_CHECK(findMismatchedPeer());
+    RINGCC_CHECK(findToldMismatch(/*tellBack=*/true));
+  }
+  if (now - stall.lastProgress > params_.timeout) return timedOut();
+  // Sleep on one counter we wait for; with several blocked lanes the nap is shorter, since the
+  // one that moves first may be another.
+  if (waited.counter) wait.nap(waited.counter, waited.value, waited.blocked > 1 ? 200 : 1000);
+  return ncclSuccess;
+}
+
+void HostEngine::postStuckCall() {
+  // Tell every peer which call we are in, in case mismatched calls leave both sides waiting
+  // (findMismatchedPeer). Only once stuck, off the fast path: a peer looks at it only when it
+  // is stuck too.
+  batchSig_ = batchSig(batchOps_);
+  conns_.forEach([&](const Connector& c) { postCall(c, batchSeq_, batchSig_); });
+  // A network connection's posted call stays in this host's memory: its peer is told over the
+  // bootstrap instead (src/exec/call_watch.h), and told calls are compared too.
+  watch_.expect(batchSeq_, batchSig_);
+  if (batchSig_.coll != kSigGroup) tellNetworkPeers();
+}
+
+ncclResult_t HostEngine::timedOut() const {
+  const std::string first = reportStuck();
+  reportHangNow(comm_);  // every rank's state, so that the rank everyone waits for is named
+  return fail(ncclRemoteError, "collective",
+              "no progress for %lld ms (NCCL_TIMEOUT): %s (every waiting lane and a hang "
+              "report naming where each rank is are logged, unless NCCL_DEBUG=VERSION)",
+              static_cast<long long>(params_.timeout.count()), first.c_str());
 }
 
 ncclResult_t HostEngine::findMismatchedPeer() {

@@ -8,9 +8,9 @@
 //      non-blocking ProgramRunner::advance() calls from one thread. When no runner can move,
 //      the thread spins NCCL_SPIN_COUNT rounds (yielding the core after a few), then sleeps on
 //      a counter it waits for (futex), waking at least every millisecond to notice aborts,
-//      dead peers and the NCCL_TIMEOUT deadline. A peer counts as gone (ncclRemoteError) only
-//      if a lane is blocked on its connection and is still blocked one round after the peer
-//      was seen to leave.
+//      dead peers and the NCCL_TIMEOUT deadline (src/exec/wait_policy.h). A peer counts as
+//      gone (ncclRemoteError) only if a lane is blocked on its connection and is still
+//      blocked one round after the peer was seen to leave.
 // A batch enqueued `inline` runs on the caller's thread inside enqueue(); any other batch is
 // handed to the engine's own thread, which exists for the communicator's life and sleeps
 // between batches. Batch after batch, only one thread at a time drives the engine.
@@ -37,6 +37,8 @@
 #include "src/trace/trace.h"
 
 namespace ringcc {
+
+class WaitPolicy;
 
 class HostEngine final : public CommEngine {
  public:
@@ -71,6 +73,19 @@ class HostEngine final : public CommEngine {
     std::chrono::milliseconds timeout;
     int pollsBeforeYield;  // idle polls before yielding the core (0 with more ranks than cores)
   };
+  // The counter a round's first blocked lane waits on, and how many lanes were blocked.
+  struct Waited {
+    FifoCounter* counter = nullptr;
+    uint32_t value = 0;
+    int blocked = 0;
+  };
+  // Where runJobs stands once it has stalled: when the stall began and the peers were last
+  // looked at, and a peer found gone (with when), which fails the batch a round later.
+  struct Stall {
+    std::chrono::steady_clock::time_point lastProgress{}, lastPeerCheck{};
+    GonePeer gone;
+    std::chrono::steady_clock::time_point goneAt{};
+  };
 
   ncclResult_t runBatch(std::span<const CollArgs> ops);
   // RINGCC_TRACE: one record per operation of the batch that just ran.
@@ -83,6 +98,19 @@ class HostEngine final : public CommEngine {
   // Sorts the bound jobs into per-channel queues (kept while the plan is reused).
   void queueJobs();
   ncclResult_t runJobs();
+  // A round of runJobs past the spin (WaitPolicy::spin): answers hang reports, posts our call
+  // when the stall starts, every 20 ms looks for gone and mismatched peers, fails at
+  // NCCL_TIMEOUT, else naps on `waited`.
+  ncclResult_t stalledRound(WaitPolicy& wait, Stall& stall, const Waited& waited);
+  // A round after stalledRound found a peer gone and nothing moved since: the error (a
+  // mismatch that peer found, else its leaving), or for a network peer a 1 ms wait for the
+  // call it may have told, up to kToldCallGrace.
+  ncclResult_t gonePeerRound(const Stall& stall);
+  // Posts this batch's call on every connection and tells it to network peers (the stall
+  // just started), so that peers stuck in another call can name the mismatch.
+  void postStuckCall();
+  // The NCCL_TIMEOUT error, after logging every waiting lane and asking for a hang report.
+  ncclResult_t timedOut() const;
   // The error of a runner that cannot go on: a mismatch between the ranks' calls is the
   // user's (ncclInvalidUsage), an unreadable peer buffer the peer's (ncclRemoteError).
   ncclResult_t runFailed(const Bound& b, RunError e);
