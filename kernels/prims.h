@@ -86,11 +86,10 @@ struct RunArgs {
   uint32_t channel;            // ... and this runner's channel
   uint64_t sliceElems;         // elements per slot of this protocol
   uint64_t chunkElems;         // most elements a ring step moves per loop
-  // This call as its peers must have made it too (OpSig without the count, which the runner
-  // takes from each lane): every slot carries the sender's, every receiver checks it.
-  uint8_t sigColl;
-  uint8_t sigOp;
-  int32_t sigRoot;
+  // This call as its peers must have made it too (its count unused: the runner signs each
+  // lane's slots with the lane's own count): every slot carries the sender's, every receiver
+  // checks it.
+  OpSig sig;
   // The channel's ring order (the rank at each position), for Programs whose repeated steps
   // walk ring positions (Program::ringSize > 0; program.h, Repeated steps); null: 0..n-1.
   // Readable by the runner (device memory for a kernel); ignored by other Programs.
@@ -189,7 +188,7 @@ class ProgramRunner {
     fn_ = reduceCopyFunction(a.type);
     if (!fn_) return kRunErrArgs;
 #endif
-    restart(a.op, a.sigOp);
+    restart(a.op, a.sig.op);
     return kRunOk;
   }
 
@@ -199,7 +198,7 @@ class ProgramRunner {
   // executor may change their contents in between.
   RINGCC_HOST_DEVICE void restart(const RedOp& op, uint8_t sigOp) {
     args_.op = op;
-    args_.sigOp = sigOp;
+    args_.sig.op = sigOp;
     // Steps that read a partial result (kStepLocalOut) reduce without pre: PreMulSum (and
     // float Avg, which premultiplies) becomes a plain sum there. Chosen once, not per slice.
     opNoPre_ = op;
@@ -211,11 +210,9 @@ class ProgramRunner {
     refCache_.clear();
     for (int i = 0; i < args_.program->nLanes; i++) {
       LaneState& st = lanes_[i];
+      st.sig = args_.sig;
       st.sig.count = st.geo.total;
-      st.sig.root = args_.sigRoot;
-      st.sig.coll = args_.sigColl;
       st.sig.type = (uint8_t)args_.type;
-      st.sig.op = sigOp;
       st.sig.pad = 0;
       st.loop = 0;
       st.step = 0;

@@ -104,9 +104,7 @@ RINGCC_INLINE bool batchBindJob(const BatchArgs& args, const DeviceJob& job, Cha
   a.channel = job.channel;
   a.sliceElems = job.sliceElems;
   a.chunkElems = job.chunkElems;
-  a.sigColl = job.sigColl;
-  a.sigOp = job.sigOp;
-  a.sigRoot = job.sigRoot;
+  a.sig = OpSig{0, job.sigRoot, job.sigColl, (uint8_t)job.type, job.sigOp, 0};
   a.ringRanks = job.ringRanks;
   a.nRingRanks = job.nRingRanks;
   const RunError e = s->runner.init(a);

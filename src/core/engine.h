@@ -19,6 +19,7 @@
 
 #include "nccl.h"
 #include "src/plan/coll_args.h"
+#include "src/plan/planner.h"
 
 struct ncclComm;
 
@@ -52,6 +53,9 @@ class CommEngine {
   // An error that work already handed off found since (a CUDA kernel that stopped), for
   // ncclCommGetAsyncError; raised with its cause. Host engines report at wait() and have none.
   virtual ncclResult_t pollAsyncError() { return ncclSuccess; }
+  // What the engine plans with (tuning settings, link figures, geometry), so that an estimate
+  // (ncclGroupSimulateEnd) uses the very figures a real call would.
+  virtual const PlanContext& planContext() const = 0;
 };
 
 }  // namespace ringcc

@@ -63,7 +63,7 @@ CudaEngine::CudaEngine(ncclComm* comm, const CudaDriver& cu, CuContext ctx)
       ctx_(ctx),
       timeoutMs_(std::max<int64_t>(1, paramInt("TIMEOUT"))),
       conns_(comm),
-      planner_(planContext(comm, conns_)),
+      planner_(ringcc::planContext(comm, conns_)),
       batchThread_(
           [this](std::span<const CollArgs> ops, cudaStream_t stream) {
             ContextScope scope(cu_, ctx_);

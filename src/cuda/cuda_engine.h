@@ -60,6 +60,7 @@ class CudaEngine final : public CommEngine {
   ncclResult_t wait(EngineHandle handle) override;
   void abortOps() override;
   ncclResult_t pollAsyncError() override;
+  const PlanContext& planContext() const override { return planner_.context(); }
 
   size_t launches() const { return launches_; }  // kernels queued so far (tests)
 

@@ -79,14 +79,14 @@ ncclResult_t packLaunches(std::span<const PlanJob> jobs, const LaunchContext& ct
     d.elemSize = job.elemSize;
     d.nChannels = job.nChannels;
     d.channel = static_cast<uint32_t>(job.channel);
-    d.sigRoot = job.sigRoot;
+    d.sigRoot = job.sig.root;
     d.nRingRanks = job.nRingRanks;
     d.wordsAt = static_cast<uint16_t>(wordsUsed);
     d.nBuffers = job.program->nBuffers;
     d.nCounts = job.program->nCounts;
     d.protocol = static_cast<uint8_t>(job.protocol);
-    d.sigColl = job.sigColl;
-    d.sigOp = job.sigOp;
+    d.sigColl = job.sig.coll;
+    d.sigOp = job.sig.op;
     uint64_t* w = b.words + wordsUsed;
     for (const void* p : job.inputs) *w++ = pointerWord(p);
     for (void* p : job.outputs) *w++ = pointerWord(p);

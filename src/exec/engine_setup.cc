@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "src/base/error.h"
+#include "src/base/log.h"
 #include "src/bootstrap/bootstrap.h"
 #include "src/core/comm.h"
 #include "src/plan/ring_order.h"
@@ -93,6 +94,7 @@ PlanContext planContext(const ncclComm* comm, const ConnectionTable& conns) {
   c.ring = connGeometry(conns.spec(kPortRing));
   c.p2p = connGeometry(conns.spec(kPortP2p));
   c.tune = tuneConfigFromEnv();
+  c.tune.protocols = protocolsConnectionsRun(c.tune.protocols, c.ring, comm->rank);
   c.links = commLinkFigures(comm);
   // The double binary trees from the topology setup at init (over channel 0's ring order; the
   // same on every rank); the Tree algorithm runs over them.
@@ -100,6 +102,20 @@ PlanContext planContext(const ncclComm* comm, const ConnectionTable& conns) {
   // Each channel's ring, from the topology search at init (src/core/comm_topo.h).
   c.rings = comm->topo.rings;
   return c;
+}
+
+uint32_t protocolsConnectionsRun(uint32_t allowed, const ConnGeometry& ring, int rank) {
+  if (ring.llSlotBytes != 0 || !(allowed & (1u << kProtoLL))) return allowed;
+  uint32_t left = allowed & ~(1u << kProtoLL);
+  if (left == 0) {
+    // Every rank makes the same connections, so every rank lands here alike.
+    if (rank == 0)
+      LOG_WARN("NCCL_PROTO allows only LL, which this communicator's connections cannot run "
+               "(it uses the network: no LL memory, docs/transports.md); using Simple");
+    left = 1u << kProtoSimple;
+  }
+  LOG_INFO(kLogTuning | kLogInit, "protocols: LL left out (the connections have no LL memory)");
+  return left;
 }
 
 LinkFigures commLinkFigures(const ncclComm* comm) {

@@ -17,6 +17,12 @@ namespace ringcc {
 // What the planner needs to know about this communicator, read once at init.
 PlanContext planContext(const ncclComm* comm, const ConnectionTable& conns);
 
+// The protocols of `allowed` (NCCL_PROTO's mask) that the connections can run, so that the
+// tuner never picks one the runner would refuse: LL needs LL memory on the ring connections
+// (none where the communicator uses the network). Only LL allowed and none there: Simple, with
+// a WARN.
+uint32_t protocolsConnectionsRun(uint32_t allowed, const ConnGeometry& ring, int rank);
+
 // The cost model's figures for this communicator. A CUDA communicator moves data with a block
 // per channel over the topology graph's links: the ring search's figures
 // (deviceLinkFigures). A host communicator is bound by its threads' memory copies, which one

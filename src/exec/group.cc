@@ -132,11 +132,12 @@ ncclResult_t groupSimulateEnd(float* estimatedMicros) {
   ops.swap(tGroup.ops);
   tGroup.deferred.clear();
   double total = 0;
-  // What the tuner would choose for each operation, and the cost model's time for it.
-  const TuneConfig config = tuneConfigFromEnv();
+  // What the tuner would choose for each operation, and the cost model's time for it: from
+  // the engine's own plan context, the settings and link figures its calls are planned with.
   for (const CollArgs& op : ops) {
+    const PlanContext& ctx = op.comm->engine->planContext();
     const uint64_t bytes = static_cast<uint64_t>(op.count) * dataTypeSize(op.datatype);
-    total += chooseTune(config, commLinkFigures(op.comm), op.kind, bytes, op.comm->nranks).micros;
+    total += chooseTune(ctx.tune, ctx.links, op.kind, bytes, ctx.nranks).micros;
   }
   *estimatedMicros = static_cast<float>(total);
   return ncclSuccess;

@@ -52,7 +52,7 @@ HostEngine::HostEngine(ncclComm* comm)
               std::chrono::milliseconds(positive("TIMEOUT")), pollsBeforeYield(comm)},
       conns_(comm),
       watch_(*comm->bootstrap),
-      planner_(planContext(comm, conns_)),
+      planner_(ringcc::planContext(comm, conns_)),
       batchThread_([this](std::span<const CollArgs> ops, cudaStream_t) { return runBatch(ops); },
                    [this](const std::function<void()>& body) {
                      CommScope scope(comm_);
@@ -100,7 +100,9 @@ ncclResult_t HostEngine::runBatch(std::span<const CollArgs> ops) {
   firstSeq_ = lastSeq_ + 1;
   lastSeq_ += ops.size();
   ++batches_;
-  comm_->calls.enter(firstSeq_, lastSeq_, batchSig(ops));
+  // The batch's call, computed once: hang reports, posted calls and mismatch reports all use it.
+  batchSig_ = batchSig(ops);
+  comm_->calls.enter(firstSeq_, lastSeq_, batchSig_);
   lanesAnswered_ = comm_->calls.lanesAsked();
   Tracer* tracer = comm_->tracer.get();
   const uint64_t startUs = tracer ? traceNowUs() : 0;
@@ -119,7 +121,6 @@ ncclResult_t HostEngine::runBatch(std::span<const CollArgs> ops) {
     if (failReason_ == kFailMismatch) {
       // A network peer does not see failReason (it stays in this host's memory): it is told
       // our call over the bootstrap instead, and names both calls (the gone-peer path).
-      batchSig_ = batchSig(batchOps_);
       if (batchSig_.coll != kSigGroup) tellNetworkPeers();
     }
     failReason_ = kFailNone;
@@ -179,13 +180,12 @@ ncclResult_t HostEngine::planAndRun(std::span<const CollArgs> ops) {
   // match this rank's number and be taken for a mismatch. (Such a batch posts kSigGroup under
   // the previous number, which nobody compares.)
   if (everyRankRuns(ops)) ++batchSeq_;
-  batchOps_ = ops;  // its call is posted only if the batch gets stuck (runJobs)
   watch_.rearm();
   if (reused) {
     // Same jobs, counts and connections: the runners start over on the new buffers (the
     // planner wrote them into the tables the runners read).
     for (size_t j = 0; j < plan_.nJobs; ++j)
-      bound_[j]->runner.restart(plan_.jobs[j].op, plan_.jobs[j].sigOp);
+      bound_[j]->runner.restart(plan_.jobs[j].op, plan_.jobs[j].sig.op);
   } else {
     RINGCC_CHECK(bindJobs());
     queueJobs();
@@ -305,7 +305,7 @@ ncclResult_t HostEngine::gonePeerRound(const Stall& stall) {
   if (gone.conn->needsProgress()) {
     // A network peer that found a mismatch told us its call before it closed (runBatch):
     // wait a moment for that message, which takes another socket than the close.
-    watch_.expect(batchSeq_, batchSig(batchOps_));
+    watch_.expect(batchSeq_, batchSig_);
     RINGCC_CHECK(findToldMismatch(/*tellBack=*/false));
     if (Clock::now() - stall.goneAt < kToldCallGrace) {
       std::this_thread::sleep_for(std::chrono::milliseconds(1));
@@ -351,7 +351,6 @@ void HostEngine::postStuckCall() {
   // Tell every peer which call we are in, in case mismatched calls leave both sides waiting
   // (findMismatchedPeer). Only once stuck, off the fast path: a peer looks at it only when it
   // is stuck too.
-  batchSig_ = batchSig(batchOps_);
   conns_.forEach([&](const Connector& c) { postCall(c, batchSeq_, batchSig_); });
   // A network connection's posted call stays in this host's memory: its peer is told over the
   // bootstrap instead (src/exec/call_watch.h), and told calls are compared too.
@@ -369,7 +368,7 @@ ncclResult_t HostEngine::timedOut() const {
 }
 
 ncclResult_t HostEngine::findMismatchedPeer() {
-  if (batchSig_.coll == kSigGroup) return ncclSuccess;  // (set when the batch got stuck)
+  if (batchSig_.coll == kSigGroup) return ncclSuccess;
   PostedCall peer;
   const WaitedOn w = findWaitedOn([&](const Connector& conn) {
     return peerPostedCall(conn, &peer) && peer.seq == batchSeq_ && peer.sig.coll != kSigGroup &&
@@ -385,7 +384,7 @@ ncclResult_t HostEngine::findMismatchedPeer() {
 }
 
 void HostEngine::tellCallBeforeConnecting(const std::vector<PortKey>& keys) {
-  const OpSig sig = batchSig(batchOps_);
+  const OpSig& sig = batchSig_;
   if (sig.coll == kSigGroup) return;  // groups are not compared (findMismatchedPeer)
   std::vector<int>& told = toldPeers_;
   told.clear();
@@ -414,7 +413,7 @@ ncclResult_t HostEngine::findToldMismatch(bool tellBack) {
   int peer = -1;
   OpSig theirs{};
   if (!watch_.mismatch(&peer, &theirs)) return ncclSuccess;
-  const OpSig mine = batchSig(batchOps_);
+  const OpSig& mine = batchSig_;
   if (tellBack) (void)watch_.tell(peer, batchSeq_, mine);
   failReason_ = kFailMismatch;
   return failPeer(ncclInvalidUsage, peer, "collective",

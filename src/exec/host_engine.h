@@ -52,6 +52,7 @@ class HostEngine final : public CommEngine {
   ncclResult_t enqueue(const EngineBatch& batch, EngineHandle* handle) override;
   ncclResult_t wait(EngineHandle handle) override;
   void abortOps() override;
+  const PlanContext& planContext() const override { return planner_.context(); }
 
  private:
   // A planned job bound to its connections.
@@ -150,8 +151,9 @@ class HostEngine final : public CommEngine {
   uint64_t lastSeq_ = 0;                // calls run so far (src/trace/call_state.h) ...
   uint64_t firstSeq_ = 0;               // ... and the number of the batch's first
   uint32_t lanesAnswered_ = 0;          // the last hang report that got our lanes logged
-  std::span<const CollArgs> batchOps_;  // the current batch's calls ...
-  OpSig batchSig_ = {};  // ... as posted on every connection once the batch got stuck
+  // The current batch's call (batchSig: a lone collective's, else kSigGroup), computed once
+  // per batch in runBatch; posted on every connection once the batch gets stuck.
+  OpSig batchSig_ = {};
   ConnectionTable conns_;
   CallWatch watch_;  // calls told over the bootstrap, where connections cannot tell them
   Planner planner_;

@@ -24,9 +24,7 @@ RunArgs PlanJob::runArgs(const ConnectorView* views) const {
   a.channel = static_cast<uint32_t>(channel);
   a.sliceElems = sliceElems;
   a.chunkElems = chunkElems;
-  a.sigColl = sigColl;
-  a.sigOp = sigOp;
-  a.sigRoot = sigRoot;
+  a.sig = sig;
   a.ringRanks = ringRanks;
   a.nRingRanks = nRingRanks;
   return a;
@@ -49,8 +47,9 @@ Program* Plan::newProgram() {
 }
 
 void Planner::sizes(uint8_t kind, Protocol protocol, uint32_t elemSize, PlanJob* job) const {
+  // The context's protocols are those the connections run (src/exec/engine_setup.h), so LL
+  // comes here only with LL memory; the runner refuses it otherwise (kRunErrNoLl).
   const ConnGeometry& g = ctx_.geometry(kind);
-  if (protocol == kProtoLL && g.llSlotBytes == 0) protocol = kProtoSimple;
   job->protocol = protocol;
   const uint64_t sliceBytes =
       protocol == kProtoLL ? std::min(llSlotData(g.llSlotBytes), kLlMaxSliceBytes) : g.slotBytes;
@@ -61,14 +60,6 @@ void Planner::sizes(uint8_t kind, Protocol protocol, uint32_t elemSize, PlanJob*
     chunkSlices = std::clamp<uint64_t>(ctx_.tune.chunkBytes / (job->sliceElems * elemSize), 1,
                                        std::max<uint32_t>(1, g.nSlots - 1));
   job->chunkElems = chunkSlices * job->sliceElems;
-}
-
-// What a job's slots are signed with: the call (the runner puts each lane's count in).
-static void signJob(const CollArgs& a, PlanJob* job) {
-  const OpSig sig = callSig(a);
-  job->sigColl = sig.coll;
-  job->sigOp = sig.op;
-  job->sigRoot = sig.root;
 }
 
 bool Planner::reuse(std::span<const CollArgs> ops, Plan* plan) const {
@@ -82,7 +73,7 @@ bool Planner::reuse(std::span<const CollArgs> ops, Plan* plan) const {
     std::fill(job.inputs.begin(), job.inputs.end(), a.sendbuff);
     std::fill(job.outputs.begin(), job.outputs.end(), a.recvbuff);
     job.op = a.redOp;
-    signJob(a, &job);
+    job.sig = callSig(a);  // the runner puts each lane's count in
   }
   LOG_INFO(kLogTuning, "%s: %zu elements, %d ranks: protocol %s, %zu channels (plan reused)",
            collName(a.kind), a.count, ctx_.nranks, protocolName(plan->jobs[0].protocol),
@@ -156,7 +147,7 @@ ncclResult_t Planner::planCollective(const CollArgs& a, int opIndex, Plan* plan)
     job.elemSize = elemSize;
     job.op = a.redOp;
     job.nChannels = static_cast<uint32_t>(t.nChannels);
-    signJob(a, &job);
+    job.sig = callSig(a);  // the runner puts each lane's count in
     sizes(collPortKind(a.kind, t.algo), t.protocol, elemSize, &job);
     job.inputs.assign(program->nBuffers, a.sendbuff);
     job.outputs.assign(program->nBuffers, a.recvbuff);
@@ -205,9 +196,7 @@ ncclResult_t Planner::planP2p(const std::vector<const CollArgs*>& ops, Plan* pla
     job.opIndex = -1;
     job.type = ncclUint8;
     // Each lane signs with its own byte count; send and receive sign alike.
-    job.sigColl = static_cast<uint8_t>(Coll::Send);
-    job.sigOp = kSigNoOp;
-    job.sigRoot = -1;
+    job.sig = OpSig{0, -1, static_cast<uint8_t>(Coll::Send), ncclUint8, kSigNoOp, 0};
     job.elemSize = 1;
     job.op = makeRedOp(ncclSum, ncclUint8, nranks);
     job.nChannels = 1;

@@ -70,10 +70,8 @@ struct PlanJob {
   uint32_t nChannels = 1;
   uint64_t sliceElems = 0;
   uint64_t chunkElems = 0;
-  // The call, as every slot is signed with it (RunArgs::sigColl, sigOp, sigRoot).
-  uint8_t sigColl = 0;
-  uint8_t sigOp = kSigNoOp;
-  int32_t sigRoot = -1;
+  // The call, as every slot is signed with it (RunArgs::sig): callSig of the operation.
+  OpSig sig{0, -1, 0, 0, kSigNoOp, 0};
   std::vector<const void*> inputs;  // [program->nBuffers]
   std::vector<void*> outputs;       // [program->nBuffers]
   std::vector<uint64_t> counts;     // [program->nCounts]

@@ -55,9 +55,9 @@ PlanJob job(Program* program, int channel, int buffers, int counts, uint64_t tag
   j.nChannels = 4;
   j.sliceElems = 1024;
   j.chunkElems = 4096;
-  j.sigColl = 3;
-  j.sigOp = 1;
-  j.sigRoot = -1;
+  j.sig.coll = 3;
+  j.sig.op = 1;
+  j.sig.root = -1;
   for (int b = 0; b < buffers; ++b) {
     j.inputs.push_back(reinterpret_cast<const void*>(tag * 1000 + b));
     j.outputs.push_back(reinterpret_cast<void*>(tag * 1000 + 500 + b));
