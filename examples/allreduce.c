@@ -12,7 +12,9 @@
  *
  *   cc examples/allreduce.c $(pkg-config --cflags --libs nccl) -o allreduce && ./allreduce
  */
+#ifndef _GNU_SOURCE
 #define _GNU_SOURCE /* RTLD_DEFAULT */
+#endif
 #include <dlfcn.h>
 #include <nccl.h>
 #include <stdio.h>

@@ -25,7 +25,7 @@ const std::string kOurLibrary = std::string(RINGCC_BUILD_ROOT) + "/libnccl.so.2"
 
 bool exists(const char* path) { return access(path, R_OK) == 0; }
 
-std::map<std::string, long long> toMap(const abi::Value* values, int n) {
+[[maybe_unused]] std::map<std::string, long long> toMap(const abi::Value* values, int n) {
   std::map<std::string, long long> m;
   for (int i = 0; i < n; ++i) m[values[i].name] = values[i].value;
   return m;
@@ -67,13 +67,19 @@ std::string withoutComments(const std::string& path) {
 }
 
 // Every name a header declares or defines in NCCL's namespaces: nccl*, pnccl*, NCCL_*.
-std::set<std::string> ncclNames(const std::string& path) {
+[[maybe_unused]] std::set<std::string> ncclNames(const std::string& path) {
   std::set<std::string> names;
   const std::string text = withoutComments(path);
   static const std::regex name("\\b(p?nccl[A-Za-z0-9_]*|NCCL_[A-Z0-9_]+)\\b");
   for (auto it = std::sregex_iterator(text.begin(), text.end(), name);
        it != std::sregex_iterator(); ++it)
     names.insert((*it)[1]);
+  // Ours declares each pair through one macro: NCCL_API_PAIR(ret, ncclX, args) is ncclX and
+  // pncclX.
+  static const std::regex pair("NCCL_API_PAIR\\([^,]+,\\s*(nccl[A-Za-z0-9_]*)");
+  for (auto it = std::sregex_iterator(text.begin(), text.end(), pair);
+       it != std::sregex_iterator(); ++it)
+    names.insert("p" + (*it)[1].str());
   return names;
 }
 
