@@ -97,15 +97,17 @@ def load():
             continue
         try:
             lib = ctypes.CDLL(path, mode=ctypes.RTLD_LOCAL)
-            lib.ncclGetVersion
+            nccl_get_version = lib.ncclGetVersion
         except (OSError, AttributeError) as e:
             raise ImportError(f"ringcc: cannot load {path} ({origin}) as libnccl.so.2: {e}")
         try:
             get_version = lib.ringccGetVersion
         except AttributeError:
+            nccl_version = ctypes.c_int(0)
+            nccl_get_version(ctypes.byref(nccl_version))
             raise ImportError(
                 f"ringcc: {path} ({origin}) is not ringcc's libnccl.so.2: it has no "
-                f"ringccGetVersion (another NCCL)")
+                f"ringccGetVersion (another NCCL; its ncclGetVersion gives {nccl_version.value})")
         version = ctypes.c_int(0)
         get_version(ctypes.byref(version))
         if version.value != RINGCC_VERSION_CODE:
