@@ -77,8 +77,8 @@ NCCL_API(ncclResult_t, ncclReduceConfig, const void* sendbuff, void* recvbuff, s
   return ncclReduce(sendbuff, recvbuff, count, datatype, op, root, comm, stream);
 }
 
-NCCL_API(ncclResult_t, ncclAllGatherConfig, const void* sendbuff, void* recvbuff,
-         size_t sendcount, ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream,
+NCCL_API(ncclResult_t, ncclAllGatherConfig, const void* sendbuff, void* recvbuff, size_t sendcount,
+         ncclDataType_t datatype, ncclComm_t comm, cudaStream_t stream,
          const ncclCollConfig_t* config) {
   RINGCC_CHECK(checkCollConfig(config, "ncclAllGatherConfig"));
   return ncclAllGather(sendbuff, recvbuff, sendcount, datatype, comm, stream);

@@ -39,8 +39,8 @@ NCCL_API(ncclResult_t, ncclCommGrow, ncclComm_t comm, int nRanks, const ncclUniq
       return fail(ncclInvalidArgument, where,
                   "rank is %d; ranks of the existing communicator pass -1", rank);
     if (nRanks <= comm->nranks)
-      return fail(ncclInvalidArgument, where, "nRanks %d must exceed the communicator's %d",
-                  nRanks, comm->nranks);
+      return fail(ncclInvalidArgument, where, "nRanks %d must exceed the communicator's %d", nRanks,
+                  comm->nranks);
   } else {
     // A new rank: it brings the id, and its rank in the grown communicator.
     RINGCC_CHECK(checkNotNull(uniqueId, "uniqueId (a new rank's, with comm NULL)", where));
@@ -50,8 +50,9 @@ NCCL_API(ncclResult_t, ncclCommGrow, ncclComm_t comm, int nRanks, const ncclUniq
   }
   CommConfig cfg;
   RINGCC_CHECK(readConfig(config, where, &cfg));
-  return notImplemented(where, "a communicator cannot take new ranks; make a new one with "
-                               "ncclCommInitRank");
+  return notImplemented(where,
+                        "a communicator cannot take new ranks; make a new one with "
+                        "ncclCommInitRank");
 }
 
 NCCL_API(ncclResult_t, ncclCommSuspend, ncclComm_t comm, int flags) {
@@ -71,8 +72,7 @@ NCCL_API(ncclResult_t, ncclCommResume, ncclComm_t comm) {
   return notImplemented(where, "no communicator is ever suspended");
 }
 
-NCCL_API(ncclResult_t, ncclCommMemStats, ncclComm_t comm, ncclCommMemStat_t stat,
-         uint64_t* value) {
+NCCL_API(ncclResult_t, ncclCommMemStats, ncclComm_t comm, ncclCommMemStat_t stat, uint64_t* value) {
   const char* where = "ncclCommMemStats";
   ApiGuard guard;
   RINGCC_CHECK(guard.enter(comm, where));

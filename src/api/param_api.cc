@@ -41,8 +41,7 @@ ncclResult_t getInt(ncclParamHandle_t h, T* out, const char* type, const char* w
   RINGCC_CHECK(checkNotNull(out, "out", where));
   int64_t v;
   RINGCC_CHECK(readIntParam(def[0], std::numeric_limits<T>::min(),
-                            static_cast<uint64_t>(std::numeric_limits<T>::max()), type, where,
-                            &v));
+                            static_cast<uint64_t>(std::numeric_limits<T>::max()), type, where, &v));
   *out = static_cast<T>(v);
   return ncclSuccess;
 }
@@ -125,8 +124,7 @@ NCCL_API(ncclResult_t, ncclParamGet, ncclParamHandle_t h, void* out, int maxLen,
   return ncclSuccess;
 }
 
-NCCL_API(ncclResult_t, ncclParamGetParameter, const char* key, const char** value,
-         int* valueLen) {
+NCCL_API(ncclResult_t, ncclParamGetParameter, const char* key, const char** value, int* valueLen) {
   const char* where = "ncclParamGetParameter";
   RINGCC_CHECK(checkNotNull(key, "key", where));
   RINGCC_CHECK(checkNotNull(value, "value", where));

@@ -31,16 +31,15 @@ ncclResult_t checkSignal(int sigIdx, int ctx, const char* where) {
 }
 
 ncclResult_t checkFlags(unsigned int flags, const char* where) {
-  if (flags != 0)
-    return fail(ncclInvalidArgument, where, "flags 0x%x: reserved, must be 0", flags);
+  if (flags != 0) return fail(ncclInvalidArgument, where, "flags 0x%x: reserved, must be 0", flags);
   return ncclSuccess;
 }
 
 }  // namespace
 
-NCCL_API(ncclResult_t, ncclPutSignal, const void* localbuff, size_t count,
-         ncclDataType_t datatype, int peer, ncclWindow_t peerWin, size_t peerWinOffset,
-         int sigIdx, int ctx, unsigned int flags, ncclComm_t comm, cudaStream_t stream) {
+NCCL_API(ncclResult_t, ncclPutSignal, const void* localbuff, size_t count, ncclDataType_t datatype,
+         int peer, ncclWindow_t peerWin, size_t peerWinOffset, int sigIdx, int ctx,
+         unsigned int flags, ncclComm_t comm, cudaStream_t stream) {
   (void)peerWinOffset, (void)stream;
   const char* where = "ncclPutSignal";
   ApiGuard guard;
@@ -80,8 +79,7 @@ NCCL_API(ncclResult_t, ncclWaitSignal, int nDesc, ncclWaitSignalDesc_t* signalDe
   for (int i = 0; i < nDesc; ++i) {
     const ncclWaitSignalDesc_t& d = signalDescs[i];
     if (d.opCnt < 0)
-      return fail(ncclInvalidArgument, where, "signalDescs[%d].opCnt %d must be >= 0", i,
-                  d.opCnt);
+      return fail(ncclInvalidArgument, where, "signalDescs[%d].opCnt %d must be >= 0", i, d.opCnt);
     RINGCC_CHECK(checkPeer(comm, d.peer, "signalDescs[].peer", where));
     RINGCC_CHECK(checkSignal(d.sigIdx, d.ctx, where));
   }

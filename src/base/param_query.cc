@@ -29,8 +29,10 @@ const std::vector<std::string>& paramKeys() {
 ncclResult_t bindParam(const char* key, const char* where, const ParamDef** out) {
   *out = nullptr;
   const char* name = key;
-  if (const char* rest = stripPrefix(key, "NCCL_")) name = rest;
-  else if (const char* rest2 = stripPrefix(key, "RINGCC_")) name = rest2;
+  if (const char* rest = stripPrefix(key, "NCCL_"))
+    name = rest;
+  else if (const char* rest2 = stripPrefix(key, "RINGCC_"))
+    name = rest2;
   const ParamDef* def = findParam(name);
   if (def == nullptr)
     return fail(ncclInvalidArgument, where,

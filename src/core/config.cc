@@ -41,8 +41,7 @@ ncclResult_t readConfig(const ncclConfig_t* user, const char* where, CommConfig*
   if (blocking != 0 && blocking != 1)
     return fail(ncclInvalidArgument, where, "config: blocking must be 0 or 1, not %d", blocking);
   out->blocking = blocking == 1;
-  readInt(size, offsetof(ncclConfig_t, cgaClusterSize), &c.cgaClusterSize,
-          &out->cgaClusterSize);
+  readInt(size, offsetof(ncclConfig_t, cgaClusterSize), &c.cgaClusterSize, &out->cgaClusterSize);
   readInt(size, offsetof(ncclConfig_t, minCTAs), &c.minCTAs, &out->minCTAs);
   readInt(size, offsetof(ncclConfig_t, maxCTAs), &c.maxCTAs, &out->maxCTAs);
   if (out->minCTAs < 1 || out->maxCTAs < out->minCTAs)

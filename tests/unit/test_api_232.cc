@@ -63,8 +63,7 @@ TEST_CASE("keys bind as NCCL_X, RINGCC_X or X to the same parameter", "[api_para
   CHECK(b == c);
 }
 
-TEST_CASE("typed getters read the value ringcc uses and check its type and range",
-          "[api_params]") {
+TEST_CASE("typed getters read the value ringcc uses and check its type and range", "[api_params]") {
   ScopedEnv r("RINGCC_BUFFSIZE", std::nullopt), n("NCCL_BUFFSIZE", std::nullopt);
   ncclParamHandle_t h;
   REQUIRE(ncclParamBind(&h, "NCCL_BUFFSIZE") == ncclSuccess);
@@ -181,8 +180,8 @@ TEST_CASE("ncclCommMemStats: a host communicator holds no GPU memory", "[api_232
     CHECK(v == 0);
   }
   uint64_t v;
-  EXPECT_REFUSED(ncclCommMemStats(comm, static_cast<ncclCommMemStat_t>(7), &v),
-                 ncclInvalidArgument, "stat 7");
+  EXPECT_REFUSED(ncclCommMemStats(comm, static_cast<ncclCommMemStat_t>(7), &v), ncclInvalidArgument,
+                 "stat 7");
   EXPECT_REFUSED(ncclCommMemStats(comm, ncclStatGpuMemTotal, nullptr), ncclInvalidArgument,
                  "value is NULL");
   EXPECT_REFUSED(ncclCommMemStats(nullptr, ncclStatGpuMemTotal, &v), ncclInvalidArgument,
@@ -219,8 +218,7 @@ TEST_CASE("grow, suspend and resume check arguments, then say they are not imple
                  "ncclCommGrow is not implemented in ringcc yet");
   CHECK(out == nullptr);
   EXPECT_REFUSED(ncclCommSuspend(comm, 0x6), ncclInvalidArgument, "flags 0x6");
-  EXPECT_REFUSED(ncclCommSuspend(nullptr, NCCL_SUSPEND_MEM), ncclInvalidArgument,
-                 "comm is NULL");
+  EXPECT_REFUSED(ncclCommSuspend(nullptr, NCCL_SUSPEND_MEM), ncclInvalidArgument, "comm is NULL");
   EXPECT_REFUSED(ncclCommSuspend(comm, NCCL_SUSPEND_MEM), ncclInvalidUsage,
                  "ncclCommSuspend is not implemented in ringcc yet");
   EXPECT_REFUSED(ncclCommResume(comm), ncclInvalidUsage,
@@ -266,20 +264,17 @@ TEST_CASE("one-sided calls and window pointers check arguments, then say not imp
                  "ncclWaitSignal is not implemented in ringcc yet");
   void* ptr = buf;
   EXPECT_REFUSED(ncclWinGetUserPtr(comm, nullptr, &ptr), ncclInvalidArgument, "win is NULL");
-  EXPECT_REFUSED(ncclWinGetUserPtr(comm, win, nullptr), ncclInvalidArgument,
-                 "outUserPtr is NULL");
+  EXPECT_REFUSED(ncclWinGetUserPtr(comm, win, nullptr), ncclInvalidArgument, "outUserPtr is NULL");
   EXPECT_REFUSED(ncclWinGetUserPtr(comm, win, &ptr), ncclInvalidUsage,
                  "ncclWinGetUserPtr is not implemented in ringcc yet");
   CHECK(ptr == nullptr);
   CHECK(ncclCommDestroy(comm) == ncclSuccess);
 }
 
-TEST_CASE("nccl*Config collectives run as the plain ones and check their config",
-          "[api_232]") {
+TEST_CASE("nccl*Config collectives run as the plain ones and check their config", "[api_232]") {
   ncclComm_t comm = oneRankComm();
   float in[4] = {1, 2, 3, 4}, out[4] = {};
-  CHECK(ncclAllReduceConfig(in, out, 4, ncclFloat, ncclSum, comm, nullptr, nullptr) ==
-        ncclSuccess);
+  CHECK(ncclAllReduceConfig(in, out, 4, ncclFloat, ncclSum, comm, nullptr, nullptr) == ncclSuccess);
   CHECK(out[3] == 4);
   ncclCollConfig_t config = NCCL_COLLCONFIG_INITIALIZER;
   config.maxCTAs = 2;  // a hint: checked, not binding
@@ -287,8 +282,7 @@ TEST_CASE("nccl*Config collectives run as the plain ones and check their config"
   CHECK(ncclAllGatherConfig(in, out, 4, ncclFloat, comm, nullptr, &config) == ncclSuccess);
   CHECK(out[2] == 3);
   CHECK(ncclBroadcastConfig(in, out, 4, ncclFloat, 0, comm, nullptr, &config) == ncclSuccess);
-  CHECK(ncclReduceConfig(in, out, 4, ncclFloat, ncclMax, 0, comm, nullptr, &config) ==
-        ncclSuccess);
+  CHECK(ncclReduceConfig(in, out, 4, ncclFloat, ncclMax, 0, comm, nullptr, &config) == ncclSuccess);
   CHECK(ncclReduceScatterConfig(in, out, 4, ncclFloat, ncclSum, comm, nullptr, &config) ==
         ncclSuccess);
   CHECK(ncclAlltoAllConfig(in, out, 4, ncclFloat, comm, nullptr, &config) == ncclSuccess);
