@@ -5,19 +5,23 @@
  * ringcc's communicators are host communicators: buffers are host pointers, the stream
  * argument is ignored, and a call returns when its result is in the output buffer.
  *
- * It also prints the library's version (ncclGetVersion) and fails when that is not ringcc's
- * (22707): NVIDIA's libnccl.so.2 has the same name, and the loader may find it first. See the
- * README, "Building a program against ringcc".
+ * It also prints the library's version (ncclGetVersion) and fails when the library loaded is
+ * not ringcc's: NVIDIA's libnccl.so.2 has the same name, and the loader may find it first.
+ * Only ringcc exports ringccGetVersion (ringcc.h), so the program looks it up. See the README,
+ * "Building a program against ringcc".
  *
  *   cc examples/allreduce.c $(pkg-config --cflags --libs nccl) -o allreduce && ./allreduce
  */
+#ifndef _GNU_SOURCE
+#define _GNU_SOURCE /* RTLD_DEFAULT */
+#endif
+#include <dlfcn.h>
 #include <nccl.h>
 #include <stdio.h>
 #include <stdlib.h>
 
 #define NRANKS 4
 #define COUNT 1024
-#define RINGCC_VERSION_CODE 22707
 
 #define CHECK(call)                                                                 \
   do {                                                                              \
@@ -32,13 +36,17 @@ int main(void) {
   int version = 0;
   CHECK(ncclGetVersion(&version));
   printf("ncclGetVersion: %d\n", version);
-  if (version != RINGCC_VERSION_CODE) {
+  ncclResult_t (*ringccGetVersion)(int*) =
+      (ncclResult_t(*)(int*))dlsym(RTLD_DEFAULT, "ringccGetVersion");
+  if (ringccGetVersion == NULL) {
     fprintf(stderr,
-            "allreduce: the libnccl.so.2 loaded is not ringcc's (version %d, expected %d); "
-            "another NCCL was found first\n",
-            version, RINGCC_VERSION_CODE);
+            "allreduce: the libnccl.so.2 loaded is not ringcc's (no ringccGetVersion; "
+            "ncclGetVersion %d); another NCCL was found first\n",
+            version);
     return 1;
   }
+  CHECK(ringccGetVersion(&version));
+  printf("ringccGetVersion: %d\n", version);
 
   ncclComm_t comms[NRANKS];
   CHECK(ncclCommInitAll(comms, NRANKS, NULL));

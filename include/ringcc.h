@@ -19,6 +19,15 @@ extern "C" {
  * GPU is usable. */
 typedef enum { ringccMemHost = 0, ringccMemCuda = 1 } ringccMemKind_t;
 
+/* Telling ringcc from NVIDIA's NCCL. Both are libnccl.so.2 with the same API, and ncclGetVersion
+ * gives the NCCL version whose API the library implements (23203: 2.32.3, for ringcc too), so
+ * that version checks in programs written for NCCL keep working. Only ringcc exports
+ * ringccGetVersion: look it up with dlsym (a NULL answer means another NCCL was loaded); it
+ * gives RINGCC_VERSION_CODE. Which calls ringcc implements, and which answer ncclInvalidUsage
+ * "not implemented in ringcc yet", is in docs/api.md. */
+#define RINGCC_VERSION_CODE 23203
+ncclResult_t ringccGetVersion(int* version);
+
 ncclResult_t ringccCommMemoryKind(ncclComm_t comm, ringccMemKind_t* kind);
 
 /* Adasum all-reduce (docs/adasum.md): every rank receives the adaptive sum of the ranks'

@@ -37,7 +37,7 @@ def library_path():
 
 
 def version():
-    """ncclGetVersion of the loaded library (22707 for ringcc 2.27.7)."""
+    """ncclGetVersion of the loaded library: the NCCL API level (23203 for 2.32.3)."""
     v = ctypes.c_int(0)
     library().ncclGetVersion(ctypes.byref(v))
     return v.value

@@ -2,13 +2,14 @@
 
 The library is loaded BY PATH, never by name: NVIDIA's NCCL is also called libnccl.so.2 and
 is often first in the loader's path, and it cannot run collectives on host memory. After
-loading, ncclGetVersion must say 22707 (ringcc 2.27.7), or the import fails.
+loading, the library must export ringccGetVersion (NVIDIA's does not; both give 23203 from
+ncclGetVersion, the NCCL API level) and it must say RINGCC_VERSION_CODE, or the import fails.
 """
 
 import ctypes
 import os
 
-RINGCC_VERSION_CODE = 22707
+RINGCC_VERSION_CODE = 23203
 UNIQUE_ID_BYTES = 128
 _SONAME = "libnccl.so.2"
 
@@ -96,15 +97,23 @@ def load():
             continue
         try:
             lib = ctypes.CDLL(path, mode=ctypes.RTLD_LOCAL)
-            get_version = lib.ncclGetVersion
+            nccl_get_version = lib.ncclGetVersion
         except (OSError, AttributeError) as e:
             raise ImportError(f"ringcc: cannot load {path} ({origin}) as libnccl.so.2: {e}")
+        try:
+            get_version = lib.ringccGetVersion
+        except AttributeError:
+            nccl_version = ctypes.c_int(0)
+            nccl_get_version(ctypes.byref(nccl_version))
+            raise ImportError(
+                f"ringcc: {path} ({origin}) is not ringcc's libnccl.so.2: it has no "
+                f"ringccGetVersion (another NCCL; its ncclGetVersion gives {nccl_version.value})")
         version = ctypes.c_int(0)
         get_version(ctypes.byref(version))
         if version.value != RINGCC_VERSION_CODE:
             raise ImportError(
-                f"ringcc: {path} ({origin}) is not ringcc's libnccl.so.2: ncclGetVersion gives "
-                f"{version.value}, ringcc's is {RINGCC_VERSION_CODE}")
+                f"ringcc: {path} ({origin}) is ringcc {version.value}, this package is "
+                f"{RINGCC_VERSION_CODE}")
         _declare(lib)
         return lib, path
     raise ImportError("ringcc: libnccl.so.2 not found; set RINGCC_LIB to its path. Tried: "

@@ -62,3 +62,45 @@ NCCL_API(int, ncclTeamRankToLsa, ncclComm_t, DeviceTeam, int) {
   notProvided("ncclTeamRankToLsa");
   return -1;
 }
+
+// Added by NCCL 2.29-2.32 (nccl_device/host.h): properties, window pointers, CFT teams and
+// the GIN inbox/outbox requirements.
+NCCL_API(ncclResult_t, ncclCommQueryProperties, ncclComm_t, void*) {
+  return notProvided("ncclCommQueryProperties");
+}
+NCCL_API(ncclResult_t, ncclGetLsaMultimemDevicePointer, ncclWindow_t, size_t, void**) {
+  return notProvided("ncclGetLsaMultimemDevicePointer");
+}
+NCCL_API(ncclResult_t, ncclGetMultimemDevicePointer, ncclWindow_t, size_t, void*, void**) {
+  return notProvided("ncclGetMultimemDevicePointer");
+}
+NCCL_API(ncclResult_t, ncclGetLsaDevicePointer, ncclWindow_t, size_t, int, void**) {
+  return notProvided("ncclGetLsaDevicePointer");
+}
+NCCL_API(ncclResult_t, ncclGetPeerDevicePointer, ncclWindow_t, size_t, int, void**) {
+  return notProvided("ncclGetPeerDevicePointer");
+}
+NCCL_API(ncclResult_t, ncclGetMultimemDeviceLeInfo, ncclWindow_t, size_t, void*, size_t*) {
+  return notProvided("ncclGetMultimemDeviceLeInfo");
+}
+NCCL_API(ncclResult_t, ncclGetCftDeviceLeInfo, ncclWindow_t, size_t, int, DeviceTeam, void*,
+         size_t*) {
+  return notProvided("ncclGetCftDeviceLeInfo");
+}
+NCCL_API(ncclResult_t, ncclGetPeerDeviceLeInfo, ncclWindow_t, size_t, int, void*, size_t*) {
+  return notProvided("ncclGetPeerDeviceLeInfo");
+}
+NCCL_API(DeviceTeam, ncclTeamCft, ncclComm_t, int) {
+  notProvided("ncclTeamCft");
+  return DeviceTeam{0, -1, 0};
+}
+NCCL_API(DeviceTeam, ncclTeamCftMultimem, ncclComm_t) {
+  notProvided("ncclTeamCftMultimem");
+  return DeviceTeam{0, -1, 0};
+}
+NCCL_API(ncclResult_t, ncclGinOutboxCreateRequirement, int, int, void*, void*) {
+  return notProvided("ncclGinOutboxCreateRequirement");
+}
+NCCL_API(ncclResult_t, ncclGinInboxA2ACreateRequirement, DeviceTeam, int, int, void*, void*) {
+  return notProvided("ncclGinInboxA2ACreateRequirement");
+}

@@ -7,6 +7,12 @@
 
 using namespace ringcc;
 
+extern "C" __attribute__((visibility("default"))) ncclResult_t ringccGetVersion(int* version) {
+  RINGCC_CHECK(checkNotNull(version, "version", "ringccGetVersion"));
+  *version = RINGCC_VERSION_CODE;
+  return ncclSuccess;
+}
+
 extern "C" __attribute__((visibility("default"))) ncclResult_t ringccCommMemoryKind(
     ncclComm_t comm, ringccMemKind_t* kind) {
   ApiGuard guard;

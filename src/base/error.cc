@@ -75,6 +75,8 @@ const char* errorString(ncclResult_t code) {
       return "remote process exited or there was a network error";
     case ncclInProgress:
       return "NCCL operation in progress";
+    case ncclTimeout:
+      return "operation timed out";
     default:
       return "unknown result code";
   }

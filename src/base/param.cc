@@ -19,13 +19,16 @@ constexpr ParamDef kParams[] = {
      "provided (WARN). A collective no allowed algorithm runs (anything but all-reduce under "
      "`Tree`) uses Ring, with a WARN."},
     {"BOOTSTRAP_TIMEOUT", "30000",
-     "Milliseconds a bootstrap connect or read may take; also how far apart ranks may arrive."},
+     "Milliseconds a bootstrap connect or read may take; also how far apart ranks may arrive.",
+     ParamKind::Int},
     {"BUFFSIZE", "1048576",
      "Bytes of slot memory per ring connection and channel, cut into 8 slots (p2p connections "
      "get a quarter). 1 MiB (128 KiB slots) measured fastest on the host from 1 MiB messages "
-     "up; communicators that use the network default to NCCL's 4 MiB (512 KiB messages)."},
+     "up; communicators that use the network default to NCCL's 4 MiB (512 KiB messages).",
+     ParamKind::Int},
     {"CHUNKSIZE", "0",
-     "Bytes a ring step moves per loop, in whole slots below the slot count; 0: one slot."},
+     "Bytes a ring step moves per loop, in whole slots below the slot count; 0: one slot.",
+     ParamKind::Int},
     {"COMM_ID", "", "host:port of the bootstrap root, instead of the address in the unique id."},
     {"COMM_SECRET", "",
      "ringcc: a shared secret for jobs launched with NCCL_COMM_ID (the same on every rank); "
@@ -41,33 +44,41 @@ constexpr ParamDef kParams[] = {
      "Host identity: ranks whose HOSTID is equal share a host (shm between them), others use "
      "the network. Default: the host name and the kernel's boot id."},
     {"IB_DISABLE", "0",
-     "1: keep UCX off InfiniBand (removes its rc, ud and dc transports unless UCX_TLS is set)."},
-    {"MAX_NCHANNELS", "4", "Most channels a collective may use."},
-    {"MIN_NCHANNELS", "1", "Fewest channels a collective may use."},
+     "1: keep UCX off InfiniBand (removes its rc, ud and dc transports unless UCX_TLS is set).",
+     ParamKind::Int},
+    {"MAX_NCHANNELS", "4", "Most channels a collective may use.", ParamKind::Int},
+    {"MIN_NCHANNELS", "1", "Fewest channels a collective may use.", ParamKind::Int},
     {"NET", "",
      "ucx: every pair of ranks uses the network transport, even within one host or process "
      "(for tests); unset: only ranks on different hosts do."},
     {"NTHREADS", "0",
-     "Reserved for the CUDA executor (threads per block); host communicators do not read it."},
+     "Reserved for the CUDA executor (threads per block); host communicators do not read it.",
+     ParamKind::Int},
     {"P2P_DISABLE", "0",
      "1: never use the p2p transport (ranks in one process use shm), nor GPU memory shared "
-     "between processes (CUDA IPC: shm slots stay in host memory)."},
+     "between processes (CUDA IPC: shm slots stay in host memory).",
+     ParamKind::Int},
     {"PROTO", "",
      "Protocols allowed: Simple, LL, Direct (comma list, ^ to exclude); default: LL up to 256 B "
      "per rank, Direct above (Simple where references cannot be read). Unknown names get a WARN "
      "naming the valid ones."},
-    {"SHM_DISABLE", "0", "1: never use the shm transport (processes on one host use the network)."},
+    {"SHM_DISABLE", "0", "1: never use the shm transport (processes on one host use the network).",
+     ParamKind::Int},
     {"SHM_MAP", "1",
      "0: under Direct, shm receivers no longer map the sender's ncclMemAlloc buffers to read "
-     "large slices in place; they come through the segment."},
+     "large slices in place; they come through the segment.",
+     ParamKind::Int},
     {"SHM_REFS", "0",
      "1: under Direct, shm receivers read large slices from the sender's memory "
      "(process_vm_readv) instead of through the segment; off by default (slower on the "
-     "measured VM)."},
+     "measured VM).",
+     ParamKind::Int},
     {"SOCKET_FAMILY", "", "AF_INET or AF_INET6: address family of bootstrap sockets."},
     {"SOCKET_IFNAME", "", "Interfaces for bootstrap: prefix list, =exact, ^exclude."},
-    {"SPIN_COUNT", "2000", "Polls of a connector before a waiting thread starts to sleep."},
-    {"TIMEOUT", "300000", "Milliseconds a collective may wait on a peer before it fails."},
+    {"SPIN_COUNT", "2000", "Polls of a connector before a waiting thread starts to sleep.",
+     ParamKind::Int},
+    {"TIMEOUT", "300000", "Milliseconds a collective may wait on a peer before it fails.",
+     ParamKind::Int},
     {"TOPO_DUMP_FILE", "",
      "Rank 0 writes its host's topology there at init, in NCCL's topology XML."},
     {"TOPO_FILE", "",

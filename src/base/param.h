@@ -13,10 +13,15 @@
 
 namespace ringcc {
 
+// What a parameter's value is: an integer (sizes, counts, switches, milliseconds; parsed by
+// parseSize) or text (names, lists, paths). The parameter API (ncclParamGet*) checks it.
+enum class ParamKind { Text, Int };
+
 struct ParamDef {
   const char* name;          // without prefix: "BUFFSIZE"
   const char* defaultValue;  // as text; "" means unset
   const char* description;
+  ParamKind kind = ParamKind::Text;
 };
 
 // Every parameter ringcc knows.

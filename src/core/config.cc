@@ -8,15 +8,9 @@
 namespace ringcc {
 namespace {
 
-// The 2.28 layout: 2.27's fields plus two ints. Reading through it with the caller's size as
-// the bound is how both header versions are served.
-struct ConfigV22800 {
-  ncclConfig_t base;
-  int nChannelsPerNetPeer;
-  int nvlinkCentricSched;
-};
-static_assert(sizeof(ncclConfig_t) == 72, "ncclConfig_t must keep NCCL 2.27's layout");
-static_assert(offsetof(ConfigV22800, nvlinkCentricSched) == 76, "2.28 config layout");
+static_assert(sizeof(ncclConfig_t) == 120, "ncclConfig_t must keep NCCL 2.32's layout");
+static_assert(offsetof(ncclConfig_t, nvlinkCentricSched) == 76, "2.28 config layout");
+static_assert(offsetof(ncclConfig_t, graphStreamOrdering) == 92, "2.30 config layout");
 
 bool present(size_t size, size_t offset, size_t width) { return offset + width <= size; }
 
@@ -37,36 +31,45 @@ ncclResult_t readConfig(const ncclConfig_t* user, const char* where, CommConfig*
   if (user->size < offsetof(ncclConfig_t, blocking))
     return fail(ncclInvalidArgument, where, "config: size %zu is too small", user->size);
 
-  ConfigV22800 c{};
+  // Only the caller's `size` bytes are read: an older header's struct ends there.
+  ncclConfig_t c{};
   std::memcpy(&c, user, user->size < sizeof(c) ? user->size : sizeof(c));
   const size_t size = user->size;
 
   int blocking = 1;
-  readInt(size, offsetof(ncclConfig_t, blocking), &c.base.blocking, &blocking);
+  readInt(size, offsetof(ncclConfig_t, blocking), &c.blocking, &blocking);
   if (blocking != 0 && blocking != 1)
     return fail(ncclInvalidArgument, where, "config: blocking must be 0 or 1, not %d", blocking);
   out->blocking = blocking == 1;
-  readInt(size, offsetof(ncclConfig_t, cgaClusterSize), &c.base.cgaClusterSize,
-          &out->cgaClusterSize);
-  readInt(size, offsetof(ncclConfig_t, minCTAs), &c.base.minCTAs, &out->minCTAs);
-  readInt(size, offsetof(ncclConfig_t, maxCTAs), &c.base.maxCTAs, &out->maxCTAs);
+  readInt(size, offsetof(ncclConfig_t, cgaClusterSize), &c.cgaClusterSize, &out->cgaClusterSize);
+  readInt(size, offsetof(ncclConfig_t, minCTAs), &c.minCTAs, &out->minCTAs);
+  readInt(size, offsetof(ncclConfig_t, maxCTAs), &c.maxCTAs, &out->maxCTAs);
   if (out->minCTAs < 1 || out->maxCTAs < out->minCTAs)
     return fail(ncclInvalidArgument, where, "config: minCTAs %d / maxCTAs %d out of range",
                 out->minCTAs, out->maxCTAs);
-  if (present(size, offsetof(ncclConfig_t, netName), sizeof(char*)) && c.base.netName)
-    out->netName = c.base.netName;
-  readInt(size, offsetof(ncclConfig_t, splitShare), &c.base.splitShare, &out->splitShare);
-  readInt(size, offsetof(ncclConfig_t, trafficClass), &c.base.trafficClass, &out->trafficClass);
-  if (present(size, offsetof(ncclConfig_t, commName), sizeof(char*)) && c.base.commName)
-    out->commName = c.base.commName;
-  readInt(size, offsetof(ncclConfig_t, collnetEnable), &c.base.collnetEnable, &out->collnetEnable);
-  readInt(size, offsetof(ncclConfig_t, CTAPolicy), &c.base.CTAPolicy, &out->ctaPolicy);
-  readInt(size, offsetof(ncclConfig_t, shrinkShare), &c.base.shrinkShare, &out->shrinkShare);
-  readInt(size, offsetof(ncclConfig_t, nvlsCTAs), &c.base.nvlsCTAs, &out->nvlsCTAs);
-  readInt(size, offsetof(ConfigV22800, nChannelsPerNetPeer), &c.nChannelsPerNetPeer,
-          &out->nChannelsPerNetPeer);
-  readInt(size, offsetof(ConfigV22800, nvlinkCentricSched), &c.nvlinkCentricSched,
-          &out->nvlinkCentricSched);
+  if (present(size, offsetof(ncclConfig_t, netName), sizeof(char*)) && c.netName)
+    out->netName = c.netName;
+  readInt(size, offsetof(ncclConfig_t, splitShare), &c.splitShare, &out->splitShare);
+  readInt(size, offsetof(ncclConfig_t, trafficClass), &c.trafficClass, &out->trafficClass);
+  if (present(size, offsetof(ncclConfig_t, commName), sizeof(char*)) && c.commName)
+    out->commName = c.commName;
+  readInt(size, offsetof(ncclConfig_t, collnetEnable), &c.collnetEnable, &out->collnetEnable);
+  readInt(size, offsetof(ncclConfig_t, CTAPolicy), &c.CTAPolicy, &out->ctaPolicy);
+  readInt(size, offsetof(ncclConfig_t, shrinkShare), &c.shrinkShare, &out->shrinkShare);
+  readInt(size, offsetof(ncclConfig_t, nvlsCTAs), &c.nvlsCTAs, &out->nvlsCTAs);
+#define RINGCC_READ_INT(field) readInt(size, offsetof(ncclConfig_t, field), &c.field, &out->field)
+  RINGCC_READ_INT(nChannelsPerNetPeer);
+  RINGCC_READ_INT(nvlinkCentricSched);
+  RINGCC_READ_INT(graphUsageMode);
+  RINGCC_READ_INT(numRmaCtx);
+  RINGCC_READ_INT(maxP2pPeers);
+  RINGCC_READ_INT(graphStreamOrdering);
+  RINGCC_READ_INT(launchOrderImplicit);
+  RINGCC_READ_INT(numRmaSig);
+  RINGCC_READ_INT(rmaEagerInit);
+  RINGCC_READ_INT(hostCftMode);
+  RINGCC_READ_INT(nvlsHostMode);
+#undef RINGCC_READ_INT
   return ncclSuccess;
 }
 

@@ -9,6 +9,7 @@
 
 #include "nccl.h"
 #include "ringcc.h"
+#include "src/core/comm.h"
 #include "support/ranks.h"
 
 using ringcc::test::newUniqueId;
@@ -105,19 +106,44 @@ TEST_CASE("non-blocking init answers ncclInProgress and becomes ready", "[lifecy
 }
 
 TEST_CASE("a config from a newer, larger header is read by its size", "[lifecycle]") {
-  // NCCL 2.28's ncclConfig_t appends two ints (80 bytes).
+  // A later NCCL appends fields to 2.32's ncclConfig_t (120 bytes); they are ignored.
   struct NewerConfig {
     ncclConfig_t base;
-    int nChannelsPerNetPeer;
-    int nvlinkCentricSched;
+    int fieldOfALaterNccl;
   } config;
   config.base = NCCL_CONFIG_INITIALIZER;
   config.base.size = sizeof(config);
-  config.nChannelsPerNetPeer = INT_MIN;
-  config.nvlinkCentricSched = INT_MIN;
+  config.fieldOfALaterNccl = 12345;
   ncclComm_t comm = nullptr;
   REQUIRE(ncclCommInitRankConfig(&comm, 1, newUniqueId(), 0, &config.base) == ncclSuccess);
   CHECK(ncclCommDestroy(comm) == ncclSuccess);
+}
+
+TEST_CASE("configs of older headers (2.27, 2.28, 2.30) are read up to their size",
+          "[lifecycle]") {
+  // 2.27's struct ended after nvlsCTAs (72 bytes), 2.28's after nvlinkCentricSched (80),
+  // 2.30's after graphStreamOrdering (96). Bytes past `size` are garbage here: a binary built
+  // against that header has no such fields, so they must not be read.
+  for (size_t size : {size_t{72}, size_t{80}, size_t{96}}) {
+    INFO("size " << size);
+    unsigned char bytes[sizeof(ncclConfig_t)];
+    std::memset(bytes, 0x7f, sizeof(bytes));  // every int past `size` reads as 0x7f7f7f7f
+    ncclConfig_t init = NCCL_CONFIG_INITIALIZER;
+    std::memcpy(bytes, &init, size);
+    auto* config = reinterpret_cast<ncclConfig_t*>(bytes);
+    config->size = size;
+    config->version = size == 72 ? 22707 : size == 80 ? 22800 : 23007;
+    config->blocking = 1;
+    if (size >= 80) config->nChannelsPerNetPeer = 2;
+    if (size >= 96) config->graphUsageMode = 1;
+    ncclComm_t comm = nullptr;
+    REQUIRE(ncclCommInitRankConfig(&comm, 1, newUniqueId(), 0, config) == ncclSuccess);
+    const ringcc::CommConfig& read = comm->config;
+    CHECK(read.nChannelsPerNetPeer == (size >= 80 ? 2 : 0));
+    CHECK(read.graphUsageMode == (size >= 96 ? 1 : NCCL_CONFIG_UNDEF_INT));
+    CHECK(read.hostCftMode == NCCL_CONFIG_UNDEF_INT);  // 2.31's, past every size here
+    CHECK(ncclCommDestroy(comm) == ncclSuccess);
+  }
 }
 
 TEST_CASE("ncclCommSplit groups by color and orders by key", "[split]") {
@@ -217,6 +243,7 @@ TEST_CASE("finalize and revoke forbid further operations", "[lifecycle]") {
 TEST_CASE("ncclGetVersion and error strings", "[lifecycle]") {
   int version = 0;
   CHECK(ncclGetVersion(&version) == ncclSuccess);
-  CHECK(version == NCCL_VERSION(2, 27, 7));
+  CHECK(version == NCCL_VERSION(2, 32, 3));  // the API level; ringccGetVersion tells ringcc
   CHECK(std::strlen(ncclGetErrorString(ncclRemoteError)) > 0);
+  CHECK(std::strlen(ncclGetErrorString(ncclTimeout)) > 0);
 }

@@ -4,7 +4,7 @@
 #     user tools) and the internal tools are not;
 #  2. examples/allreduce.c compiles with `pkg-config --cflags --libs nccl` (and ringcc) against
 #     the installed copy and, run with no LD_LIBRARY_PATH, loads the installed libnccl.so.2
-#     (ldd, and the example's own ncclGetVersion check: ringcc's 22707, not NVIDIA's);
+#     (ldd, and the example's own ncclGetVersion check: ringcc's 23203, not NVIDIA's);
 #  3. the installed ringcc-run and all_reduce_perf load the installed libnccl.so.2 too (ldd,
 #     ringcc-run's memory map seen from its child, and the perf tool's nccl-library= line);
 #  4. the installed Python package (when built) imports from the staged tree and loads the
@@ -19,7 +19,7 @@
 # package is not built).
 set -euo pipefail
 
-EXPECTED_VERSION=22707
+EXPECTED_VERSION=23203
 fail() {
   echo "FAIL: $*" >&2
   exit 1
@@ -59,8 +59,8 @@ step "meson install --destdir $DEST"
 }
 
 step "installed files"
-[ -f "$LIB/libnccl.so.2.27.7" ] || fail "$LIB/libnccl.so.2.27.7 missing"
-[ "$(readlink "$LIB/libnccl.so.2")" = libnccl.so.2.27.7 ] || fail "libnccl.so.2 symlink wrong"
+[ -f "$LIB/libnccl.so.2.32.3" ] || fail "$LIB/libnccl.so.2.32.3 missing"
+[ "$(readlink "$LIB/libnccl.so.2")" = libnccl.so.2.32.3 ] || fail "libnccl.so.2 symlink wrong"
 [ "$(readlink "$LIB/libnccl.so")" = libnccl.so.2 ] ||
   fail "libnccl.so (the -lnccl dev symlink) missing or wrong"
 for h in nccl.h ringcc.h; do [ -f "$INC/$h" ] || fail "$INC/$h missing"; done
@@ -79,12 +79,12 @@ for t in comm_init_bench memcpy_bench ring_reference mpi_allreduce_bench; do
 done
 # No installed binary may search the build tree (meson swaps the build RUNPATH for
 # install_rpath); the library itself needs none.
-for f in "$LIB/libnccl.so.2.27.7" "${USER_TOOLS[@]/#/$BIN/}"; do
+for f in "$LIB/libnccl.so.2.32.3" "${USER_TOOLS[@]/#/$BIN/}"; do
   runpath=$(readelf -d "$f" | sed -n 's/.*(\(RUNPATH\|RPATH\)).*\[\(.*\)\]/\2/p')
   case "$runpath" in
     *"$RINGCC_BUILD_ROOT"*) fail "$f keeps the build tree in its RUNPATH: $runpath" ;;
   esac
-  [ "$f" = "$LIB/libnccl.so.2.27.7" ] || [ -n "$runpath" ] || fail "$f has no RUNPATH"
+  [ "$f" = "$LIB/libnccl.so.2.32.3" ] || [ -n "$runpath" ] || fail "$f has no RUNPATH"
   echo "$(basename "$f"): RUNPATH ${runpath:-(none)}"
 done
 
@@ -100,8 +100,8 @@ check_ldd() {
   resolved=$(ldd "$1" | awk '$1 == "libnccl.so.2" { print $3 }')
   [ -n "$resolved" ] || fail "$1 does not need libnccl.so.2 (ldd: $(ldd "$1"))"
   resolved=$(readlink -f "$resolved")
-  [ "$resolved" = "$LIB/libnccl.so.2.27.7" ] ||
-    fail "$1 resolves libnccl.so.2 to $resolved, not the installed $LIB/libnccl.so.2.27.7"
+  [ "$resolved" = "$LIB/libnccl.so.2.32.3" ] ||
+    fail "$1 resolves libnccl.so.2 to $resolved, not the installed $LIB/libnccl.so.2.32.3"
   echo "$(basename "$1"): libnccl.so.2 => $resolved"
 }
 
@@ -127,6 +127,7 @@ for pc in nccl ringcc; do
   out=$(env -u LD_LIBRARY_PATH "$exe" 2>&1) || fail "example failed: $out"
   echo "$out"
   grep -qx "ncclGetVersion: $EXPECTED_VERSION" <<<"$out" || fail "example did not load ringcc"
+  grep -qx "ringccGetVersion: $EXPECTED_VERSION" <<<"$out" || fail "example found no ringccGetVersion"
 done
 
 step "installed ringcc-run and all_reduce_perf"
@@ -138,7 +139,7 @@ maps=$(env -u LD_LIBRARY_PATH "$BIN/ringcc-run" -n 1 --timeout 60 -- \
   /bin/sh -c 'grep libnccl "/proc/$PPID/maps"') || fail "ringcc-run -n 1 sh failed: $maps"
 loaded=$(awk '{ print $6 }' <<<"$maps" | sort -u)
 echo "ringcc-run mapped: $loaded"
-[ "$loaded" = "$LIB/libnccl.so.2.27.7" ] || fail "ringcc-run loaded $loaded, not $LIB/libnccl.so.2.27.7"
+[ "$loaded" = "$LIB/libnccl.so.2.32.3" ] || fail "ringcc-run loaded $loaded, not $LIB/libnccl.so.2.32.3"
 out=$(env -u LD_LIBRARY_PATH "$BIN/ringcc-run" -n 2 --timeout 120 -- \
   "$BIN/all_reduce_perf" -b 8 -e 8 2>&1) || fail "ringcc-run -n 2 all_reduce_perf failed: $out"
 echo "$out"
@@ -168,8 +169,8 @@ if [ -n "${RINGCC_PYTHON_DIR:-}" ]; then
     fail "importing the installed package failed: $out"
   echo "$out"
   [ "$(sed -n 1p <<<"$out")" = "$PYDIR/ringcc/__init__.py" ] || fail "imported another ringcc package"
-  [ "$(sed -n 2p <<<"$out")" = "$EXPECTED_VERSION $LIB/libnccl.so.2.27.7" ] ||
-    fail "the installed package did not load $LIB/libnccl.so.2.27.7"
+  [ "$(sed -n 2p <<<"$out")" = "$EXPECTED_VERSION $LIB/libnccl.so.2.32.3" ] ||
+    fail "the installed package did not load $LIB/libnccl.so.2.32.3"
 else
   echo "--- Python package not built (-Dpython=disabled, or no /usr/bin/python3): not checked"
 fi

@@ -5,7 +5,7 @@
 # same way, with its RPATH pointing at a stand-in "other" NCCL (tests/preload/fake_nccl.c, whose
 # ncclGetVersion says 22800), must get
 #   - the other NCCL when run plainly, and still with LD_LIBRARY_PATH=<ringcc's build dir>;
-#   - ringcc (22707) under LD_PRELOAD=<ringcc's libnccl.so.2>;
+#   - ringcc (23203) under LD_PRELOAD=<ringcc's libnccl.so.2>;
 # and the in-process check the doc gives (ctypes.CDLL("libnccl.so.2").ncclGetVersion) must
 # report ringcc under LD_PRELOAD even when LD_LIBRARY_PATH names the other library first.
 # Environment (tests/preload/meson.build): CC, RINGCC_LIB, RINGCC_FAKE_NCCL,
@@ -40,11 +40,11 @@ expect() {  # expect WHAT WANT COMMAND...
 }
 expect "RPATH alone" 22800 "$TMP/probe"
 expect "RPATH beats LD_LIBRARY_PATH" 22800 env LD_LIBRARY_PATH="$LIBDIR" "$TMP/probe"
-expect "LD_PRELOAD" 22707 env LD_PRELOAD="$RINGCC_LIB" "$TMP/probe"
+expect "LD_PRELOAD" 23203 env LD_PRELOAD="$RINGCC_LIB" "$TMP/probe"
 
 if [ -n "${RINGCC_PYTHON:-}" ]; then
   # shellcheck disable=SC2016  # Python code
-  expect "ctypes check under LD_PRELOAD" 22707 env LD_PRELOAD="$RINGCC_LIB" \
+  expect "ctypes check under LD_PRELOAD" 23203 env LD_PRELOAD="$RINGCC_LIB" \
     LD_LIBRARY_PATH="$TMP/other" "$RINGCC_PYTHON" -c '
 import ctypes
 v = ctypes.c_int()

@@ -1,7 +1,7 @@
 """The Python package loads ringcc's libnccl.so.2 on purpose, by path, and refuses any other:
 NVIDIA's NCCL is also libnccl.so.2 and may be first in the loader's path.
 
-Checks: the library given in RINGCC_LIB is the one loaded (ncclGetVersion 22707, and it is the
+Checks: the library given in RINGCC_LIB is the one loaded (ncclGetVersion 23203, and it is the
 only libnccl in /proc/self/maps); a folder in RINGCC_LIB works; a missing file, a file that is
 not libnccl and a libnccl that is not ringcc (tests/preload/fake_nccl.c says 22800) raise
 ImportError naming the path; with RINGCC_LIB unset a source checkout finds the build tree;
@@ -37,8 +37,8 @@ def child(code, **env):
 def expect_loads(what, path, **env):
     r = child(PROBE, **env)
     assert r.returncode == 0, f"{what}: import failed: {r.stderr}"
-    assert r.stdout.split() == ["22707", path], f"{what}: loaded {r.stdout!r}, want {path}"
-    print(f"ok {what}: 22707 {path}")
+    assert r.stdout.split() == ["23203", path], f"{what}: loaded {r.stdout!r}, want {path}"
+    print(f"ok {what}: 23203 {path}")
 
 
 def expect_refused(what, words, **env):
@@ -66,10 +66,10 @@ def mapped(name):
 def main():
     import ringcc
     import ringcc.torch  # noqa: F401
-    assert ringcc.version() == 22707, f"ncclGetVersion {ringcc.version()}, ringcc's is 22707"
+    assert ringcc.version() == 23203, f"ncclGetVersion {ringcc.version()}, ringcc's is 23203"
     assert ringcc.library_path() == OURS, f"loaded {ringcc.library_path()}, want {OURS}"
     assert nccl_maps() == {OURS}, f"libnccl mappings {nccl_maps()}, want only {OURS}"
-    print(f"ok in process: 22707 {OURS}, the only libnccl mapped")
+    print(f"ok in process: 23203 {OURS}, the only libnccl mapped")
 
     expect_loads("RINGCC_LIB as a folder", OURS, RINGCC_LIB=os.path.dirname(OURS))
     expect_refused("fake NCCL", ["is not ringcc's", "22800", FAKE], RINGCC_LIB=FAKE)
@@ -89,10 +89,10 @@ def main():
               "l.ncclGetVersion(ctypes.byref(v)); print(v.value)", RINGCC_LIB=None,
               LD_LIBRARY_PATH=None)
     version = r.stdout.strip()
-    if r.returncode == 0 and version != "22707":
+    if r.returncode == 0 and version != "23203":
         r = child("import ctypes; ctypes.CDLL('libnccl.so.2', mode=ctypes.RTLD_GLOBAL); "
                   + PROBE, LD_LIBRARY_PATH=None)
-        assert r.returncode == 0 and r.stdout.split() == ["22707", OURS], (
+        assert r.returncode == 0 and r.stdout.split() == ["23203", OURS], (
             f"with NVIDIA's NCCL loaded first: {r.stdout} {r.stderr}")
         print(f"ok NVIDIA's NCCL ({version}) loaded first, ringcc still loads its own")
     else:

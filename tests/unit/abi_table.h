@@ -17,6 +17,8 @@ struct Value {
   extern const int kNumConfigOffsets;                                         \
   long long configSize();                                                 \
   void configInitializer(unsigned char* out, unsigned long long cap);     \
+  void collConfigInitializer(unsigned char* out, unsigned long long cap); \
+  void otherInitializers(long long* out, int n);                           \
   }
 
 ABI_DECLARE(abi_real)

@@ -62,3 +62,16 @@ TEST_CASE("the parameter table has unique names, each documented in docs/env.md"
   }
   CHECK(findParam("NO_SUCH_PARAM") == nullptr);
 }
+
+TEST_CASE("integer parameters have numeric defaults, text ones are not numbers", "[params]") {
+  // The parameter API's typed getters trust ParamDef::kind; a default that contradicts it
+  // would make ncclParamGetI64 answer a value ringcc never uses.
+  for (const ParamDef& def : paramTable()) {
+    INFO(def.name);
+    int64_t v;
+    if (def.kind == ParamKind::Int)
+      CHECK(parseSize(def.defaultValue, &v));
+    else
+      CHECK_FALSE(parseSize(def.defaultValue, &v));
+  }
+}
