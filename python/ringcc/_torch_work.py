@@ -20,10 +20,14 @@ class RingccWork(Work):
 
     `flush` (sends and receives) releases the operation's batch: whoever waits for it, or asks
     about it, needs it to run (_queue's module doc).
+
+    `source`: a receive's sender (group rank), what _source_rank() gives torch's recv; a
+    receive from any source sets it when it has matched a sender (_torch_p2p).
     """
 
-    def __init__(self, name, future, flush=None):
+    def __init__(self, name, future, flush=None, source=None):
         super().__init__()
+        self.source = source
         self.claimed = False  # get_future() or wait() was called: no need to keep it alive
         self._name = name
         self._flush = flush
@@ -61,6 +65,11 @@ class RingccWork(Work):
         except Exception:
             return False
         return True
+
+    def _source_rank(self):
+        if self.source is None:
+            raise RuntimeError(f"ringcc {self._name}: only a completed receive has a source rank")
+        return self.source
 
     def result(self):
         return self._future.value()

@@ -1,0 +1,63 @@
+"""Which torch this is, and what the ringcc backend builds on there.
+
+torch 1.13 takes a Python subclass of dist.ProcessGroup as a whole process group, and
+Backend.register_backend(name, fn) knows nothing of devices. torch 2.x wraps a backend
+(torch._C._distributed_c10d.Backend) in a C++ ProcessGroup per device: several of its calls
+(batch_isend_irecv, _coalescing_manager, split_group, monitored_barrier) ask the group for
+its CPU backend (pg._get_backend), which a ProcessGroup subclass does not have. So on 2.x
+ProcessGroupRingcc is a Backend registered for devices=["cpu"]; the group torch builds
+around it dispatches to its methods (through pybind11's trampoline, as for a ProcessGroup
+subclass on 1.13). torch 2.x also renamed some methods (_allgather_base became
+all_gather_single, ...); the group defines both names.
+
+Any other torch fails here, at import, with its version in the message: a backend that
+imported fine and then broke inside a collective would be much harder to diagnose.
+"""
+
+import inspect
+
+import torch
+import torch.distributed as dist
+
+TESTED = "1.13 and 2.15"
+
+
+def _version():
+    parts = torch.__version__.split("+")[0].split(".")
+    try:
+        return int(parts[0]), int(parts[1])
+    except (IndexError, ValueError):
+        return None
+
+
+def _refuse(why):
+    raise ImportError(f"ringcc.torch: torch {torch.__version__} is not supported ({why}); "
+                      f"ringcc's backend runs on torch 1.13 and 2.x (tested: {TESTED})")
+
+
+VERSION = _version()
+if VERSION is None:
+    _refuse("cannot read its version")
+if not dist.is_available():
+    _refuse("it was built without torch.distributed")
+TORCH2 = VERSION[0] >= 2
+if VERSION[0] == 1 and VERSION[1] == 13:
+    BASE = dist.ProcessGroup
+elif TORCH2:
+    BASE = getattr(torch._C._distributed_c10d, "Backend", None)
+    if BASE is None:
+        _refuse("no torch._C._distributed_c10d.Backend to subclass")
+    if "devices" not in inspect.signature(dist.Backend.register_backend).parameters:
+        _refuse("Backend.register_backend takes no devices")
+else:
+    _refuse("older than 1.13")
+
+
+def register(name, create):
+    """Registers `create(store, rank, size, timeout)` as backend `name` (once) for CPU."""
+    if name.upper() in dist.Backend._plugins:
+        return
+    if TORCH2:
+        dist.Backend.register_backend(name, create, devices=["cpu"])
+    else:
+        dist.Backend.register_backend(name, create)
