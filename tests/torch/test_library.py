@@ -2,7 +2,8 @@
 NVIDIA's NCCL is also libnccl.so.2 and may be first in the loader's path.
 
 Checks: the library given in RINGCC_LIB is the one loaded (ncclGetVersion 22707, and it is the
-only libnccl in /proc/self/maps); a folder in RINGCC_LIB works; a missing file, a file that is
+only libnccl in /proc/self/maps that torch did not map itself: a CUDA build of torch loads
+NVIDIA's at import); a folder in RINGCC_LIB works; a missing file, a file that is
 not libnccl and a libnccl that is not ringcc (tests/preload/fake_nccl.c says 22800) raise
 ImportError naming the path; with RINGCC_LIB unset a source checkout finds the build tree;
 with NVIDIA's libnccl.so.2 already loaded in the process (where this machine has it), ringcc
@@ -23,7 +24,7 @@ PROBE = ("import ringcc, torch.distributed as dist, ringcc.torch; "
 
 
 def child(code, **env):
-    """Runs code in a fresh /usr/bin/python3 with env changes (None unsets)."""
+    """Runs code in a fresh python (this one's) with env changes (None unsets)."""
     full = dict(os.environ)
     for k, v in env.items():
         if v is None:
@@ -64,12 +65,17 @@ def mapped(name):
 
 
 def main():
+    import torch  # noqa: F401  a CUDA build of torch (the 2.x wheel) maps NVIDIA's NCCL itself
+    torch_own = nccl_maps()
+    assert OURS not in torch_own, f"{OURS} mapped before ringcc was imported"
     import ringcc
     import ringcc.torch  # noqa: F401
     assert ringcc.version() == 22707, f"ncclGetVersion {ringcc.version()}, ringcc's is 22707"
     assert ringcc.library_path() == OURS, f"loaded {ringcc.library_path()}, want {OURS}"
-    assert nccl_maps() == {OURS}, f"libnccl mappings {nccl_maps()}, want only {OURS}"
-    print(f"ok in process: 22707 {OURS}, the only libnccl mapped")
+    assert nccl_maps() == torch_own | {OURS}, (
+        f"libnccl mappings {nccl_maps()}, want {OURS} besides torch's own {torch_own}")
+    others = f" (besides torch's own {sorted(torch_own)})" if torch_own else ""
+    print(f"ok in process: 22707 {OURS}, the only libnccl ringcc mapped{others}")
 
     expect_loads("RINGCC_LIB as a folder", OURS, RINGCC_LIB=os.path.dirname(OURS))
     expect_refused("fake NCCL", ["is not ringcc's", "22800", FAKE], RINGCC_LIB=FAKE)
@@ -84,6 +90,13 @@ def main():
     else:
         expect_refused("build tree elsewhere", [default_build], RINGCC_LIB=None)
 
+    if torch_own:
+        # A CUDA torch (the 2.x wheel) mapped NVIDIA's NCCL before ringcc: the asserts above
+        # were that check. (Loading the system's older NCCL globally first, as below, would
+        # break that torch's own import: its libtorch_cuda needs newer NCCL symbols.)
+        print(f"ok NVIDIA's NCCL ({sorted(torch_own)}) mapped by torch first, ringcc still "
+              "loads its own")
+        return
     # NVIDIA's libnccl.so.2 loaded first, by name, as a CUDA torch would.
     r = child("import ctypes; l = ctypes.CDLL('libnccl.so.2'); v = ctypes.c_int(); "
               "l.ncclGetVersion(ctypes.byref(v)); print(v.value)", RINGCC_LIB=None,
