@@ -10,6 +10,13 @@ around it dispatches to its methods (through pybind11's trampoline, as for a Pro
 subclass on 1.13). torch 2.x also renamed some methods (_allgather_base became
 all_gather_single, ...); the group defines both names.
 
+One more torch 2.x difference: its C++ ProcessGroup hands the caller a Work object of its own
+over ours, whose _source_rank() (what dist.recv without src calls) stays C++'s and raises:
+pybind11's trampoline forwards wait() and get_future() to our Work, not sourceRank(). So on
+2.x source_rank_lookup() wraps Work._source_rank / source_rank: when C++'s raises, and the
+Work's result is a tensor a ringcc receive from any source filled, it gives that receive's
+sender; anything else raises as before. It changes no answer torch gives, only that error.
+
 Any other torch fails here, at import, with its version in the message: a backend that
 imported fine and then broke inside a collective would be much harder to diagnose.
 """
@@ -61,3 +68,31 @@ def register(name, create):
         dist.Backend.register_backend(name, create, devices=["cpu"])
     else:
         dist.Backend.register_backend(name, create)
+
+
+def source_rank_lookup():
+    """On torch 2.x, lets Work._source_rank() and source_rank() answer for ringcc's receives
+    from any source (see the module doc). Once; a no-op on torch 1.13."""
+    from torch._C._distributed_c10d import Work
+
+    from ._torch_work import source_of
+    if not TORCH2 or getattr(Work, "_ringcc_lookup", False):
+        return
+    for name in ("_source_rank", "source_rank"):
+        original = getattr(Work, name, None)
+        if original is None:
+            continue
+
+        def lookup(self, _original=original):
+            try:
+                return _original(self)
+            except RuntimeError:
+                future = self.get_future()
+                value = future.value() if future.done() else None
+                src = source_of(value[0]) if isinstance(value, list) and value else None
+                if src is None:
+                    raise
+                return src
+
+        setattr(Work, name, lookup)
+    Work._ringcc_lookup = True

@@ -13,7 +13,8 @@ timeout), takes that sender (peers scanned from a rotating start, so one busy se
 starve the others), counts it matched, and runs ncclRecv from it. Work._source_rank() then
 gives that rank, which is what dist.recv returns and irecv's Work tells. Because named
 receives count too, a later receive from s never takes a message that an earlier any-source
-receive took, with any number of senders. Costs: one store round trip per send; an
+receive took, with any number of senders. (torch 2.x hands dist.recv not our Work but a C++
+one whose _source_rank() cannot be overridden; _torch_compat.source_rank_lookup covers that.) Costs: one store round trip per send; an
 any-source receive runs after the sends queued before it, outside their batch (so two ranks
 must not both send to each other and then receive from any source: the sends wait).
 
@@ -29,6 +30,7 @@ import torch
 from . import _comm as C
 from ._torch_args import Staged, one, ptr
 from ._torch_types import bytes_view
+from ._torch_work import note_source
 
 _POLL_MIN_S, _POLL_MAX_S = 0.0005, 0.02
 _DEFAULT_TIMEOUT = datetime.timedelta(minutes=30)
@@ -113,6 +115,7 @@ class PointToPointOps:
             b = bytes_view(t.t)
             self._comm.recv(ptr(b), b.numel(), C.UINT8, src)
             work.source = src
+            note_source(t.orig, src)  # for torch 2.x (_torch_compat.source_rank_lookup)
             t.copy_back()
 
         work = self._submit(name, run, [t.orig])

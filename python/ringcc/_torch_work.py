@@ -1,6 +1,33 @@
-"""The Work objects the ringcc process group hands out."""
+"""The Work objects the ringcc process group hands out, and where a receive from any source
+leaves its sender for torch 2.x (source_of)."""
+
+import threading
+import weakref
 
 from torch._C._distributed_c10d import Work
+
+_sources = {}  # id(tensor) -> (weakref to it, sender): receives from any source, torch 2.x
+_sources_lock = threading.Lock()
+
+
+def note_source(tensor, src):
+    """Records that `tensor` was filled by a receive from any source, from rank `src`."""
+    key = id(tensor)
+
+    def forget(_ref, key=key):
+        with _sources_lock:
+            if key in _sources and _sources[key][0]() is None:
+                del _sources[key]
+
+    with _sources_lock:
+        _sources[key] = (weakref.ref(tensor, forget), src)
+
+
+def source_of(tensor):
+    """The sender note_source recorded for this very tensor, else None."""
+    with _sources_lock:
+        ref, src = _sources.get(id(tensor), (None, None))
+    return src if ref is not None and ref() is tensor else None
 
 
 class RingccWork(Work):

@@ -17,7 +17,7 @@ import torch
 import torch.distributed as dist
 
 from . import library, library_path, version
-from ._torch_compat import register
+from ._torch_compat import register, source_rank_lookup
 from ._torch_pg import ProcessGroupRingcc
 
 BACKEND = "ringcc"
@@ -32,6 +32,7 @@ def _create(store, rank, size, timeout):
 
 library()  # load (and check) the library now, not at the first init_process_group
 register(BACKEND, _create)
+source_rank_lookup()
 
 
 def _ringcc_group(group, name):
