@@ -73,16 +73,18 @@ class CoalescedOps:
         return gather, spans
 
     def allgather_coalesced(self, output_lists, input_list, opts=None):
+        """output_lists[r][i] gets rank r's input_list[i] (torch's and Gloo's layout)."""
         name = "all_gather_coalesced"
-        if len(output_lists) != len(input_list):
-            raise ValueError(f"ringcc {name}: {len(output_lists)} output lists for "
-                             f"{len(input_list)} inputs")
-        for outs, t in zip(output_lists, input_list):
+        if len(output_lists) != self.size():
+            raise ValueError(f"ringcc {name}: needs {self.size()} output lists (one per "
+                             f"rank), got {len(output_lists)}")
+        for t in input_list:
             cpu_tensor(name, t, "input tensor")
-            if len(outs) != self.size():
-                raise ValueError(f"ringcc {name}: each output list needs {self.size()} "
-                                 f"tensors, got {len(outs)}")
-            for o in outs:
+        for outs in output_lists:
+            if len(outs) != len(input_list):
+                raise ValueError(f"ringcc {name}: each output list needs {len(input_list)} "
+                                 f"tensors (one per input), got {len(outs)}")
+            for o, t in zip(outs, input_list):
                 cpu_tensor(name, o, "output tensor")
                 if o.dtype != t.dtype or o.numel() != t.numel():
                     raise ValueError(f"ringcc {name}: output tensors must match their input "
@@ -92,8 +94,8 @@ class CoalescedOps:
 
         def run():
             whole = gather()
-            for outs, (a, b) in zip(output_lists, spans):
-                for r, o in enumerate(outs):
+            for r, outs in enumerate(output_lists):
+                for o, (a, b) in zip(outs, spans):
                     o.copy_(whole[r, a:b].view(o.dtype).reshape(o.shape))
 
         return self._submit(name, run, [list(outs) for outs in output_lists])
