@@ -47,7 +47,7 @@ if VERSION is None:
     _refuse("cannot read its version")
 if not dist.is_available():
     _refuse("it was built without torch.distributed")
-TORCH2 = VERSION[0] >= 2
+TORCH2 = VERSION[0] == 2
 if VERSION[0] == 1 and VERSION[1] == 13:
     BASE = dist.ProcessGroup
 elif TORCH2:
@@ -56,8 +56,10 @@ elif TORCH2:
         _refuse("no torch._C._distributed_c10d.Backend to subclass")
     if "devices" not in inspect.signature(dist.Backend.register_backend).parameters:
         _refuse("Backend.register_backend takes no devices")
-else:
+elif VERSION < (1, 13):
     _refuse("older than 1.13")
+else:
+    _refuse("a major version after 2: its backend API is unknown to ringcc")
 
 
 def register(name, create):

@@ -7,7 +7,7 @@ NVIDIA's at import); a folder in RINGCC_LIB works; a missing file, a file that i
 not libnccl and a libnccl that is not ringcc (tests/preload/fake_nccl.c says 22800) raise
 ImportError naming the path; with RINGCC_LIB unset a source checkout finds the build tree;
 with NVIDIA's libnccl.so.2 already loaded in the process (where this machine has it), ringcc
-still loads its own.
+still loads its own; `import ringcc.torch` refuses a torch version it cannot serve.
 """
 
 import os
@@ -89,6 +89,13 @@ def main():
         expect_loads("build tree", OURS, RINGCC_LIB=None)
     else:
         expect_refused("build tree elsewhere", [default_build], RINGCC_LIB=None)
+
+    # A torch the backend cannot serve fails at import, naming its version.
+    for fake in ("1.12.1", "3.0.0"):
+        r = child(f"import torch; torch.__version__ = {fake!r}; import ringcc.torch")
+        assert r.returncode != 0 and "ImportError" in r.stderr and fake in r.stderr, (
+            f"torch {fake}: {r.returncode} {r.stderr}")
+    print("ok an unsupported torch version (1.12.1, 3.0.0) is refused at import, by version")
 
     if torch_own:
         # A CUDA torch (the 2.x wheel) mapped NVIDIA's NCCL before ringcc: the asserts above
