@@ -30,6 +30,9 @@ if ((${#missing[@]})); then
   [ ! -f "$BUILD/build.ninja" ] || meson setup --reconfigure "$BUILD"
 fi
 
+# With the test packages, torch 2.x too (a venv, once per user; the 'torch2' test suite).
+(($#)) || scripts/torch_venv.sh >/dev/null
+
 WERROR=()
 [ "${CI:-}" = "true" ] && WERROR=(--werror)
 if [ ! -f "$BUILD/build.ninja" ]; then
