@@ -3,8 +3,10 @@
 _torch_p2p.py, the coalesced forms in _torch_coalesced.py.
 
 torch 2.x renamed the single-tensor forms (_allgather_base is all_gather_single, alltoall_base
-all_to_all_single, _reduce_scatter_base reduce_scatter_single) and added gather_single; the
-class answers to both names, so one class serves torch 1.13 and 2.x."""
+all_to_all_single, _reduce_scatter_base reduce_scatter_single); the class answers to both
+names, so one class serves torch 1.13 and 2.x. (2.15's gather_single, behind
+dist.gather_into_tensor, is not forwarded to Python backends at all: torch raises "does not
+support gather_single" before asking.)"""
 
 import torch
 import torch.distributed as dist
@@ -93,31 +95,6 @@ class DataMovementOps:
                 o.copy_(whole.reshape(self.size(), -1)[i].view(o.dtype).reshape(o.shape))
 
         return self._submit(name, run, [outs] if outs else [])
-
-    def gather_single(self, output, input, opts=None):
-        """torch 2.x's gather into one tensor: the root's output is size x the input."""
-        name = "gather_single"
-        opts = opts or dist.GatherOptions()
-        cpu_tensor(name, input, "input")
-        root = self._root(name, opts.rootRank)
-        out = None
-        if self.rank() == root:
-            cpu_tensor(name, output, "output")
-            if output.dtype != input.dtype or output.numel() != input.numel() * self.size():
-                raise ValueError(f"ringcc {name}: output must be {self.size()} x the input "
-                                 f"({input.dtype}, {input.numel()} elements), got "
-                                 f"{output.dtype}, {output.numel()} elements")
-            out = Staged(output)
-        src = input.contiguous()
-
-        def run():
-            a = bytes_view(src)
-            b = bytes_view(out.t) if out else torch.empty(0, dtype=torch.uint8)
-            self._comm.gather(ptr(a), ptr(b), a.numel(), C.UINT8, root)
-            if out:
-                out.copy_back()
-
-        return self._submit(name, run, [output] if out else [])
 
     def scatter(self, output_tensors, input_tensors, opts=None):
         name = "scatter"

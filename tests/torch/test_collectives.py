@@ -192,6 +192,7 @@ def check_gather_scatter(rank, n):
     same("scatter", out, data(100 + rank, torch.int16, 50))
 
 
+
 def check_send_recv(rank, n):
     # Around the ring: even ranks send first, odd ranks receive first (blocking calls).
     right, left = (rank + 1) % n, (rank - 1) % n
