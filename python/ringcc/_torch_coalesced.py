@@ -2,15 +2,16 @@
 manager: a mixin of ProcessGroupRingcc (_torch_pg.py).
 
 allreduce_coalesced takes every ReduceOp: the ops NCCL has run as one NCCL group; PREMUL_SUM
-and the bitwise ops run tensor by tensor inside the same job (same order on every rank).
-The gathers put all inputs' bytes into one buffer for a single all-gather, then cut it up.
+and the bitwise ops run tensor by tensor inside the same job (same order on every rank). The
+gathers put all inputs' bytes into one buffer for a single all-gather, then cut it up.
 
 dist._coalescing_manager (torch 2.x) sends all_reduce, all_gather_into_tensor and
 reduce_scatter_tensor in a block to the *_coalesced methods here. Given a device (and
 batch_isend_irecv always gives one, since we say supports_coalescing) it brackets the block
-with group._start_coalescing / _end_coalescing (our start_coalescing / end_coalescing): ops in between are queued as usual (sends and
-receives join one batch, one NCCL group), and end_coalescing queues a job behind them whose
-Work completes when they all have, failing with the first failure among them.
+with group._start_coalescing / _end_coalescing (our start_coalescing / end_coalescing): ops in
+between are queued as usual (sends and receives join one batch, one NCCL group), and
+end_coalescing queues a job behind them whose Work completes when they all have, failing with
+the first failure among them.
 """
 
 import functools

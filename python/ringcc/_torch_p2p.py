@@ -1,22 +1,23 @@
 """Point to point, barrier and monitored_barrier of the ringcc process group: a mixin of
-ProcessGroupRingcc (_torch_pg.py), which provides _submit, _submit_p2p, _comm, _store
-(the group's c10d store; store_call serializes our use of it) and _timeout.
+ProcessGroupRingcc (_torch_pg.py), which provides _submit, _submit_p2p, _comm, _store (the
+group's c10d store; store_call serializes our use of it) and _timeout.
 
-Receiving from any source. NCCL has no such receive: ncclRecv names its peer. So every send
-is announced in the group's c10d store before it is queued: sender s adds 1 to the counter
-`ringcc_p2p/s>d` (on the caller's thread, in call order). Receiver d keeps, per peer, how
-many sends it has matched (`_matched`, touched only by the progress thread, in queue order):
-a receive from s matches the next send of s (NCCL matches one pair's messages in order), so
-it just counts; a receive from any source is a job of its own in the queue, which polls the
+Receiving from any source. NCCL has no such receive: ncclRecv names its peer. So every send is
+announced in the group's c10d store before it is queued: sender s adds 1 to the counter
+`ringcc_p2p/s>d` (on the caller's thread, in call order). Receiver d keeps, per peer, how many
+sends it has matched (`_matched`, touched only by the progress thread, in queue order): a
+receive from s matches the next send of s (NCCL matches one pair's messages in order), so it
+just counts; a receive from any source is a job of its own in the queue, which polls the
 counters of every peer until one is ahead of its matched count (bounded by the group's
 timeout), takes that sender (peers scanned from a rotating start, so one busy sender does not
 starve the others), counts it matched, and runs ncclRecv from it. Work._source_rank() then
-gives that rank, which is what dist.recv returns and irecv's Work tells. Because named
-receives count too, a later receive from s never takes a message that an earlier any-source
-receive took, with any number of senders. (torch 2.x hands dist.recv not our Work but a C++
-one whose _source_rank() cannot be overridden; _torch_compat.source_rank_lookup covers that.) Costs: one store round trip per send; an
-any-source receive runs after the sends queued before it, outside their batch (so two ranks
-must not both send to each other and then receive from any source: the sends wait).
+gives that rank, which is what dist.recv returns and irecv's Work tells. Because named receives
+count too, a later receive from s never takes a message that an earlier any-source receive
+took, with any number of senders. (torch 2.x hands dist.recv not our Work but a C++ one whose
+_source_rank() cannot be overridden; _torch_compat.source_rank_lookup covers that.) Costs: one
+store round trip per send; an any-source receive runs after the sends queued before it, outside
+their batch (so two ranks must not both send to each other and then receive from any source:
+the sends wait).
 
 monitored_barrier also runs over the store, on the caller's thread, not the communicator: its
 point is to name ranks that did not arrive, when the communicator may be stuck on them.
