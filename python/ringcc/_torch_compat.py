@@ -89,8 +89,11 @@ def source_rank_lookup():
             try:
                 return _original(self)
             except RuntimeError:
-                future = self.get_future()
-                value = future.value() if future.done() else None
+                try:
+                    future = self.get_future()
+                    value = future.value() if future.done() else None
+                except Exception:  # not a Work with a future (not ours): torch's error
+                    value = None
                 src = source_of(value[0]) if isinstance(value, list) and value else None
                 if src is None:
                     raise

@@ -7,7 +7,8 @@ message comes with its sender's rank (what dist.recv returns and the Work's _sou
 says), each sender's messages in the order sent, all of them once; named and any-source
 receives mixed, where the named one must get the message the any-source one left; ranks
 receiving from any source in turn (not only rank 0); and a receive nobody sends to fails in
-the group's timeout, naming the rank, instead of hanging.
+the group's timeout, naming the rank, instead of hanging; a Work that is not a receive has no
+source rank.
 """
 
 import datetime
@@ -113,9 +114,22 @@ def check_timeout(rank, n):
     dist.barrier()
 
 
+def check_not_a_receive(rank, n):
+    """Only receives have a source rank: an all_reduce's Work still refuses (on torch 2.x
+    that is torch's own error, which ringcc's lookup passes on)."""
+    work = dist.all_reduce(torch.ones(2), async_op=True)
+    work.wait()
+    try:
+        src = work._source_rank()
+    except RuntimeError:
+        pass
+    else:
+        raise AssertionError(f"an all_reduce's Work gave source rank {src}")
+
+
 def run(rank, n):
     for check in (check_many_senders, check_irecv, check_mixed, check_every_receiver,
-                  check_timeout):
+                  check_timeout, check_not_a_receive):
         check(rank, n)
         dist.barrier()
 
