@@ -15,7 +15,9 @@ gives that rank, which is what dist.recv returns and irecv's Work tells. Because
 count too, a later receive from s never takes a message that an earlier any-source receive
 took, with any number of senders. (torch 2.x hands dist.recv not our Work but a C++ one whose
 _source_rank() cannot be overridden; _torch_compat.source_rank_lookup covers that.) Costs: one
-store round trip per send; an any-source receive runs after the sends queued before it, outside
+store round trip per send (RINGCC_ANY_SOURCE=0 on every rank, when a group is made, turns
+announcing off for it, and its receives from any source then raise); an any-source receive
+runs after the sends queued before it, outside
 their batch (so two ranks must not both send to each other and then receive from any source:
 the sends wait).
 
@@ -68,7 +70,8 @@ class PointToPointOps:
         name = "send"
         t = one(name, tensors).contiguous()
         peer = self._peer(name, dst)
-        self.store_call("add", _sent_key(self.rank(), peer), 1)  # see the module doc
+        if self._announce:
+            self.store_call("add", _sent_key(self.rank(), peer), 1)  # see the module doc
 
         def issue():
             b = bytes_view(t)
@@ -92,6 +95,10 @@ class PointToPointOps:
 
     def recv_anysource(self, tensors, tag=0):
         name = "recv (any source)"
+        if not self._announce:
+            raise NotImplementedError(f"ringcc {name}: this group was made with "
+                                      "RINGCC_ANY_SOURCE=0 (sends not announced); name the "
+                                      "source rank")
         t = Staged(one(name, tensors))
         me, n = self.rank(), self.size()
         work = None

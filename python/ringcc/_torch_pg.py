@@ -75,6 +75,9 @@ class ProcessGroupRingcc(DataMovementOps, PointToPointOps, CoalescedOps, BASE):
         self._store = store
         self._store_lock = threading.Lock()
         self._timeout = timeout
+        # Sends announced in the store, for receives from any source (_torch_p2p); off with
+        # RINGCC_ANY_SOURCE=0 (on every rank) when the group makes its communicator.
+        self._announce = os.environ.get("RINGCC_ANY_SOURCE", "1") != "0"
         self._matched = [0] * size  # receives matched per sender (_torch_p2p)
         self._any_start = 0
         self._mb_seq = 0            # monitored barriers so far

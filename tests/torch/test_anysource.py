@@ -8,16 +8,18 @@ says), each sender's messages in the order sent, all of them once; named and any
 receives mixed, where the named one must get the message the any-source one left; ranks
 receiving from any source in turn (not only rank 0); and a receive nobody sends to fails in
 the group's timeout, naming the rank, instead of hanging; a Work that is not a receive has no
-source rank.
+source rank; RINGCC_ANY_SOURCE=0 turns it off for a group (a clear error, named receives go on).
 """
 
 import datetime
+import os
 import time
 
 import torch
 import torch.distributed as dist
 
 import harness
+from test_collectives import expect_error, same
 
 
 def message(src, k, numel=1000):
@@ -127,9 +129,28 @@ def check_not_a_receive(rank, n):
         raise AssertionError(f"an all_reduce's Work gave source rank {src}")
 
 
+def check_switched_off(rank, n):
+    """RINGCC_ANY_SOURCE=0 when a group is made: its sends are not announced, named
+    receives work, a receive from any source raises naming the variable."""
+    os.environ["RINGCC_ANY_SOURCE"] = "0"
+    try:
+        group = dist.new_group(list(range(n)))
+    finally:
+        del os.environ["RINGCC_ANY_SOURCE"]
+    t = torch.empty(5)
+    if rank == 0:
+        expect_error("any source switched off", NotImplementedError, ["RINGCC_ANY_SOURCE"],
+                     lambda: dist.recv(t, group=group))
+        dist.recv(t, src=1, group=group)
+        same("named recv with announcing off", t, torch.arange(5.0))
+    elif rank == 1:
+        dist.send(torch.arange(5.0), 0, group=group)
+    dist.barrier()
+
+
 def run(rank, n):
     for check in (check_many_senders, check_irecv, check_mixed, check_every_receiver,
-                  check_timeout, check_not_a_receive):
+                  check_timeout, check_not_a_receive, check_switched_off):
         check(rank, n)
         dist.barrier()
 
