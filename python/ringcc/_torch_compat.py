@@ -14,8 +14,9 @@ One more torch 2.x difference: its C++ ProcessGroup hands the caller a Work obje
 over ours, whose _source_rank() (what dist.recv without src calls) stays C++'s and raises:
 pybind11's trampoline forwards wait() and get_future() to our Work, not sourceRank(). So on
 2.x source_rank_lookup() wraps Work._source_rank / source_rank: when C++'s raises, and the
-Work's result is a tensor a ringcc receive from any source filled, it gives that receive's
-sender; anything else raises as before. It changes no answer torch gives, only that error.
+Work's result is a tensor last filled by a ringcc receive from any source, it gives that
+receive's sender; anything else raises as before. It changes no answer torch gives, only
+that error.
 
 Any other torch fails here, at import, with its version in the message: a backend that
 imported fine and then broke inside a collective would be much harder to diagnose.
