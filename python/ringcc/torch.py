@@ -17,7 +17,7 @@ import torch
 import torch.distributed as dist
 
 from . import library, library_path, version
-from ._torch_compat import register, source_rank_lookup
+from ._torch_compat import TORCH2, register, source_rank_lookup
 from ._torch_pg import ProcessGroupRingcc
 
 BACKEND = "ringcc"
@@ -27,6 +27,13 @@ __all__ = ["BACKEND", "ProcessGroupRingcc", "adasum_hook", "all_reduce_adasum", 
 
 
 def _create(store, rank, size, timeout):
+    if TORCH2 and dist.get_debug_level() == dist.DebugLevel.DETAIL:
+        # torch 2.x would wrap us in its ProcessGroupWrapper, which asks the backend's name
+        # in C++ (getBackendName), where a Python backend cannot answer: the first
+        # collective would fail on an internal assert.
+        raise RuntimeError("ringcc: TORCH_DISTRIBUTED_DEBUG=DETAIL is not supported on torch "
+                           f"{torch.__version__} (its ProcessGroupWrapper cannot ask a Python "
+                           "backend its name); use INFO or unset it")
     return ProcessGroupRingcc(store, rank, size, timeout)
 
 

@@ -97,6 +97,23 @@ def main():
             f"torch {fake}: {r.returncode} {r.stderr}")
     print("ok an unsupported torch version (1.12.1, 3.0.0) is refused at import, by version")
 
+    # TORCH_DISTRIBUTED_DEBUG=DETAIL: torch 1.13 runs as usual; torch 2.x's wrapper cannot
+    # serve a Python backend, so the group is refused when made, with a message saying so.
+    r = child("import torch, torch.distributed as dist, ringcc.torch\n"
+              "try:\n"
+              "    dist.init_process_group('ringcc', store=dist.HashStore(), rank=0, "
+              "world_size=1)\n"
+              "except RuntimeError as e:\n"
+              "    print('refused', e)\n"
+              "else:\n"
+              "    t = torch.ones(2); dist.all_reduce(t); print('ran', t.tolist())\n",
+              TORCH_DISTRIBUTED_DEBUG="DETAIL")
+    want = "refused" if not torch.__version__.startswith("1.") else "ran [1.0, 1.0]"
+    assert r.returncode == 0 and r.stdout.startswith(want), f"DETAIL: {r.stdout} {r.stderr}"
+    if want == "refused":
+        assert "TORCH_DISTRIBUTED_DEBUG" in r.stdout, f"DETAIL message: {r.stdout}"
+    print(f"ok TORCH_DISTRIBUTED_DEBUG=DETAIL: {r.stdout.strip()}")
+
     if torch_own:
         # A CUDA torch (the 2.x wheel) mapped NVIDIA's NCCL before ringcc: the asserts above
         # were that check. (Loading the system's older NCCL globally first, as below, would
