@@ -36,6 +36,8 @@ if ! (($#)) && ! scripts/fetch_nccl_header.sh --present; then
   scripts/fetch_nccl_header.sh
   [ ! -f "$BUILD/build.ninja" ] || meson setup --reconfigure "$BUILD"
 fi
+# With the test packages, torch 2.x too (a venv, once per user; the 'torch2' test suite).
+(($#)) || scripts/torch_venv.sh >/dev/null
 
 WERROR=()
 [ "${CI:-}" = "true" ] && WERROR=(--werror)

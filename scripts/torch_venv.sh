@@ -3,11 +3,17 @@
 # outside the clone (a download of several GB: CI's fresh clones reuse it), and prints its
 # python. The version is pinned; a finished environment is marked by a stamp file, so a run
 # cut off half way is redone rather than trusted.
-# Usage: scripts/torch_venv.sh          (RINGCC_TORCH_VENV overrides the location)
+# Usage: scripts/torch_venv.sh [--check]   (RINGCC_TORCH_VENV overrides the location)
+#   --check: only print the python of a finished environment; exit 1 (installing nothing) if
+#            there is none (meson's configure, when the torch tests are optional)
 set -euo pipefail
 TORCH_VERSION=2.15.0
 VENV=${RINGCC_TORCH_VENV:-${XDG_CACHE_HOME:-$HOME/.cache}/ringcc/torch-$TORCH_VERSION}
 STAMP="$VENV/.ringcc-ready"
+if [ "${1:-}" = "--check" ] && [ ! -f "$STAMP" ]; then
+  echo "torch_venv: no finished environment at $VENV (scripts/torch_venv.sh makes it)" >&2
+  exit 1
+fi
 if [ ! -f "$STAMP" ]; then
   echo "torch_venv: installing torch $TORCH_VERSION into $VENV (once)" >&2
   rm -rf "$VENV"

@@ -1,6 +1,12 @@
-"""The process group's data movement (bytes, so every dtype), point to point and barrier:
-a mixin of ProcessGroupRingcc (_torch_pg.py), which provides _submit, _submit_p2p, _root,
-_gathered and _comm."""
+"""The process group's data movement (bytes, so every dtype): a mixin of ProcessGroupRingcc
+(_torch_pg.py), which provides _submit, _root, _gathered and _comm. Point to point is in
+_torch_p2p.py, the coalesced forms in _torch_coalesced.py.
+
+torch 2.x renamed the single-tensor forms (_allgather_base is all_gather_single, alltoall_base
+all_to_all_single, _reduce_scatter_base reduce_scatter_single); the class answers to both
+names, so one class serves torch 1.13 and 2.x. (2.15's gather_single, behind
+dist.gather_into_tensor, is not forwarded to Python backends at all: torch raises "does not
+support gather_single" before asking.)"""
 
 import torch
 import torch.distributed as dist
@@ -65,6 +71,8 @@ class DataMovementOps:
             out.copy_back()
 
         return self._submit(name, run, [output])
+
+    all_gather_single = _allgather_base
 
     def gather(self, output_tensors, input_tensors, opts=None):
         name = "gather"
@@ -145,6 +153,8 @@ class DataMovementOps:
 
         return self._submit(name, run, [output])
 
+    all_to_all_single = alltoall_base
+
     def _splits(self, name, what, t, sizes):
         """Byte ranges [start, end) per peer of t's rows, from split sizes along dim 0."""
         n = self.size()
@@ -190,45 +200,3 @@ class DataMovementOps:
                 o.copy_back()
 
         return self._submit(name, run, list(output_tensors))
-
-    # --- point to point and barrier ---------------------------------------------------
-
-    def _peer(self, name, peer):
-        if not 0 <= peer < self.size() or peer == self.rank():
-            raise ValueError(f"ringcc {name}: peer {peer} must be another rank in "
-                             f"0..{self.size() - 1}")
-        return peer
-
-    def send(self, tensors, dst, tag=0):
-        name = "send"
-        t = one(name, tensors).contiguous()
-        peer = self._peer(name, dst)
-
-        def issue():
-            b = bytes_view(t)
-            self._comm.send(ptr(b), b.numel(), C.UINT8, peer)
-
-        return self._submit_p2p(name, issue, [t])
-
-    def recv(self, tensors, src, tag=0):
-        name = "recv"
-        t = Staged(one(name, tensors))
-        peer = self._peer(name, src)
-
-        def issue():
-            b = bytes_view(t.t)
-            self._comm.recv(ptr(b), b.numel(), C.UINT8, peer)
-
-        return self._submit_p2p(name, issue, [t.orig], finish=t.copy_back)
-
-    def recv_anysource(self, tensors, tag=0):
-        raise NotImplementedError("ringcc recv: a source rank is required (NCCL has no "
-                                  "receive from any source)")
-
-    def barrier(self, opts=None):
-        token = torch.zeros(1, dtype=torch.uint8)
-
-        def run():
-            self._comm.all_reduce(ptr(token), ptr(token), 1, C.UINT8, C.SUM)
-
-        return self._submit("barrier", run, [token])

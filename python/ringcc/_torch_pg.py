@@ -7,8 +7,11 @@ The progress thread runs the queue in order (every rank issues the same collecti
 same order, so the order matches across ranks) and completes the future with the output
 tensors, or with an exception that names the collective and ringcc's reason.
 
-This file: set-up, queueing and the reductions; _torch_moves.py: everything that only moves
-bytes; _torch_args.py: argument checks.
+This file: set-up, queueing, splitting and the reductions; _torch_moves.py: everything that
+only moves bytes; _torch_p2p.py: sends, receives (from any source too) and barriers;
+_torch_coalesced.py: the coalesced forms and the coalescing manager; _torch_args.py: argument
+checks; _torch_compat.py: what the class derives from (torch 1.13: dist.ProcessGroup, torch
+2.x: the c10d Backend that torch puts under its own ProcessGroup).
 ringcc's calls on host memory return when the result is in place and ctypes drops the GIL
 around them, so DDP's backward pass keeps computing while a bucket is being all-reduced.
 
@@ -20,6 +23,7 @@ and works with whichever torch is installed.
 import contextlib
 import functools
 import os
+import threading
 import weakref
 
 import torch
@@ -28,7 +32,10 @@ import torch.distributed as dist
 from . import _comm as C
 from ._queue import Job, OpQueue
 from ._torch_args import Staged, cpu_tensor, one, ptr, same
+from ._torch_coalesced import CoalescedOps
+from ._torch_compat import BASE
 from ._torch_moves import DataMovementOps
+from ._torch_p2p import PointToPointOps
 from ._torch_types import BITWISE, bytes_view, premul_factor, reduce_view
 from ._torch_work import RingccWork
 
@@ -59,11 +66,22 @@ def _timeout_from_torch(timeout):
             del os.environ[name]
 
 
-class ProcessGroupRingcc(DataMovementOps, dist.ProcessGroup):
-    """A torch.distributed process group on one ringcc communicator (see module doc)."""
+class ProcessGroupRingcc(DataMovementOps, PointToPointOps, CoalescedOps, BASE):
+    """A torch.distributed process group (torch 2.x: backend) on one ringcc communicator
+    (see module doc)."""
 
     def __init__(self, store, rank, size, timeout=None):
         super().__init__(rank, size)
+        self._store = store
+        self._store_lock = threading.Lock()
+        self._timeout = timeout
+        # Sends announced in the store, for receives from any source (_torch_p2p); off with
+        # RINGCC_ANY_SOURCE=0 (on every rank) when the group makes its communicator.
+        self._announce = os.environ.get("RINGCC_ANY_SOURCE", "1") != "0"
+        self._matched = [0] * size  # receives matched per sender (_torch_p2p)
+        self._any_start = 0
+        self._mb_seq = 0            # monitored barriers so far
+        self._coalesced = None      # futures of ops since _start_coalescing, else None
         # Rank 0 makes the 128-byte unique id; the others read it from the c10d store (a
         # PrefixStore per group, so every group gets its own id).
         if rank == 0:
@@ -85,8 +103,19 @@ class ProcessGroupRingcc(DataMovementOps, dist.ProcessGroup):
     def getBackendName(self):
         return "ringcc"
 
+    def store_call(self, method, *args):
+        """One call on the group's c10d store; our threads take turns (torch 1.13's
+        TCPStore client is not safe to share between threads)."""
+        with self._store_lock:
+            return getattr(self._store, method)(*args)
+
+    def _track(self, future):
+        if self._coalesced is not None:
+            self._coalesced.append(future)
+
     def _submit(self, name, run, result):
         future = torch.futures.Future()
+        self._track(future)
         work = RingccWork(name, future)
         self._queue.put(Job(name, run, future, result, work))  # the queue keeps `work` alive
         return work
@@ -94,9 +123,35 @@ class ProcessGroupRingcc(DataMovementOps, dist.ProcessGroup):
     def _submit_p2p(self, name, issue, result, finish=None):
         """A send or receive: issue() runs inside its batch's group (see _queue)."""
         future = torch.futures.Future()
+        self._track(future)
         work = RingccWork(name, future, flush=self._queue.flush)
         self._queue.add_p2p(Job(name, issue, future, result, work, finish))
         return work
+
+    # --- torch 2.x: options, split_group, shutdown -----------------------------------
+
+    @property
+    def options(self):
+        """The Backend.Options torch 2.x's split_group starts from."""
+        return BASE.Options("ringcc", self._timeout) if self._timeout else BASE.Options("ringcc")
+
+    @property
+    def supports_splitting(self):
+        return True
+
+    def split(self, store, ranks, opts=None):
+        """dist.split_group (torch 2.x): a new group of `ranks` (ranks of this group, the
+        caller among them) on its own communicator; `store` is the new group's own."""
+        ranks = list(ranks)
+        if self.rank() not in ranks:
+            raise ValueError(f"ringcc split: rank {self.rank()} is not in {ranks}")
+        timeout = getattr(opts, "_timeout", None) or self._timeout
+        return type(self)(store, ranks.index(self.rank()), len(ranks), timeout)
+
+    def shutdown(self):
+        """destroy_process_group (torch 2.x): the queued work finishes, then the
+        communicator goes (as when the group is collected)."""
+        self._queue.stop()
 
     def _root(self, name, root):
         if not 0 <= root < self.size():
@@ -157,23 +212,6 @@ class ProcessGroupRingcc(DataMovementOps, dist.ProcessGroup):
             t.copy_back()
 
         return self._submit(name, run, [t.orig])
-
-    def allreduce_coalesced(self, tensors, opts=None):
-        name = "all_reduce_coalesced"
-        opts = opts or dist.AllreduceCoalescedOptions()
-        staged = [Staged(cpu_tensor(name, t)) for t in tensors]
-        views = [reduce_view(name, s.t, opts.reduceOp) for s in staged]
-        if any(k == "premul" or k in BITWISE.values() for _, _, k in views):
-            raise NotImplementedError(f"ringcc {name}: only SUM, PRODUCT, MIN, MAX, AVG")
-
-        def run():
-            with self._comm.group():
-                for view, dtype, kind in views:
-                    self._comm.all_reduce(ptr(view), ptr(view), view.numel(), dtype, kind)
-            for s in staged:
-                s.copy_back()
-
-        return self._submit(name, run, [s.orig for s in staged])
 
     def reduce(self, tensors, opts=None):
         name = "reduce"
@@ -237,3 +275,5 @@ class ProcessGroupRingcc(DataMovementOps, dist.ProcessGroup):
         flat_in = input.contiguous().reshape(-1)
         run = self._reduce_scatter_flat(name, out, flat_in, opts.reduceOp)
         return self._submit(name, run, [out.orig])
+
+    reduce_scatter_single = _reduce_scatter_base  # torch 2.x's name

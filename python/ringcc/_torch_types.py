@@ -74,7 +74,9 @@ def bytes_view(t):
     return flat.view(torch.uint8) if flat.dtype != torch.uint8 else flat
 
 
-# PreMulSum's factor lives in the C++ ReduceOp and torch 1.13 exposes no accessor. We read it
+# PreMulSum's factor lives in the C++ ReduceOp. torch 2.x pickles ReduceOp, so its
+# __getstate__() gives (op type, factor) with the factor a float or a tensor (_state below).
+# torch 1.13 exposes no accessor (its __getstate__ is object's: None). There we read it
 # from memory: the pybind11 object holds a pointer to the ReduceOp (a CustomClassHolder:
 # vtable, two counts, then op_ at 24 and supplement_ at 32); the NCCLPreMulSumSupplement
 # (vtable, two counts) has double_factor at 24 and tensor_factor at 32. The layout is checked
@@ -109,9 +111,25 @@ def _check_premul_layout():
     return True
 
 
+def _state(op):
+    """(op type, factor) from torch 2.x's ReduceOp.__getstate__, else None (torch 1.13)."""
+    get = getattr(op, "__getstate__", None)
+    state = get() if get is not None else None
+    return state if isinstance(state, tuple) and len(state) == 2 else None
+
+
 def premul_factor(name, op):
     """The float factor of a ReduceOp made by _make_nccl_premul_sum(float)."""
     global _premul_layout_ok
+    state = _state(op)
+    if state is not None:
+        factor = state[1]
+        if isinstance(factor, torch.Tensor):
+            raise NotImplementedError(f"ringcc {name}: PREMUL_SUM with a tensor factor; "
+                                      "pass a float to _make_nccl_premul_sum")
+        if factor is None:
+            raise ValueError(f"ringcc {name}: PREMUL_SUM without a factor")
+        return float(factor)
     if _premul_layout_ok is None:
         _premul_layout_ok = _check_premul_layout()
     if not _premul_layout_ok:

@@ -1,6 +1,33 @@
-"""The Work objects the ringcc process group hands out."""
+"""The Work objects the ringcc process group hands out, and where a receive from any source
+leaves its sender for torch 2.x (source_of)."""
+
+import threading
+import weakref
 
 from torch._C._distributed_c10d import Work
+
+_sources = {}  # id(tensor) -> (weakref to it, sender): receives from any source, torch 2.x
+_sources_lock = threading.Lock()
+
+
+def note_source(tensor, src):
+    """Records that `tensor` was filled by a receive from any source, from rank `src`."""
+    key = id(tensor)
+
+    def forget(_ref, key=key):
+        with _sources_lock:
+            if key in _sources and _sources[key][0]() is None:
+                del _sources[key]
+
+    with _sources_lock:
+        _sources[key] = (weakref.ref(tensor, forget), src)
+
+
+def source_of(tensor):
+    """The sender note_source recorded for this very tensor, else None."""
+    with _sources_lock:
+        ref, src = _sources.get(id(tensor), (None, None))
+    return src if ref is not None and ref() is tensor else None
 
 
 class RingccWork(Work):
@@ -20,10 +47,14 @@ class RingccWork(Work):
 
     `flush` (sends and receives) releases the operation's batch: whoever waits for it, or asks
     about it, needs it to run (_queue's module doc).
+
+    `source`: a receive's sender (group rank), what _source_rank() gives torch's recv; a
+    receive from any source sets it when it has matched a sender (_torch_p2p).
     """
 
-    def __init__(self, name, future, flush=None):
+    def __init__(self, name, future, flush=None, source=None):
         super().__init__()
+        self.source = source
         self.claimed = False  # get_future() or wait() was called: no need to keep it alive
         self._name = name
         self._flush = flush
@@ -61,6 +92,11 @@ class RingccWork(Work):
         except Exception:
             return False
         return True
+
+    def _source_rank(self):
+        if self.source is None:
+            raise RuntimeError(f"ringcc {self._name}: only a completed receive has a source rank")
+        return self.source
 
     def result(self):
         return self._future.value()

@@ -3,7 +3,8 @@ spawn, with init_method='env://' on a free port.
 
 launch(fn, n, ...) calls fn(rank, n, *args) in every rank after init_process_group(backend)
 and returns the exit codes; a rank that raises prints its traceback and exits 1. The whole
-run is killed (and fails) after `timeout` seconds, so a hang is a failure, never a wait.
+run is killed (and fails) after `timeout` seconds, so a hang is a failure, never a wait; under
+run_all, once one rank has failed the others are killed soon after, not at the timeout.
 """
 
 import os
@@ -11,6 +12,8 @@ import socket
 import sys
 import time
 import traceback
+
+import multiprocessing.connection as mp_connection
 
 import torch.multiprocessing as mp
 
@@ -41,7 +44,12 @@ def _entry(fn, rank, n, port, backend, env, args):
     os._exit(0)  # skip interpreter teardown; the peers may already be gone
 
 
-def launch(fn, n, *args, backend="ringcc", env=None, timeout=180):
+FAIL_FAST_GRACE_S = 10
+
+
+def launch(fn, n, *args, backend="ringcc", env=None, timeout=180, fail_fast=False):
+    """fail_fast: once a rank has failed, the others get FAIL_FAST_GRACE_S to finish, then
+    are killed (they would wait for it until `timeout`); their exit codes are then -9."""
     ctx = mp.get_context("spawn")
     port = free_port()
     procs = [ctx.Process(target=_entry, args=(fn, r, n, port, backend, env or {}, args))
@@ -49,9 +57,17 @@ def launch(fn, n, *args, backend="ringcc", env=None, timeout=180):
     for p in procs:
         p.start()
     deadline = time.monotonic() + timeout
-    for p in procs:
-        p.join(max(0.0, deadline - time.monotonic()))
-    hung = [r for r, p in enumerate(procs) if p.is_alive()]
+    cut_short = False  # a rank failed: the others' deadline moved up
+    while True:
+        alive = [p for p in procs if p.is_alive()]
+        left = deadline - time.monotonic()
+        if not alive or left <= 0:
+            break
+        if fail_fast and not cut_short and any(p.exitcode for p in procs):
+            cut_short = True
+            deadline = min(deadline, time.monotonic() + FAIL_FAST_GRACE_S)
+        mp_connection.wait([p.sentinel for p in alive], timeout=min(left, 0.5))
+    hung = [] if cut_short else [r for r, p in enumerate(procs) if p.is_alive()]
     for p in procs:
         if p.is_alive():
             p.kill()
@@ -64,7 +80,7 @@ def launch(fn, n, *args, backend="ringcc", env=None, timeout=180):
 def run_all(fn, n, *args, **kw):
     """launch, and fail unless every rank exited 0."""
     start = time.monotonic()
-    codes = launch(fn, n, *args, **kw)
+    codes = launch(fn, n, *args, fail_fast=True, **kw)
     if any(codes):
         raise AssertionError(f"{fn.__name__} on {n} ranks: exit codes {codes}")
     print(f"ok {fn.__name__} on {n} ranks ({time.monotonic() - start:.1f} s)", flush=True)
