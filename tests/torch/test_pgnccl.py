@@ -7,8 +7,9 @@ Why it matters: torch reaches NCCL only through the dynamic imports of libtorch_
 by scanning every shared object of torch and of the nvidia-* wheels). torch's import loads
 libtorch_cuda with RTLD_NOW, so an import ringcc lacked would make `import torch` fail with
 "undefined symbol" (as NVIDIA's NCCL 2.28 preloaded does, checked below where it is installed);
-and torch also maps the wheel's NVIDIA copy by path (RTLD_LOCAL), so a lookup that missed
-ringcc must not be allowed to pass unnoticed.
+and torch's import also maps the wheel's NVIDIA copy by path even when ringcc is preloaded, so
+"ringcc is mapped" proves little: the test asks which file each symbol comes from, and whether
+torch's own NCCL call reaches ringcc.
 
 Checks:
   static   every nccl*/pnccl* symbol the wheel's libraries import (nm -D --undefined-only) is
@@ -20,6 +21,13 @@ Checks:
            torch.cuda.nccl.unique_id() (libtorch_cuda -> ncclGetUniqueId) returns an id in
            ringcc's format (src/bootstrap/unique_id.cc), which the same call without the
            preload (NVIDIA's) does not
+  replaced the other route, ringcc's file in place of the wheel's nvidia/nccl/lib/libnccl.so.2,
+           simulated without touching the venv: a folder first on PYTHONPATH holding
+           nvidia/nccl/lib/libnccl.so.2 -> RINGCC_LIB, which torch's import preloads by path
+           (torch/__init__.py, _preload_cuda_deps; RTLD_LOCAL) instead of the wheel's. Then
+           ringcc's is the only libnccl mapped, torch's unique_id() is ringcc's, and
+           ctypes.CDLL("libnccl.so.2") (found by soname) has ringccGetVersion (ctypes.CDLL(None),
+           the global scope, has not: torch loads it RTLD_LOCAL; printed, not asserted)
   version  torch.cuda.nccl.version() is the same with and without the preload: it is the NCCL
            header version torch was compiled with (a constant in libtorch_cuda), so it cannot
            tell ringcc from NVIDIA's; ringccGetVersion can
@@ -35,6 +43,7 @@ import shutil
 import struct
 import subprocess
 import sys
+import tempfile
 
 OURS = os.path.realpath(os.environ["RINGCC_LIB"])
 SOURCE_ROOT = os.environ["RINGCC_SOURCE_ROOT"]
@@ -75,6 +84,7 @@ print(json.dumps({
     "nccl_version": list(torch.cuda.nccl.version()),
     "ncclGetVersion": version.value,
     "ringccGetVersion": hasattr(libc, "ringccGetVersion"),
+    "soname_ringccGetVersion": hasattr(ctypes.CDLL("libnccl.so.2"), "ringccGetVersion"),
     "providers": {s: provider(s)[1] for s in json.loads(sys.argv[1])},
     "unique_id_head": bytes(torch.cuda.nccl.unique_id()[:4]).hex(),
     "maps": maps,
@@ -114,17 +124,19 @@ def missing(imports, exports):
     return sorted(f"{s} ({lib})" for lib, syms in imports.items() for s in syms - exports)
 
 
-def child(symbols, preload):
+def child(symbols, preload, pythonpath=None):
     env = dict(os.environ, NCCL_DEBUG="WARN")
     env.pop("LD_PRELOAD", None)
     if preload:
         env["LD_PRELOAD"] = preload
+    if pythonpath:
+        env["PYTHONPATH"] = os.pathsep.join(filter(None, [pythonpath, env.get("PYTHONPATH")]))
     return subprocess.run([sys.executable, "-c", PROBE, json.dumps(sorted(symbols))], env=env,
                           capture_output=True, text=True, timeout=CHILD_TIMEOUT_S)
 
 
-def probe(symbols, preload):
-    r = child(symbols, preload)
+def probe(symbols, preload, pythonpath=None):
+    r = child(symbols, preload, pythonpath)
     assert r.returncode == 0, f"LD_PRELOAD={preload or ''}: the probe failed: {r.stderr[-3000:]}"
     return json.loads(r.stdout.strip().splitlines()[-1])
 
@@ -164,6 +176,7 @@ def main():
     assert not wrong, f"with ringcc preloaded these resolve elsewhere (file or None): {wrong}"
     assert ours["ncclGetVersion"] == 23203, f"ncclGetVersion {ours['ncclGetVersion']}"
     assert ours["ringccGetVersion"], "ringccGetVersion not found in the process"
+    assert ours["soname_ringccGetVersion"], 'CDLL("libnccl.so.2") lacks ringccGetVersion'
     head = ringcc_id_head()
     assert ours["unique_id_head"] == head, (
         f"torch.cuda.nccl.unique_id() starts {ours['unique_id_head']}, ringcc's {head}")
@@ -172,12 +185,26 @@ def main():
           f"ringcc's ({head}); libnccl mapped: {ours['maps']}")
     theirs = probe(symbols, None)
     assert not theirs["ringccGetVersion"], "ringccGetVersion found without the preload"
+    assert not theirs["soname_ringccGetVersion"], 'CDLL("libnccl.so.2") is ringcc without it'
     assert theirs["unique_id_head"] != head, "without the preload unique_id() is ringcc's too"
     where = sorted({str(p) for p in theirs["providers"].values()})
     assert OURS not in where, f"without the preload some symbols resolve to {OURS}"
     print(f"ok not preloaded: no ringccGetVersion, the symbols resolve to {where} in the global "
           f"scope, unique_id() starts {theirs['unique_id_head']} (NVIDIA's); libnccl mapped: "
           f"{theirs['maps']}")
+
+    # replaced
+    with tempfile.TemporaryDirectory() as fake_site:
+        lib_dir = os.path.join(fake_site, "nvidia", "nccl", "lib")
+        os.makedirs(lib_dir)
+        os.symlink(OURS, os.path.join(lib_dir, "libnccl.so.2"))
+        swap = probe(symbols, None, pythonpath=fake_site)
+    assert swap["maps"] == [OURS], f"replaced: libnccl mapped {swap['maps']}, want [{OURS}]"
+    assert swap["unique_id_head"] == head, f"replaced: unique_id() starts {swap['unique_id_head']}"
+    assert swap["soname_ringccGetVersion"], 'replaced: CDLL("libnccl.so.2") lacks ringccGetVersion'
+    print(f"ok replaced: only {OURS} mapped, torch's unique_id() is ringcc's, "
+          f'CDLL("libnccl.so.2") has ringccGetVersion (CDLL(None) '
+          f"{'has it too' if swap['ringccGetVersion'] else 'has not: torch loads it RTLD_LOCAL'})")
 
     # version
     assert ours["nccl_version"] == theirs["nccl_version"], (
