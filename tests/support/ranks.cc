@@ -33,17 +33,6 @@ void reapHelpers() {
   std::erase_if(gHelpers, [](pid_t pid) { return waitpid(pid, nullptr, WNOHANG) == pid; });
 }
 
-// Threads that are ending (a root that served its ranks, a detached thread on its way out)
-// may still be listed for a moment: wait up to ~2 s for them to go.
-std::string otherThreadsAfterSettling() {
-  std::string others = otherThreads();
-  for (int i = 0; i < 200 && !others.empty(); ++i) {
-    std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    others = otherThreads();
-  }
-  return others;
-}
-
 // Reads exactly n bytes from fd within timeoutMs; false on EOF, error or timeout.
 bool readAll(int fd, void* buf, size_t n, int timeoutMs) {
   auto* p = static_cast<char*>(buf);
@@ -78,6 +67,17 @@ std::string otherThreads() {
   }
   closedir(dir);
   return names;
+}
+
+// Threads that are ending (a root that served its ranks, a detached thread on its way out)
+// may still be listed for a moment: wait up to ~2 s for them to go.
+std::string otherThreadsAfterSettling() {
+  std::string others = otherThreads();
+  for (int i = 0; i < 200 && !others.empty(); ++i) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    others = otherThreads();
+  }
+  return others;
 }
 
 void runThreads(int nranks, const std::function<void(int rank)>& body) {

@@ -41,6 +41,10 @@ ncclUniqueId newUniqueId();
 // The names of this process's threads other than the caller ("" when it is the only one).
 std::string otherThreads();
 
+// otherThreads() once threads on their way out (a root that served its ranks, a detached
+// thread ending) are gone: waits up to ~2 s for the list to empty.
+std::string otherThreadsAfterSettling();
+
 // Polls a non-blocking communicator until its state leaves ncclInProgress (at most ~20 s);
 // returns that state.
 ncclResult_t waitCommReady(ncclComm_t comm);
