@@ -9,6 +9,7 @@
 #include "nccl.h"
 #include "src/base/log.h"
 #include "src/core/comm_topo.h"
+#include "src/exec/engine_setup.h"
 #include "src/topo/search.h"
 #include "src/tune/tune.h"
 #include "support/test_env.h"
@@ -102,6 +103,31 @@ TEST_CASE("settings that cannot be used get a WARN naming variable, value and va
     CapturedLog log;
     CHECK(tuneConfigFromEnv().chunkBytes == 0);
     CHECK(log.contains("NCCL_CHUNKSIZE=-5"));
+  }
+}
+
+TEST_CASE("the tuner is offered only the protocols the connections run", "[tune]") {
+  const ConnGeometry withLl{8, 65536, 8192, 0}, noLl{8, 65536, 0, 0};
+  // LL memory on the connections: NCCL_PROTO's mask as it is.
+  CHECK(protocolsConnectionsRun(kAllProtocols, withLl, 0) == kAllProtocols);
+  CHECK(protocolsConnectionsRun(kLL, withLl, 0) == kLL);
+  // None (a communicator that uses the network): LL is left out, quietly where others remain ...
+  {
+    CapturedLog log;
+    CHECK(protocolsConnectionsRun(kAllProtocols, noLl, 0) == (kSimple | kDirect));
+    CHECK(protocolsConnectionsRun(kSimple, noLl, 0) == kSimple);
+    CHECK_FALSE(log.contains("WARN"));
+  }
+  // ... and with a WARN, once (rank 0), where LL was all NCCL_PROTO allowed: Simple runs.
+  {
+    CapturedLog log;
+    CHECK(protocolsConnectionsRun(kLL, noLl, 0) == kSimple);
+    CHECK(log.contains("NCCL_PROTO allows only LL"));
+  }
+  {
+    CapturedLog log;
+    CHECK(protocolsConnectionsRun(kLL, noLl, 1) == kSimple);
+    CHECK_FALSE(log.contains("NCCL_PROTO allows only LL"));
   }
 }
 
