@@ -8,7 +8,7 @@
 // Window registration belongs to NCCL's device API, which ringcc does not provide.
 #include <cstdlib>
 #include <mutex>
-#include <unordered_map>
+#include <unordered_set>
 
 #include "src/api/api.h"
 #include "transports/shm/mapped_buffers.h"
@@ -24,11 +24,11 @@ struct Registration {
 };
 
 std::mutex gMu;
-// Every live allocation: true for memory of allocMappable (which frees it), false for a
-// posix_memalign fallback.
-std::unordered_map<void*, bool>& allocations() {
-  static std::unordered_map<void*, bool> map;
-  return map;
+// The live posix_memalign fallbacks. Mappable allocations are tracked once, by the table that
+// maps them (transports/shm/mapped_buffers.h), which also frees them.
+std::unordered_set<void*>& fallbacks() {
+  static std::unordered_set<void*> set;
+  return set;
 }
 
 constexpr size_t kPageBytes = 4096;
@@ -40,28 +40,26 @@ NCCL_API(ncclResult_t, ncclMemAlloc, void** ptr, size_t size) {
   *ptr = nullptr;
   if (size == 0) return fail(ncclInvalidArgument, "ncclMemAlloc", "size is 0");
   void* p = allocMappable(size);
-  const bool mappable = p != nullptr;
-  if (!mappable && posix_memalign(&p, kPageBytes, size) != 0)
-    return fail(ncclSystemError, "ncclMemAlloc", "cannot allocate %zu bytes", size);
-  std::lock_guard<std::mutex> lock(gMu);
-  allocations()[p] = mappable;
+  if (p == nullptr) {
+    if (posix_memalign(&p, kPageBytes, size) != 0)
+      return fail(ncclSystemError, "ncclMemAlloc", "cannot allocate %zu bytes", size);
+    std::lock_guard<std::mutex> lock(gMu);
+    fallbacks().insert(p);
+  }
   *ptr = p;
   return ncclSuccess;
 }
 
 NCCL_API(ncclResult_t, ncclMemFree, void* ptr) {
   if (ptr == nullptr) return ncclSuccess;
-  std::lock_guard<std::mutex> lock(gMu);
-  auto it = allocations().find(ptr);
-  if (it == allocations().end())
-    return fail(ncclInvalidArgument, "ncclMemFree", "ptr %p was not allocated by ncclMemAlloc",
-                ptr);
-  const bool mappable = it->second;
-  allocations().erase(it);
-  if (mappable)
-    freeMappable(ptr);
-  else
-    free(ptr);
+  if (freeMappable(ptr)) return ncclSuccess;
+  {
+    std::lock_guard<std::mutex> lock(gMu);
+    if (fallbacks().erase(ptr) == 0)
+      return fail(ncclInvalidArgument, "ncclMemFree", "ptr %p was not allocated by ncclMemAlloc",
+                  ptr);
+  }
+  free(ptr);
   return ncclSuccess;
 }
 
