@@ -6,6 +6,12 @@ cd "$(dirname "$0")/.."
 BUILD=${1:-build}
 shift $(($# > 0 ? 1 : 0))
 
+# The configured value of the build's `python` option.
+python_option() {
+  meson introspect "$BUILD" --buildoptions |
+    python3 -c 'import json, sys; print(next(o["value"] for o in json.load(sys.stdin) if o["name"] == "python"))'
+}
+
 # What the library, the launcher and the perf tool need to configure and build (Catch2 too:
 # Meson looks for it when it configures), then what only the tests use (namespaces, MPI and
 # Debian's PyTorch as peers, clang for the fuzzers, valgrind for the call-path count).
@@ -41,8 +47,14 @@ fi
 
 WERROR=()
 [ "${CI:-}" = "true" ] && WERROR=(--werror)
+# The torch tests need Debian's PyTorch and the torch 2.x venv, both test packages: a partial
+# build (scripts/run.sh) looks for them quietly (auto), a full one requires them (enabled).
+PYTHON=enabled
+(($#)) && PYTHON=auto
 if [ ! -f "$BUILD/build.ninja" ]; then
-  meson setup "$BUILD" -Dpython=enabled "${WERROR[@]}"
+  meson setup "$BUILD" -Dpython=$PYTHON "${WERROR[@]}"
+elif [ $PYTHON = enabled ] && [ "$(python_option)" != enabled ]; then
+  meson configure "$BUILD" -Dpython=enabled  # configured by scripts/run.sh before
 fi
 # Targets as `meson compile` names them ([dir/]name); none: the default set, everything.
 meson compile -C "$BUILD" "$@"
