@@ -27,6 +27,15 @@ def same(name, tensors, like, what):
                              f"{t.numel()} elements")
 
 
+def scaled(name, big, small, n, big_what, small_what):
+    """Checks that tensor `big` holds n x the elements of `small`, of its dtype (an all-gather's
+    output, a reduce-scatter's input); the message names both as big_what and small_what."""
+    if big.dtype != small.dtype or big.numel() != small.numel() * n:
+        raise ValueError(f"ringcc {name}: {big_what} must be {n} x {small_what} "
+                         f"({small.dtype}, {small.numel()} elements), got {big.dtype}, "
+                         f"{big.numel()} elements")
+
+
 class Staged:
     """A contiguous stand-in for a tensor; copy_back() writes results to a non-contiguous
     original."""

@@ -19,7 +19,7 @@ import functools
 import torch
 import torch.distributed as dist
 
-from ._torch_args import Staged, cpu_tensor, ptr
+from ._torch_args import Staged, cpu_tensor, ptr, scaled
 from ._torch_types import BITWISE, bytes_view, premul_factor, reduce_view
 from . import _comm as C
 
@@ -108,10 +108,7 @@ class CoalescedOps:
         for o, t in zip(outputs, inputs):
             cpu_tensor(name, o, "output")
             cpu_tensor(name, t, "input")
-            if o.dtype != t.dtype or o.numel() != t.numel() * self.size():
-                raise ValueError(f"ringcc {name}: each output must be {self.size()} x its input "
-                                 f"({t.dtype}, {t.numel()} elements), got {o.dtype}, "
-                                 f"{o.numel()} elements")
+            scaled(name, o, t, self.size(), "each output", "its input")
         staged = [Staged(o) for o in outputs]
         gather, spans = self._gather_many(inputs)
 
@@ -134,10 +131,7 @@ class CoalescedOps:
         for o, t in zip(outputs, inputs):
             cpu_tensor(name, o, "output")
             cpu_tensor(name, t, "input")
-            if t.dtype != o.dtype or t.numel() != o.numel() * self.size():
-                raise ValueError(f"ringcc {name}: each input must be {self.size()} x its output "
-                                 f"({o.dtype}, {o.numel()} elements), got {t.dtype}, "
-                                 f"{t.numel()} elements")
+            scaled(name, t, o, self.size(), "each input", "its output")
             runs.append(self._reduce_scatter_flat(name, Staged(o), t.contiguous().reshape(-1),
                                                   opts.reduceOp))
 

@@ -12,7 +12,7 @@ import torch
 import torch.distributed as dist
 
 from . import _comm as C
-from ._torch_args import Staged, cpu_tensor, one, ptr, same
+from ._torch_args import Staged, cpu_tensor, one, ptr, same, scaled
 from ._torch_types import bytes_view
 
 
@@ -58,10 +58,7 @@ class DataMovementOps:
         name = "all_gather_into_tensor"
         cpu_tensor(name, output, "output")
         cpu_tensor(name, input, "input")
-        if output.dtype != input.dtype or output.numel() != input.numel() * self.size():
-            raise ValueError(f"ringcc {name}: output must be {self.size()} x the input "
-                             f"({input.dtype}, {input.numel()} elements), got {output.dtype}, "
-                             f"{output.numel()} elements")
+        scaled(name, output, input, self.size(), "output", "the input")
         out = Staged(output)
         src = input.contiguous()
 

@@ -31,7 +31,7 @@ import torch.distributed as dist
 
 from . import _comm as C
 from ._queue import Job, OpQueue
-from ._torch_args import Staged, cpu_tensor, one, ptr, same
+from ._torch_args import Staged, cpu_tensor, one, ptr, same, scaled
 from ._torch_coalesced import CoalescedOps
 from ._torch_compat import BASE
 from ._torch_moves import DataMovementOps
@@ -268,10 +268,7 @@ class ProcessGroupRingcc(DataMovementOps, PointToPointOps, CoalescedOps, BASE):
         opts = opts or dist.ReduceScatterOptions()
         out = Staged(cpu_tensor(name, output, "output"))
         cpu_tensor(name, input, "input")
-        if input.dtype != output.dtype or input.numel() != output.numel() * self.size():
-            raise ValueError(f"ringcc {name}: input must be {self.size()} x the output "
-                             f"({output.dtype}, {output.numel()} elements), got {input.dtype}, "
-                             f"{input.numel()} elements")
+        scaled(name, input, output, self.size(), "input", "the output")
         flat_in = input.contiguous().reshape(-1)
         run = self._reduce_scatter_flat(name, out, flat_in, opts.reduceOp)
         return self._submit(name, run, [out.orig])

@@ -33,3 +33,12 @@ class CapturedLog {
 };
 
 }  // namespace ringcc::test
+
+// Runs `call` (in a Catch2 test), expects `code`, and expects the WARN log to mention `needle`.
+#define EXPECT_REFUSED(call, code, needle)       \
+  do {                                           \
+    ::ringcc::test::CapturedLog log_;            \
+    CHECK((call) == (code));                     \
+    INFO("log: " << log_.text());                \
+    CHECK(log_.contains(needle));                \
+  } while (0)

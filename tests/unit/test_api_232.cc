@@ -18,14 +18,6 @@ using ringcc::test::ScopedEnv;
 
 namespace {
 
-#define EXPECT_REFUSED(call, code, needle) \
-  do {                                     \
-    CapturedLog log_;                      \
-    CHECK((call) == (code));               \
-    INFO("log: " << log_.text());          \
-    CHECK(log_.contains(needle));          \
-  } while (0)
-
 ncclComm_t oneRankComm() {
   ncclComm_t comm = nullptr;
   REQUIRE(ncclCommInitAll(&comm, 1, nullptr) == ncclSuccess);

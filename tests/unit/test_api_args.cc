@@ -21,15 +21,6 @@ ncclUniqueId someId() {
   return id;
 }
 
-// Runs `call`, expects `code`, and expects the WARN log to mention `needle`.
-#define EXPECT_REFUSED(call, code, needle) \
-  do {                                     \
-    CapturedLog log_;                      \
-    CHECK((call) == (code));               \
-    INFO("log: " << log_.text());          \
-    CHECK(log_.contains(needle));          \
-  } while (0)
-
 }  // namespace
 
 TEST_CASE("NULL communicators are refused everywhere", "[api_args]") {
