@@ -227,6 +227,14 @@ enum class PeerState : uint8_t {
 
 const char* peerStateName(PeerState s);
 
+// What the closes of one ConnectionTable::closeAll share, so that one communicator's close
+// never shortens another's: after one connection's drain stalled (its peer lives but stopped
+// reading), the next ones of the same close wait briefly, being most likely the same failed
+// operation's other connections (n full stalls would add up).
+struct CloseScope {
+  bool drainStalled = false;
+};
+
 class Connector {
  public:
   virtual ~Connector() = default;
@@ -271,6 +279,11 @@ class Connector {
   // waiting for the peer to take what was published. Transports whose destructor never waits
   // (p2p, shm) ignore it.
   virtual void discard() {}
+
+  // Ends this side before its destruction, waiting (bounded) for what the transport needs
+  // the peer to take first; `scope` is shared by the closes of one closeAll. Transports whose
+  // destructor never waits (p2p, shm) close nothing here.
+  virtual void close(CloseScope& scope) { (void)scope; }
 
  protected:
   Connector(ConnSide side, int peerRank, const ConnectorView& view)

@@ -65,8 +65,11 @@ class ConnectionTable {
   // what was published but not yet delivered no longer matters, so no connection waits for
   // its peer to take it (Connector::discard).
   void closeAll(bool failed = false) {
-    if (failed)
-      for (auto& entry : conns_) entry.second->discard();
+    CloseScope scope;
+    for (auto& entry : conns_) {
+      if (failed) entry.second->discard();
+      entry.second->close(scope);
+    }
     conns_.clear();
   }
 

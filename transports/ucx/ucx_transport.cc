@@ -2,7 +2,6 @@
 
 #include <strings.h>
 
-#include <atomic>
 #include <chrono>
 #include <memory>
 #include <thread>
@@ -20,24 +19,18 @@ namespace ringcc {
 namespace {
 
 // Longest a closing sender waits for the peer to consume its published slots (see
-// ~UcxConnector), and how long it waits without the peer consuming any. A peer that closed or died
-// ends the wait at once (drained() says so); the stall limit is for a peer that lives but does not
-// read, as after a failed operation, which must not hold the error's return for long. It must still
-// be long enough for a healthy peer whose proxy thread waits for a core on an oversubscribed host:
-// a sender that gives up early drops the last data of a finished operation, and its peer fails with
-// "peer died" (seen at 200 ms under a load of 15 on 2 cores). After one drain stalled, the closes
-// of the next kStallMemory wait kStallAfterStall at most: they are most likely the same failed
-// operation's other connections, and n full stalls would add up. (A connection closed because its
-// operation failed skips the wait altogether: discard().)
+// UcxConnector::close), and how long it waits without the peer consuming any. A peer that closed
+// or died ends the wait at once (drained() says so); the stall limit is for a peer that lives but
+// does not read, as after a failed operation, which must not hold the error's return for long. It
+// must still be long enough for a healthy peer whose proxy thread waits for a core on an
+// oversubscribed host: a sender that gives up early drops the last data of a finished operation,
+// and its peer fails with "peer died" (seen at 200 ms under a load of 15 on 2 cores). After one
+// drain of a close stalled, the others of the same close wait kStallAfterStall at most
+// (CloseScope). (A connection closed because its operation failed skips the wait altogether:
+// discard().)
 constexpr auto kDrainWait = std::chrono::seconds(5);
 constexpr auto kDrainStall = std::chrono::seconds(2);
 constexpr auto kStallAfterStall = std::chrono::milliseconds(250);
-constexpr auto kStallMemory = std::chrono::seconds(2);
-std::atomic<int64_t> gLastStallNs{0};
-
-int64_t steadyNs(std::chrono::steady_clock::time_point t) {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(t.time_since_epoch()).count();
-}
 
 class UcxConnector final : public Connector {
  public:
@@ -49,20 +42,27 @@ class UcxConnector final : public Connector {
     Proxy::get().add(this);
   }
   ~UcxConnector() override {
-    // What the runner published is consumed by the peer first (bounded: a peer that stops reading
-    // cannot hold us longer than kDrainWait); then, after remove(), the proxy no longer runs
-    // progress() on us, and it releases the link's UCX resources (it owns the worker) without
-    // waiting here.
+    if (link_) {
+      CloseScope alone;
+      close(alone);
+    }
+  }
+
+  // What the runner published is consumed by the peer first (bounded: a peer that stops reading
+  // cannot hold us longer than kDrainWait); then, after remove(), the proxy no longer runs
+  // progress() on us, and it releases the link's UCX resources (it owns the worker) without
+  // waiting here.
+  void close(CloseScope& scope) override {
+    if (!link_) return;
     auto now = std::chrono::steady_clock::now();
     const auto until = now + kDrainWait;
-    const bool recentStall = steadyNs(now) - gLastStallNs.load(std::memory_order_relaxed) <
-                             std::chrono::nanoseconds(kStallMemory).count();
-    const auto stallLimit = recentStall ? std::chrono::steady_clock::duration(kStallAfterStall)
-                                        : std::chrono::steady_clock::duration(kDrainStall);
+    const auto stallLimit = scope.drainStalled
+                                ? std::chrono::steady_clock::duration(kStallAfterStall)
+                                : std::chrono::steady_clock::duration(kDrainStall);
     auto stalledSince = now;
     for (uint32_t last = link_->consumed(); !discarded_ && !link_->drained();) {
       if (now >= until || now - stalledSince >= stallLimit) {
-        if (!recentStall) gLastStallNs.store(steadyNs(now), std::memory_order_relaxed);
+        scope.drainStalled = true;
         break;
       }
       std::this_thread::sleep_for(std::chrono::microseconds(200));
@@ -78,10 +78,11 @@ class UcxConnector final : public Connector {
   }
 
   const char* transportName() const override { return "ucx"; }
-  PeerState peerState() const override { return link_->peerState(); }
+  // After close() (the rest of its closeAll still running) the link is the proxy's.
+  PeerState peerState() const override { return link_ ? link_->peerState() : PeerState::Closed; }
   bool needsProgress() const override { return true; }
   bool fedByDevice() const override { return fedByDevice_; }
-  FifoControl* hostControl() const override { return link_->hostControl(); }
+  FifoControl* hostControl() const override { return link_ ? link_->hostControl() : nullptr; }
   ncclResult_t progress(bool* moved) override { return link_->progress(moved); }
   void discard() override { discarded_ = true; }
 
