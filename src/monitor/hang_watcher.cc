@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "src/base/log.h"
+#include "src/base/process_local.h"
 #include "src/bootstrap/bootstrap.h"
 #include "src/core/comm.h"
 #include "src/core/live_comms.h"
@@ -88,13 +89,11 @@ struct Pending {
 
 class Watcher {
  public:
-  // The process's watcher, started on first use (and again in a forked child).
+  // The process's watcher, started on first use (and again in a forked child:
+  // src/base/process_local.h).
   static Watcher& get() {
-    static std::mutex mu;
-    static Watcher* current = nullptr;
-    std::lock_guard<std::mutex> lock(mu);
-    if (current == nullptr || current->pid_ != ::getpid()) current = new Watcher();  // never freed
-    return *current;
+    static ProcessLocal<Watcher> current;
+    return *current.get([] { return new Watcher(); });  // never freed
   }
 
   void watch(ncclComm* comm) {
@@ -122,7 +121,7 @@ class Watcher {
   }
 
  private:
-  Watcher() : pid_(::getpid()) {
+  Watcher() {
     if (::pipe2(pipe_, O_CLOEXEC | O_NONBLOCK) != 0) {
       LOG_WARN("hang report: cannot make the watcher's pipe: %s; no hang reports", strerror(errno));
       pipe_[0] = pipe_[1] = -1;
@@ -330,7 +329,6 @@ class Watcher {
     }
   }
 
-  const pid_t pid_;
   int pipe_[2] = {-1, -1};
   std::mutex mu_;                 // guards comms_ and queue_
   std::vector<ncclComm*> comms_;  // watched: the ones a signal reports on

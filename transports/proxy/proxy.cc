@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "src/base/log.h"
+#include "src/base/process_local.h"
 #include "transports/fifo_host.h"
 #include "transports/transport.h"
 
@@ -35,40 +36,30 @@ std::atomic_ref<uint32_t> waitersOf(FifoCounter* c) {
   return std::atomic_ref<uint32_t>(c->waiters);
 }
 
-std::mutex gProxyMu;
-Proxy* gProxy = nullptr;
-pid_t gProxyPid = 0;
+ProcessLocal<Proxy> gProxy;
 
 // At most this long at exit for sources to finish closing (a UCX link waits up to 0.5 s for its
 // close message, then up to 2 s for UCX to finish the close).
 constexpr auto kExitDrain = std::chrono::seconds(3);
 
 void stopAtExit() {
-  std::lock_guard<std::mutex> lock(gProxyMu);
-  if (gProxy && gProxyPid == getpid()) {
+  if (Proxy* proxy = gProxy.ifMade()) {
     // A process that exits right after ncclCommDestroy still has links closing: without this
     // their endpoints would never be closed (and the peer would not hear of it).
-    gProxy->drain(kExitDrain);
-    gProxy->stop();
+    proxy->drain(kExitDrain);
+    proxy->stop();
   }
 }
 
 }  // namespace
 
 Proxy& Proxy::get() {
-  std::lock_guard<std::mutex> lock(gProxyMu);
-  if (gProxy == nullptr || gProxyPid != getpid()) {
-    // A child of fork inherits the parent's object but not its thread: leave that one alone
-    // (its lock may be held by a thread that no longer exists) and make a new one.
-    static bool atExitSet = false;
-    if (!atExitSet) {
-      std::atexit(stopAtExit);
-      atExitSet = true;
-    }
-    gProxy = new Proxy();  // lives for the process, like the transports
-    gProxyPid = getpid();
-  }
-  return *gProxy;
+  // A forked child makes its own (src/base/process_local.h); each process stops its own at exit.
+  return *gProxy.get([] {
+    static const bool atExitSet = std::atexit(stopAtExit) == 0;
+    (void)atExitSet;
+    return new Proxy();
+  });
 }
 
 Proxy::Proxy() {

@@ -8,6 +8,7 @@
 #include "src/base/error.h"
 #include "src/base/log.h"
 #include "src/base/param.h"
+#include "src/base/process_local.h"
 #include "transports/ucx/ucx_link.h"
 
 namespace ringcc {
@@ -18,9 +19,7 @@ constexpr const char* kNoIbTls = "^rc,ud,dc,rc_v,rc_x,ud_v,ud_x,dc_x";
 // Progress calls per poll() at most, so one busy link cannot starve the others' sweep.
 constexpr int kMaxProgressPerPoll = 64;
 
-std::mutex gWorkerMu;
-UcxWorker* gWorker = nullptr;
-pid_t gWorkerPid = 0;
+ProcessLocal<UcxWorker> gWorker;
 
 std::string envOr(const char* name, const char* fallback) {
   const char* v = std::getenv(name);
@@ -30,22 +29,20 @@ std::string envOr(const char* name, const char* fallback) {
 }  // namespace
 
 ncclResult_t UcxWorker::get(UcxWorker** out) {
-  std::lock_guard<std::mutex> lock(gWorkerMu);
-  if (gWorker == nullptr || gWorkerPid != getpid()) {
-    // A forked child cannot use its parent's worker (its proxy thread and sockets are the
-    // parent's): it makes its own and leaves the inherited one alone.
+  // A forked child cannot use its parent's worker (its proxy thread and sockets are the
+  // parent's): it makes its own (src/base/process_local.h).
+  ncclResult_t rc = ncclSuccess;
+  *out = gWorker.get([&rc]() -> UcxWorker* {
     auto* w = new UcxWorker();
-    ncclResult_t rc = w->init();
+    rc = w->init();
     if (rc != ncclSuccess) {
       delete w;
-      return rc;
+      return nullptr;
     }
-    gWorker = w;  // lives for the process
-    gWorkerPid = getpid();
-    Proxy::get().addSource(gWorker);
-  }
-  *out = gWorker;
-  return ncclSuccess;
+    Proxy::get().addSource(w);
+    return w;  // lives for the process
+  });
+  return rc;
 }
 
 ncclResult_t UcxWorker::init() {
