@@ -38,6 +38,12 @@ constexpr unsigned kCuMemoryTypeDevice = 2;
 constexpr unsigned kCuMemoryTypeArray = 3;
 constexpr unsigned kCuMemoryTypeUnified = 4;
 constexpr int kCuStreamCaptureStatusNone = 0;           // CUstreamCaptureStatus
+constexpr int kCuStreamCaptureStatusActive = 1;
+constexpr int kCuStreamCaptureStatusInvalidated = 2;
+constexpr CuResult kCuErrorStreamCaptureUnsupported = 900;  // an unsafe call during a capture
+constexpr CuResult kCuErrorStreamCaptureInvalidated = 901;
+constexpr CuResult kCuErrorStreamCaptureIsolation = 905;  // a wait across a capture's boundary
+constexpr CuResult kCuErrorCapturedEvent = 907;  // an event last recorded in a capture, used outside
 constexpr unsigned kCuMemHostAllocDeviceMap = 0x02;     // CU_MEMHOSTALLOC_DEVICEMAP
 constexpr unsigned kCuMemHostAllocPortable = 0x01;      // CU_MEMHOSTALLOC_PORTABLE
 constexpr unsigned kCuMemHostRegisterPortable = 0x01;   // CU_MEMHOSTREGISTER_PORTABLE
@@ -84,6 +90,10 @@ struct CudaDriver {
   CuResult (*cuStreamQuery)(CuStream stream) = nullptr;
   CuResult (*cuStreamSynchronize)(CuStream stream) = nullptr;
   CuResult (*cuStreamIsCapturing)(CuStream stream, int* status) = nullptr;
+  // cuStreamGetCaptureInfo_v2 (CUDA 11.3+): the status and the capture sequence's id, unique in
+  // the process; graph, dependencies and their count are optional (ringcc passes nulls).
+  CuResult (*cuStreamGetCaptureInfo)(CuStream stream, int* status, uint64_t* id, void** graph,
+                                     const void** dependencies, size_t* nDependencies) = nullptr;
   // The CUDA engine's own: a private stream for uploads and FIFO setup (non-blocking, so it
   // never waits for kernels on the legacy default stream), events that order a communicator's
   // launches across the user's streams, and peer access between GPUs of one process.
@@ -96,6 +106,7 @@ struct CudaDriver {
   CuResult (*cuEventCreate)(CuEvent* event, unsigned flags) = nullptr;
   CuResult (*cuEventRecord)(CuEvent event, CuStream stream) = nullptr;
   CuResult (*cuEventSynchronize)(CuEvent event) = nullptr;
+  CuResult (*cuEventQuery)(CuEvent event) = nullptr;  // kCuSuccess once done, else NotReady
   CuResult (*cuEventDestroy)(CuEvent event) = nullptr;
   CuResult (*cuStreamWaitEvent)(CuStream stream, CuEvent event, unsigned flags) = nullptr;
   CuResult (*cuCtxEnablePeerAccess)(CuContext peer, unsigned flags) = nullptr;

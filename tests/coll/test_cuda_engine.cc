@@ -169,6 +169,26 @@ TEST_CASE("CUDA ranks on GPUs without peer access share FIFOs in pinned host mem
   resetLogging();  // (reopening the log file empties it: after the checks)
 }
 
+namespace {
+
+// Issues `c` on every rank in one group, on the given streams (the ranks' own if empty).
+ncclResult_t issueGroup(CudaRanks& ranks, const CaseData& data,
+                        std::vector<std::unique_ptr<CollRank>>* runs,
+                        const std::vector<CuStream>& streams = {}) {
+  runs->clear();
+  for (int r = 0; r < ranks.size(); ++r) {
+    runs->push_back(std::make_unique<CollRank>(data, r, ranks.comms[r]));
+    runs->back()->setStream(streams.empty() ? ranks.streams[r]
+                                            : reinterpret_cast<cudaStream_t>(streams[r]));
+  }
+  if (ncclGroupStart() != ncclSuccess) return ncclInternalError;
+  for (auto& run : *runs)
+    if (run->issue() != ncclSuccess) return ncclInternalError;
+  return ncclGroupEnd();
+}
+
+}  // namespace
+
 TEST_CASE("a repeated call uploads nothing and a graph capture finds its tables", "[cuda_engine]") {
   FakeCudaScope cuda;
   ScopedEnv device("RINGCC_DEVICE", "cuda");
@@ -180,10 +200,25 @@ TEST_CASE("a repeated call uploads nothing and a graph capture finds its tables"
   c.seed = 2;  // new buffers and data, the same shape
   runCase(cuda, ranks, c);
   CHECK(cuda.liveDeviceAllocs() == allocs);
-  // Captured: the same shape runs; a new one would have to upload, which a capture forbids.
-  ranks.streams[0] = reinterpret_cast<cudaStream_t>(cuda.captureStream());
+  // Captured on the same stream: the same shape is captured, and runs when the graph does.
+  const CuStream s = reinterpret_cast<CuStream>(ranks.streams[0]);
+  cuda.beginCapture(s);
   c.seed = 3;
-  runCase(cuda, ranks, c);
+  {
+    const CaseData data(c, 1);
+    CollRank run(data, 0, ranks.comms[0]);
+    run.setStream(ranks.streams[0]);
+    REQUIRE(run.issue() == ncclSuccess);
+    FakeGraph graph;
+    REQUIRE(cuda.endCapture(s, &graph) == kCuSuccess);
+    cuda.synchronizeAll();
+    CHECK(run.check() != "");  // captured, not run
+    cuda.launchGraph(graph, s);
+    cuda.synchronizeAll();
+    CHECK(run.check() == "");
+  }
+  // A new shape would have to upload, which a capture forbids.
+  cuda.beginCapture(s);
   c.coll = Coll::AllGather;  // another Program, not on the device yet
   const CaseData data(c, 1);
   CollRank run(data, 0, ranks.comms[0]);
@@ -191,8 +226,179 @@ TEST_CASE("a repeated call uploads nothing and a graph capture finds its tables"
   CHECK(run.issue() == ncclInvalidUsage);
   CHECK(std::string(ncclGetLastError(ranks.comms[0])).find("before capturing") !=
         std::string::npos);
+  FakeGraph graph;
+  CHECK(cuda.endCapture(s, &graph) == kCuSuccess);  // refused before it touched the capture
+  CHECK(cuda.captureErrors() == 0);
   CHECK(ncclCommAbort(ranks.comms[0]) == ncclSuccess);  // failed: it takes no more calls
   ranks.comms[0] = nullptr;
+}
+
+// Issue 28's hazards: each of these failed before two-phase group launch and capture-safe
+// ordering (the emulated driver's strict rules make them fail here as they may on a GPU).
+
+TEST_CASE("a group prepares every communicator's batch before it queues any kernel",
+          "[cuda_engine][cuda_hazards]") {
+  FakeCudaScope cuda;
+  cuda.setIdleWaitLimit(2000);
+  ScopedEnv device("RINGCC_DEVICE", "cuda");
+  ScopedEnv timeout("NCCL_TIMEOUT", "4000");  // a kernel left waiting stops by itself
+  CudaRanks ranks(cuda, {0, 0, 0});
+  // Every collective's first call makes connections and uploads its tables: allocations and
+  // copies that wait until no kernel runs on the device. A peer's kernel queued before they
+  // are done waits for this rank's, which never comes.
+  uint64_t seed = 60;
+  for (int round = 0; round < 2; ++round) {
+    for (Coll coll : kAllColls) {
+      CollCase c;
+      c.coll = coll;
+      c.type = ncclFloat32;
+      c.op = collReduces(coll) ? Op::Sum : Op::Copy;
+      c.count = 1000 + 7 * static_cast<size_t>(seed);  // a new shape each time
+      c.root = 1;
+      c.seed = seed++;
+      INFO(c.describe(ranks.size()));
+      const CaseData data(c, ranks.size());
+      std::vector<std::unique_ptr<CollRank>> runs;
+      const ncclResult_t r = issueGroup(ranks, data, &runs);
+      CHECK(r == ncclSuccess);
+      CHECK(cuda.stalls() == 0);
+      if (r != ncclSuccess) {
+        for (ncclComm_t& comm : ranks.comms) {
+          ncclCommAbort(comm);
+          comm = nullptr;
+        }
+        return;
+      }
+      cuda.synchronizeAll();
+      for (int k = 0; k < ranks.size(); ++k) CHECK(runs[k]->check() == "");
+    }
+  }
+}
+
+TEST_CASE("a group whose batch fails to prepare queues no kernel on any communicator",
+          "[cuda_engine][cuda_hazards]") {
+  FakeCudaScope cuda;
+  ScopedEnv device("RINGCC_DEVICE", "cuda");
+  ScopedEnv timeout("NCCL_TIMEOUT", "4000");
+  CudaRanks ranks(cuda, {0, 1});
+  CollCase c;
+  c.count = 3000;
+  runCase(cuda, ranks, c);  // the connections exist
+  // Rank 0's stream is captured and its call has a new shape: it cannot upload. Rank 1's
+  // stream is ordinary, and its kernel would wait for rank 0's for good.
+  const CuStream s0 = reinterpret_cast<CuStream>(ranks.streams[0]);
+  cuda.beginCapture(s0);
+  c.coll = Coll::AllGather;
+  const CaseData data(c, ranks.size());
+  std::vector<std::unique_ptr<CollRank>> runs;
+  const size_t queued = cuda.kernelsQueued();
+  CHECK(issueGroup(ranks, data, &runs) == ncclInvalidUsage);
+  CHECK(cuda.kernelsQueued() == queued);
+  // Both communicators failed: each says so.
+  for (ncclComm_t comm : ranks.comms) {
+    ncclResult_t async = ncclSuccess;
+    CHECK(ncclCommGetAsyncError(comm, &async) == ncclSuccess);
+    CHECK(async == ncclInvalidUsage);
+    CHECK(std::string(ncclGetLastError(comm)).find("before capturing") != std::string::npos);
+  }
+  FakeGraph graph;
+  CHECK(cuda.endCapture(s0, &graph) == kCuSuccess);
+  for (ncclComm_t& comm : ranks.comms) {
+    CHECK(ncclCommAbort(comm) == ncclSuccess);
+    comm = nullptr;
+  }
+}
+
+TEST_CASE("a capture on another stream waits on no event from outside it",
+          "[cuda_engine][cuda_hazards]") {
+  FakeCudaScope cuda;
+  ScopedEnv device("RINGCC_DEVICE", "cuda");
+  CudaRanks ranks(cuda, {0});
+  CollCase c;
+  c.count = 5000;
+  runCase(cuda, ranks, c);  // on the rank's stream: tables uploaded, the event recorded there
+  // vLLM-style: the capture runs on a side stream.
+  const CuStream side = cuda.newStream();
+  cuda.beginCapture(side);
+  c.seed = 7;
+  const CaseData data(c, 1);
+  std::vector<std::unique_ptr<CollRank>> runs;
+  CHECK(issueGroup(ranks, data, &runs, {side}) == ncclSuccess);
+  FakeGraph graph;
+  CHECK(cuda.endCapture(side, &graph) == kCuSuccess);  // not invalidated
+  CHECK(cuda.captureErrors() == 0);
+  if (graph != nullptr) {
+    cuda.launchGraph(graph, side);
+    cuda.launchGraph(graph, side);  // replayed
+    cuda.synchronizeAll();
+    CHECK(runs[0]->check() == "");
+  }
+}
+
+TEST_CASE("after a capture, ordinary calls on other streams keep working",
+          "[cuda_engine][cuda_hazards]") {
+  FakeCudaScope cuda;
+  ScopedEnv device("RINGCC_DEVICE", "cuda");
+  CudaRanks ranks(cuda, {0});
+  CollCase c;
+  c.count = 5000;
+  runCase(cuda, ranks, c);
+  // Captured on the rank's own stream (no wait across streams), then replayed.
+  const CuStream s = reinterpret_cast<CuStream>(ranks.streams[0]);
+  cuda.beginCapture(s);
+  c.seed = 8;
+  {
+    const CaseData data(c, 1);
+    std::vector<std::unique_ptr<CollRank>> runs;
+    REQUIRE(issueGroup(ranks, data, &runs) == ncclSuccess);
+    FakeGraph graph;
+    REQUIRE(cuda.endCapture(s, &graph) == kCuSuccess);
+    cuda.launchGraph(graph, s);
+    cuda.synchronizeAll();
+    CHECK(runs[0]->check() == "");
+  }
+  // Ordinary calls on two other streams: neither may wait on an event recorded in the capture.
+  for (int call = 0; call < 2; ++call) {
+    const CuStream other = cuda.newStream();
+    c.seed = 9 + call;
+    const CaseData data(c, 1);
+    std::vector<std::unique_ptr<CollRank>> runs;
+    CHECK(issueGroup(ranks, data, &runs, {other}) == ncclSuccess);
+    cuda.synchronizeAll();
+    CHECK(runs[0]->check() == "");
+  }
+  CHECK(cuda.captureErrors() == 0);
+}
+
+TEST_CASE("a captured call that needs a new connection is refused before it allocates",
+          "[cuda_engine][cuda_hazards]") {
+  FakeCudaScope cuda;
+  ScopedEnv device("RINGCC_DEVICE", "cuda");
+  ScopedEnv timeout("NCCL_TIMEOUT", "4000");
+  CudaRanks ranks(cuda, {0, 1});
+  CollCase c;
+  c.count = 3000;
+  runCase(cuda, ranks, c);  // an all-reduce: the ring's connections only
+  std::vector<CuStream> streams;
+  for (cudaStream_t s : ranks.streams) {
+    streams.push_back(reinterpret_cast<CuStream>(s));
+    cuda.beginCapture(streams.back());
+  }
+  c.coll = Coll::AlltoAll;  // connections to every peer, made on first use
+  const CaseData data(c, ranks.size());
+  std::vector<std::unique_ptr<CollRank>> runs;
+  CHECK(issueGroup(ranks, data, &runs) == ncclInvalidUsage);
+  CHECK(std::string(ncclGetLastError(ranks.comms[0])).find("before capturing") !=
+        std::string::npos);
+  CHECK(cuda.captureErrors() == 0);  // nothing the capture forbids was called
+  for (CuStream s : streams) {
+    FakeGraph graph;
+    CHECK(cuda.endCapture(s, &graph) == kCuSuccess);
+  }
+  for (ncclComm_t& comm : ranks.comms) {
+    CHECK(ncclCommAbort(comm) == ncclSuccess);
+    comm = nullptr;
+  }
 }
 
 namespace {
