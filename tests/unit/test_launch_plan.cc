@@ -240,7 +240,8 @@ CudaDriver hostMemoryDriver() {
   };
   d.cuMemAlloc = [](CuDevicePtr* p, size_t bytes) {
     ++gAllocs;
-    *p = reinterpret_cast<CuDevicePtr>(malloc(bytes));
+    // cuMemAlloc's blocks are at least 256-byte aligned.
+    *p = reinterpret_cast<CuDevicePtr>(aligned_alloc(256, (bytes + 255) / 256 * 256));
     return kCuSuccess;
   };
   d.cuMemFree = [](CuDevicePtr p) {
