@@ -275,7 +275,65 @@ TEST_CASE("a group prepares every communicator's batch before it queues any kern
   }
 }
 
-TEST_CASE("a group whose batch fails to prepare queues no kernel on any communicator",
+TEST_CASE("grouped sends to self on a CUDA communicator are exact", "[cuda_engine]") {
+  FakeCudaScope cuda;
+  ScopedEnv device("RINGCC_DEVICE", "cuda");
+  CudaRanks ranks(cuda, {0});
+  // Each pair pushes two counts; the Program reads one (launch_plan packs the Program's).
+  constexpr int kOps = 5;
+  std::vector<float> in(kOps * 10), out(kOps * 10, 0.0f);
+  for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<float>(i) + 0.5f;
+  REQUIRE(ncclGroupStart() == ncclSuccess);
+  for (int i = 0; i < kOps; ++i) {
+    REQUIRE(ncclSend(&in[i * 10], 10, ncclFloat, 0, ranks.comms[0], ranks.streams[0]) ==
+            ncclSuccess);
+    REQUIRE(ncclRecv(&out[i * 10], 10, ncclFloat, 0, ranks.comms[0], ranks.streams[0]) ==
+            ncclSuccess);
+  }
+  REQUIRE(ncclGroupEnd() == ncclSuccess);
+  cuda.synchronizeAll();
+  CHECK(out == in);
+}
+
+TEST_CASE("a group in which one batch cannot be packed queues no kernel anywhere",
+          "[cuda_engine][cuda_hazards]") {
+  FakeCudaScope cuda;
+  ScopedEnv device("RINGCC_DEVICE", "cuda");
+  ScopedEnv timeout("NCCL_TIMEOUT", "4000");  // a kernel left waiting stops by itself
+  CudaRanks ranks(cuda, {0, 1});
+  CollCase c;
+  c.count = 3000;
+  runCase(cuda, ranks, c);
+  // Rank 0 sends to itself so many times that its batch needs more argument words than a
+  // launch carries (refused while packing); rank 1's all-reduce is fine on its own, and its
+  // kernel, once queued, would wait for rank 0's.
+  constexpr int kOps = 100;
+  std::vector<float> in(kOps, 1.0f), out(kOps, 0.0f), x(c.count, 1.0f);
+  const size_t queued = cuda.kernelsQueued();
+  REQUIRE(ncclGroupStart() == ncclSuccess);
+  for (int i = 0; i < kOps; ++i) {
+    REQUIRE(ncclSend(&in[i], 1, ncclFloat, 0, ranks.comms[0], ranks.streams[0]) == ncclSuccess);
+    REQUIRE(ncclRecv(&out[i], 1, ncclFloat, 0, ranks.comms[0], ranks.streams[0]) == ncclSuccess);
+  }
+  REQUIRE(ncclAllReduce(x.data(), x.data(), c.count, ncclFloat, ncclSum, ranks.comms[1],
+                        ranks.streams[1]) == ncclSuccess);
+  const ncclResult_t r = ncclGroupEnd();
+  CHECK(r == ncclInvalidUsage);
+  CHECK(cuda.kernelsQueued() == queued);  // rank 1's kernel was not queued either
+  for (ncclComm_t comm : ranks.comms) {
+    ncclResult_t async = ncclSuccess;
+    CHECK(ncclCommGetAsyncError(comm, &async) == ncclSuccess);
+    CHECK(async == r);
+    CHECK(std::string(ncclGetLastError(comm)).find("argument words") != std::string::npos);
+  }
+  for (ncclComm_t& comm : ranks.comms) {
+    CHECK(ncclCommAbort(comm) == ncclSuccess);
+    comm = nullptr;
+  }
+}
+
+TEST_CASE("a group with one captured stream that cannot upload queues no kernel anywhere",
+
           "[cuda_engine][cuda_hazards]") {
   FakeCudaScope cuda;
   ScopedEnv device("RINGCC_DEVICE", "cuda");
@@ -285,7 +343,9 @@ TEST_CASE("a group whose batch fails to prepare queues no kernel on any communic
   c.count = 3000;
   runCase(cuda, ranks, c);  // the connections exist
   // Rank 0's stream is captured and its call has a new shape: it cannot upload. Rank 1's
-  // stream is ordinary, and its kernel would wait for rank 0's for good.
+  // stream is ordinary, and its kernel would wait for rank 0's for good. Its upload must not
+  // allocate: in the default (global) capture mode, cuMemAlloc on any thread while a capture
+  // is active fails and invalidates the capture.
   const CuStream s0 = reinterpret_cast<CuStream>(ranks.streams[0]);
   cuda.beginCapture(s0);
   c.coll = Coll::AllGather;

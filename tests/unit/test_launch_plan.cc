@@ -109,6 +109,26 @@ TEST_CASE("a batch's jobs go into one launch with their words", "[launch_plan]")
   }
 }
 
+TEST_CASE("a job carrying more than its Program uses packs what the Program reads",
+          "[launch_plan]") {
+  // Grouped send/recv: a send to self and its receive push a count each, and the Program
+  // reads one of them; the kernel finds outputs and counts by the Program's sizes.
+  Program program;
+  std::vector<PlanJob> jobs = {job(&program, 0, 2, 3, 7)};
+  jobs[0].counts.push_back(999);                   // one more count than the Program's 3
+  jobs[0].inputs.push_back(nullptr);               // and one more buffer than its 2
+  jobs[0].outputs.push_back(nullptr);
+  CHECK(jobWords(jobs[0]) == 2 * 2 + 3);
+  std::vector<BatchArgs> launches;
+  REQUIRE(packLaunches(jobs, context(1), fakeResolve, &launches) == ncclSuccess);
+  const uint64_t* w = launches[0].words;
+  CHECK(w[2] == 7 * 1000 + 500);  // outputs right after the Program's 2 inputs
+  CHECK(w[4] == 7 * 100);         // counts right after its 2 outputs
+  CHECK(w[6] == 7 * 100 + 2);
+  jobs[0].counts.resize(2);  // fewer than the Program reads: an internal error
+  CHECK(packLaunches(jobs, context(1), fakeResolve, &launches) == ncclInternalError);
+}
+
 TEST_CASE("a batch too big for one argument block is cut between jobs", "[launch_plan]") {
   // More jobs than one launch holds: cut every kLaunchMaxJobs, order kept.
   std::vector<Program> programs(2 * kLaunchMaxJobs + 1);
@@ -150,9 +170,9 @@ TEST_CASE("launch limits are errors that name them", "[launch_plan]") {
   std::vector<PlanJob> huge = {job(&programs[1], 0, kMaxBuffers, 1, 1)};
   CHECK(packLaunches(huge, context(1), fakeResolve, &launches) == ncclInvalidUsage);
   CHECK(lastErrorMessage().find("not implemented yet") != std::string::npos);
-  // Tables that disagree with the Program.
-  std::vector<PlanJob> bad = {job(&programs[2], 0, 1, 1, 1)};
-  bad[0].counts.push_back(5);
+  // Tables shorter than the Program reads.
+  std::vector<PlanJob> bad = {job(&programs[2], 0, 2, 1, 1)};
+  bad[0].outputs.pop_back();
   CHECK(packLaunches(bad, context(1), fakeResolve, &launches) == ncclInternalError);
   // A resolver's failure is the packing's.
   std::vector<PlanJob> ok = {job(&programs[0], 0, 1, 1, 1)};
