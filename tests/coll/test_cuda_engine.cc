@@ -187,6 +187,24 @@ ncclResult_t issueGroup(CudaRanks& ranks, const CaseData& data,
   return ncclGroupEnd();
 }
 
+// Every rank of a group that failed holds the failure as its error, naming `text`.
+void checkFailedEverywhere(CudaRanks& ranks, ncclResult_t code, const char* text) {
+  for (ncclComm_t comm : ranks.comms) {
+    ncclResult_t async = ncclSuccess;
+    CHECK(ncclCommGetAsyncError(comm, &async) == ncclSuccess);
+    CHECK(async == code);
+    CHECK(std::string(ncclGetLastError(comm)).find(text) != std::string::npos);
+  }
+}
+
+// Failed communicators take no more calls: aborted, not destroyed.
+void abortAll(CudaRanks& ranks) {
+  for (ncclComm_t& comm : ranks.comms) {
+    if (comm != nullptr) CHECK(ncclCommAbort(comm) == ncclSuccess);
+    comm = nullptr;
+  }
+}
+
 }  // namespace
 
 TEST_CASE("a repeated call uploads nothing and a graph capture finds its tables", "[cuda_engine]") {
@@ -263,10 +281,7 @@ TEST_CASE("a group prepares every communicator's batch before it queues any kern
       CHECK(r == ncclSuccess);
       CHECK(cuda.stalls() == 0);
       if (r != ncclSuccess) {
-        for (ncclComm_t& comm : ranks.comms) {
-          ncclCommAbort(comm);
-          comm = nullptr;
-        }
+        abortAll(ranks);
         return;
       }
       cuda.synchronizeAll();
@@ -320,16 +335,8 @@ TEST_CASE("a group in which one batch cannot be packed queues no kernel anywhere
   const ncclResult_t r = ncclGroupEnd();
   CHECK(r == ncclInvalidUsage);
   CHECK(cuda.kernelsQueued() == queued);  // rank 1's kernel was not queued either
-  for (ncclComm_t comm : ranks.comms) {
-    ncclResult_t async = ncclSuccess;
-    CHECK(ncclCommGetAsyncError(comm, &async) == ncclSuccess);
-    CHECK(async == r);
-    CHECK(std::string(ncclGetLastError(comm)).find("argument words") != std::string::npos);
-  }
-  for (ncclComm_t& comm : ranks.comms) {
-    CHECK(ncclCommAbort(comm) == ncclSuccess);
-    comm = nullptr;
-  }
+  checkFailedEverywhere(ranks, r, "argument words");
+  abortAll(ranks);
 }
 
 TEST_CASE("a group with one captured stream that cannot upload queues no kernel anywhere",
@@ -354,19 +361,10 @@ TEST_CASE("a group with one captured stream that cannot upload queues no kernel 
   const size_t queued = cuda.kernelsQueued();
   CHECK(issueGroup(ranks, data, &runs) == ncclInvalidUsage);
   CHECK(cuda.kernelsQueued() == queued);
-  // Both communicators failed: each says so.
-  for (ncclComm_t comm : ranks.comms) {
-    ncclResult_t async = ncclSuccess;
-    CHECK(ncclCommGetAsyncError(comm, &async) == ncclSuccess);
-    CHECK(async == ncclInvalidUsage);
-    CHECK(std::string(ncclGetLastError(comm)).find("before capturing") != std::string::npos);
-  }
+  checkFailedEverywhere(ranks, ncclInvalidUsage, "before capturing");  // both, each
   FakeGraph graph;
   CHECK(cuda.endCapture(s0, &graph) == kCuSuccess);
-  for (ncclComm_t& comm : ranks.comms) {
-    CHECK(ncclCommAbort(comm) == ncclSuccess);
-    comm = nullptr;
-  }
+  abortAll(ranks);
 }
 
 TEST_CASE("a capture on another stream waits on no event from outside it",
@@ -455,10 +453,7 @@ TEST_CASE("a captured call that needs a new connection is refused before it allo
     FakeGraph graph;
     CHECK(cuda.endCapture(s, &graph) == kCuSuccess);
   }
-  for (ncclComm_t& comm : ranks.comms) {
-    CHECK(ncclCommAbort(comm) == ncclSuccess);
-    comm = nullptr;
-  }
+  abortAll(ranks);
 }
 
 namespace {
