@@ -38,18 +38,21 @@ constexpr unsigned kCuMemoryTypeDevice = 2;
 constexpr unsigned kCuMemoryTypeArray = 3;
 constexpr unsigned kCuMemoryTypeUnified = 4;
 constexpr int kCuStreamCaptureStatusNone = 0;           // CUstreamCaptureStatus
-constexpr int kCuStreamCaptureStatusActive = 1;
-constexpr int kCuStreamCaptureStatusInvalidated = 2;
-constexpr CuResult kCuErrorStreamCaptureUnsupported = 900;  // an unsafe call during a capture
-constexpr CuResult kCuErrorStreamCaptureInvalidated = 901;
-constexpr CuResult kCuErrorStreamCaptureIsolation = 905;  // a wait across a capture's boundary
-constexpr CuResult kCuErrorCapturedEvent = 907;  // an event last recorded in a capture, used outside
 constexpr unsigned kCuMemHostAllocDeviceMap = 0x02;     // CU_MEMHOSTALLOC_DEVICEMAP
 constexpr unsigned kCuMemHostAllocPortable = 0x01;      // CU_MEMHOSTALLOC_PORTABLE
 constexpr unsigned kCuMemHostRegisterPortable = 0x01;   // CU_MEMHOSTREGISTER_PORTABLE
 constexpr unsigned kCuMemHostRegisterDeviceMap = 0x02;  // CU_MEMHOSTREGISTER_DEVICEMAP
 constexpr unsigned kCuStreamNonBlocking = 0x1;          // CU_STREAM_NON_BLOCKING
 constexpr unsigned kCuEventDisableTiming = 0x2;         // CU_EVENT_DISABLE_TIMING
+// CUstreamCaptureStatus, then the capture errors: 900 an unsafe call (one that may
+// synchronize) during a capture, 901 the capture was invalidated, 905 a wait across a capture's
+// boundary, 907 an event last recorded in a capture used by an ordinary call.
+constexpr int kCuStreamCaptureStatusActive = 1;
+constexpr int kCuStreamCaptureStatusInvalidated = 2;
+constexpr CuResult kCuErrorStreamCaptureUnsupported = 900;
+constexpr CuResult kCuErrorStreamCaptureInvalidated = 901;
+constexpr CuResult kCuErrorStreamCaptureIsolation = 905;
+constexpr CuResult kCuErrorCapturedEvent = 907;
 constexpr CuResult kCuErrorPeerAccessAlreadyEnabled = 704;
 constexpr CuResult kCuErrorPeerAccessUnsupported = 217;
 constexpr int kCuDeviceAttributePciBusId = 33;           // CU_DEVICE_ATTRIBUTE_PCI_BUS_ID
@@ -94,9 +97,10 @@ struct CudaDriver {
   // the process; graph, dependencies and their count are optional (ringcc passes nulls).
   CuResult (*cuStreamGetCaptureInfo)(CuStream stream, int* status, uint64_t* id, void** graph,
                                      const void** dependencies, size_t* nDependencies) = nullptr;
-  // The CUDA engine's own: a private stream for uploads and FIFO setup (non-blocking, so it
-  // never waits for kernels on the legacy default stream), events that order a communicator's
-  // launches across the user's streams, and peer access between GPUs of one process.
+  // The CUDA engine's own: a short-lived stream for FIFO setup (non-blocking, so it never
+  // waits for kernels on the legacy default stream), uploads queued on the batch's stream,
+  // events that order a communicator's launches across the user's streams (cuEventQuery: a
+  // captured batch waits for ordinary work on the host), and peer access between GPUs.
   CuResult (*cuStreamCreate)(CuStream* stream, unsigned flags) = nullptr;
   CuResult (*cuStreamDestroy)(CuStream stream) = nullptr;
   CuResult (*cuMemcpyHtoDAsync)(CuDevicePtr dst, const void* src, size_t bytes,

@@ -79,8 +79,8 @@ class CudaEngine final : public CommEngine {
 
  private:
   CudaEngine(ncclComm* comm, const CudaDriver& cu, CuContext ctx);
-  // Device scratch, the host-mapped flag and status words, the kernel, the private stream and
-  // the ordering event.
+  // Device scratch, the host-mapped flag and status words, the kernel, the ordering events and
+  // the upload arena's first chunk.
   ncclResult_t allocate();
   // Steps 1-3 for one batch, on whichever thread runs it (its context made current); then
   // step 4 unless the batch's launch is deferred (a group: finishBatch).
@@ -122,10 +122,10 @@ class CudaEngine final : public CommEngine {
   CuFunction kernel_ = nullptr;
   CuEvent lastEvent_ = nullptr;  // recorded after each ordinary batch (never in a capture)
   CuStream lastStream_ = nullptr;
-  bool launched_ = false;             // lastEvent_ was recorded at least once
-  CuEvent captureEvent_ = nullptr;    // recorded after each captured batch, inside its capture
+  bool launched_ = false;           // lastEvent_ was recorded at least once
+  CuEvent captureEvent_ = nullptr;  // recorded after each captured batch, inside its capture
   CuStream lastCaptureStream_ = nullptr;
-  uint64_t lastCaptureId_ = 0;        // the capture captureEvent_ was last recorded in
+  uint64_t lastCaptureId_ = 0;  // the capture captureEvent_ was last recorded in
   CuDevicePtr scratch_ = 0;     // kLaunchMaxBlocks ChannelScratch
   uint32_t* mapped_ = nullptr;  // host-mapped: [0] abort flag, [kStatusAt...] status words
   CuDevicePtr mappedDev_ = 0;   // ... as the device sees it

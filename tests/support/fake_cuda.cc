@@ -47,7 +47,9 @@ std::mutex gCaptureMu;
 // into the capture's graph instead.
 class Stream {
  public:
-  Stream() { thread_ = std::thread([this] { run(); }); }
+  Stream() {
+    thread_ = std::thread([this] { run(); });
+  }
   ~Stream() {
     {
       std::lock_guard<std::mutex> lock(mu_);
@@ -106,8 +108,8 @@ class Stream {
 struct Event {
   std::mutex mu;
   std::condition_variable cv;
-  uint64_t recorded = 0;   // records queued
-  uint64_t completed = 0;  // records that ran
+  uint64_t recorded = 0;                // records queued
+  uint64_t completed = 0;               // records that ran
   std::shared_ptr<Capture> capturedIn;  // the capture of its last record, if it was in one
   void waitFor(uint64_t n) {
     std::unique_lock<std::mutex> lock(mu);
@@ -236,8 +238,7 @@ int captureStatus(Stream* s, uint64_t* id) {
   std::lock_guard<std::mutex> lock(gCaptureMu);
   if (id != nullptr) *id = s->capture != nullptr ? s->capture->id : 0;
   if (s->capture == nullptr) return kCuStreamCaptureStatusNone;
-  return s->capture->invalidated ? kCuStreamCaptureStatusInvalidated
-                                 : kCuStreamCaptureStatusActive;
+  return s->capture->invalidated ? kCuStreamCaptureStatusInvalidated : kCuStreamCaptureStatusActive;
 }
 
 // Whether the event was last recorded inside a capture: ordinary calls on it fail.

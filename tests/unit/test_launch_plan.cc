@@ -115,8 +115,8 @@ TEST_CASE("a job carrying more than its Program uses packs what the Program read
   // reads one of them; the kernel finds outputs and counts by the Program's sizes.
   Program program;
   std::vector<PlanJob> jobs = {job(&program, 0, 2, 3, 7)};
-  jobs[0].counts.push_back(999);                   // one more count than the Program's 3
-  jobs[0].inputs.push_back(nullptr);               // and one more buffer than its 2
+  jobs[0].counts.push_back(999);      // one more count than the Program's 3
+  jobs[0].inputs.push_back(nullptr);  // and one more buffer than its 2
   jobs[0].outputs.push_back(nullptr);
   CHECK(jobWords(jobs[0]) == 2 * 2 + 3);
   std::vector<BatchArgs> launches;
