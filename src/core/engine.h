@@ -60,6 +60,9 @@ class CommEngine {
     *dropped = false;
     return ncclSuccess;
   }
+  // Whether this engine leaves work for finishBatch: a plain read, so that a group of host
+  // communicators pays nothing for the second phase it does not have.
+  bool defersLaunch() const { return defersLaunch_; }
 
   // Stops operations in flight (they return an error); the engine stays destroyable.
   virtual void abortOps() = 0;
@@ -70,6 +73,9 @@ class CommEngine {
   // What the engine plans with (tuning settings, link figures, geometry), so that an estimate
   // (ncclGroupSimulateEnd) uses the very figures a real call would.
   virtual const PlanContext& planContext() const = 0;
+
+ protected:
+  bool defersLaunch_ = false;  // set by engines that override finishBatch
 };
 
 }  // namespace ringcc

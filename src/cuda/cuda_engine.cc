@@ -76,7 +76,9 @@ CudaEngine::CudaEngine(ncclComm* comm, const CudaDriver& cu, CuContext ctx)
           [this](const std::function<void()>& body) {
             CommScope scope(comm_);
             body();
-          }) {}
+          }) {
+  defersLaunch_ = true;  // a group's batches launch at finishBatch
+}
 
 CudaEngine::~CudaEngine() {
   abortOps_.store(true);  // a batch still making connections stops; queued kernels do not

@@ -84,8 +84,10 @@ ncclResult_t launchOps(const std::vector<CollArgs>& ops) {
   // kernel, since a rank's kernel waits for its peers' and may keep a peer's preparation
   // waiting for ever. A batch that fails to prepare launches nothing anywhere in the group.
   const bool twoPhase = comms.size() > 1;
+  bool deferred = false;  // an engine of the group has a second phase (CUDA)
   std::vector<EngineHandle> handles(comms.size(), 0);
   for (size_t i = 0; i < comms.size(); ++i) {
+    deferred |= comms[i]->engine->defersLaunch();
     CommScope scope(comms[i]);
     const bool runInline = i + 1 == comms.size();
     EngineBatch batch{perComm[i], perComm[i].front().stream, runInline, twoPhase};
@@ -98,11 +100,11 @@ ncclResult_t launchOps(const std::vector<CollArgs>& ops) {
     ncclResult_t r = comms[i]->engine->wait(handles[i]);
     if (r != ncclSuccess) failed(i, r);
   }
-  if (twoPhase) {
+  if (twoPhase && deferred) {
     const bool launch = first == ncclSuccess;
     const ErrorCause cause = launch ? ErrorCause{} : comms[firstComm]->firstError();
     for (size_t i = 0; i < comms.size(); ++i) {
-      if (handles[i] == 0) continue;
+      if (handles[i] == 0 || !comms[i]->engine->defersLaunch()) continue;
       CommScope scope(comms[i]);
       bool dropped = false;
       ncclResult_t r = comms[i]->engine->finishBatch(launch, &dropped);
