@@ -197,6 +197,20 @@ void checkFailedEverywhere(CudaRanks& ranks, ncclResult_t code, const char* text
   }
 }
 
+// Two CUDA ranks on devices 0 and 1 that ran one all-reduce together (the ring's connections
+// exist, its tables are uploaded); a kernel left waiting stops by itself after 4 s.
+struct WarmPair {
+  WarmPair() {
+    c.count = 3000;
+    runCase(cuda, ranks, c);
+  }
+  FakeCudaScope cuda;
+  ScopedEnv device{"RINGCC_DEVICE", "cuda"};
+  ScopedEnv timeout{"NCCL_TIMEOUT", "4000"};
+  CudaRanks ranks{cuda, {0, 1}};
+  CollCase c;
+};
+
 // Failed communicators take no more calls: aborted, not destroyed.
 void abortAll(CudaRanks& ranks) {
   for (ncclComm_t& comm : ranks.comms) {
@@ -310,15 +324,8 @@ TEST_CASE("grouped sends to self on a CUDA communicator are exact", "[cuda_engin
   CHECK(out == in);
 }
 
-TEST_CASE("a group in which one batch cannot be packed queues no kernel anywhere",
-          "[cuda_engine][cuda_hazards]") {
-  FakeCudaScope cuda;
-  ScopedEnv device("RINGCC_DEVICE", "cuda");
-  ScopedEnv timeout("NCCL_TIMEOUT", "4000");  // a kernel left waiting stops by itself
-  CudaRanks ranks(cuda, {0, 1});
-  CollCase c;
-  c.count = 3000;
-  runCase(cuda, ranks, c);
+TEST_CASE_METHOD(WarmPair, "a group in which one batch cannot be packed queues no kernel anywhere",
+                 "[cuda_engine][cuda_hazards]") {
   // Rank 0 sends to itself so many times that its batch needs more argument words than a
   // launch carries (refused while packing); rank 1's all-reduce is fine on its own, and its
   // kernel, once queued, would wait for rank 0's.
@@ -339,16 +346,9 @@ TEST_CASE("a group in which one batch cannot be packed queues no kernel anywhere
   abortAll(ranks);
 }
 
-TEST_CASE("a group with one captured stream that cannot upload queues no kernel anywhere",
-
-          "[cuda_engine][cuda_hazards]") {
-  FakeCudaScope cuda;
-  ScopedEnv device("RINGCC_DEVICE", "cuda");
-  ScopedEnv timeout("NCCL_TIMEOUT", "4000");
-  CudaRanks ranks(cuda, {0, 1});
-  CollCase c;
-  c.count = 3000;
-  runCase(cuda, ranks, c);  // the connections exist
+TEST_CASE_METHOD(WarmPair,
+                 "a group with one captured stream that cannot upload queues no kernel anywhere",
+                 "[cuda_engine][cuda_hazards]") {
   // Rank 0's stream is captured and its call has a new shape: it cannot upload. Rank 1's
   // stream is ordinary, and its kernel would wait for rank 0's for good. Its upload must not
   // allocate: in the default (global) capture mode, cuMemAlloc on any thread while a capture
@@ -428,15 +428,9 @@ TEST_CASE("after a capture, ordinary calls on other streams keep working",
   CHECK(cuda.captureErrors() == 0);
 }
 
-TEST_CASE("a captured call that needs a new connection is refused before it allocates",
-          "[cuda_engine][cuda_hazards]") {
-  FakeCudaScope cuda;
-  ScopedEnv device("RINGCC_DEVICE", "cuda");
-  ScopedEnv timeout("NCCL_TIMEOUT", "4000");
-  CudaRanks ranks(cuda, {0, 1});
-  CollCase c;
-  c.count = 3000;
-  runCase(cuda, ranks, c);  // an all-reduce: the ring's connections only
+TEST_CASE_METHOD(WarmPair,
+                 "a captured call that needs a new connection is refused before it allocates",
+                 "[cuda_engine][cuda_hazards]") {
   std::vector<CuStream> streams;
   for (cudaStream_t s : ranks.streams) {
     streams.push_back(reinterpret_cast<CuStream>(s));
