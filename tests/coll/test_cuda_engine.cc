@@ -197,18 +197,24 @@ void checkFailedEverywhere(CudaRanks& ranks, ncclResult_t code, const char* text
   }
 }
 
-// Two CUDA ranks on devices 0 and 1 that ran one all-reduce together (the ring's connections
-// exist, its tables are uploaded); a kernel left waiting stops by itself after 4 s.
-struct WarmPair {
-  WarmPair() {
-    c.count = 3000;
+// CUDA ranks on `devs` that ran one all-reduce of `count` floats together (the ring's
+// connections exist, its tables are uploaded); a kernel left waiting stops by itself after 4 s.
+struct WarmRanks {
+  WarmRanks(std::vector<int> devs, size_t count) : ranks(cuda, std::move(devs)) {
+    c.count = count;
     runCase(cuda, ranks, c);
   }
   FakeCudaScope cuda;
   ScopedEnv device{"RINGCC_DEVICE", "cuda"};
   ScopedEnv timeout{"NCCL_TIMEOUT", "4000"};
-  CudaRanks ranks{cuda, {0, 1}};
+  CudaRanks ranks;
   CollCase c;
+};
+struct WarmPair : WarmRanks {
+  WarmPair() : WarmRanks({0, 1}, 3000) {}
+};
+struct WarmOne : WarmRanks {
+  WarmOne() : WarmRanks({0}, 5000) {}
 };
 
 // Failed communicators take no more calls: aborted, not destroyed.
@@ -367,14 +373,9 @@ TEST_CASE_METHOD(WarmPair,
   abortAll(ranks);
 }
 
-TEST_CASE("a capture on another stream waits on no event from outside it",
-          "[cuda_engine][cuda_hazards]") {
-  FakeCudaScope cuda;
-  ScopedEnv device("RINGCC_DEVICE", "cuda");
-  CudaRanks ranks(cuda, {0});
-  CollCase c;
-  c.count = 5000;
-  runCase(cuda, ranks, c);  // on the rank's stream: tables uploaded, the event recorded there
+TEST_CASE_METHOD(WarmOne, "a capture on another stream waits on no event from outside it",
+                 "[cuda_engine][cuda_hazards]") {
+  // The warm-up ran on the rank's stream: tables uploaded, the ordinary event recorded there.
   // vLLM-style: the capture runs on a side stream.
   const CuStream side = cuda.newStream();
   cuda.beginCapture(side);
@@ -393,14 +394,8 @@ TEST_CASE("a capture on another stream waits on no event from outside it",
   }
 }
 
-TEST_CASE("after a capture, ordinary calls on other streams keep working",
-          "[cuda_engine][cuda_hazards]") {
-  FakeCudaScope cuda;
-  ScopedEnv device("RINGCC_DEVICE", "cuda");
-  CudaRanks ranks(cuda, {0});
-  CollCase c;
-  c.count = 5000;
-  runCase(cuda, ranks, c);
+TEST_CASE_METHOD(WarmOne, "after a capture, ordinary calls on other streams keep working",
+                 "[cuda_engine][cuda_hazards]") {
   // Captured on the rank's own stream (no wait across streams), then replayed.
   const CuStream s = reinterpret_cast<CuStream>(ranks.streams[0]);
   cuda.beginCapture(s);
