@@ -74,6 +74,7 @@ bool resolve(void* lib, CudaDriver* t, std::string* missing) {
   get(t->cuEventRecord, "cuEventRecord");
   get(t->cuEventSynchronize, "cuEventSynchronize");
   get(t->cuEventQuery, "cuEventQuery");
+  get(t->cuThreadExchangeStreamCaptureMode, "cuThreadExchangeStreamCaptureMode");
   get(t->cuEventDestroy, "cuEventDestroy_v2");
   get(t->cuStreamWaitEvent, "cuStreamWaitEvent");
   get(t->cuCtxEnablePeerAccess, "cuCtxEnablePeerAccess");

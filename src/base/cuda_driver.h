@@ -49,6 +49,7 @@ constexpr unsigned kCuEventDisableTiming = 0x2;         // CU_EVENT_DISABLE_TIMI
 // boundary, 907 an event last recorded in a capture used by an ordinary call.
 constexpr int kCuStreamCaptureStatusActive = 1;
 constexpr int kCuStreamCaptureStatusInvalidated = 2;
+constexpr int kCuStreamCaptureModeRelaxed = 2;  // CUstreamCaptureMode: GLOBAL 0, THREAD_LOCAL 1
 constexpr CuResult kCuErrorStreamCaptureUnsupported = 900;
 constexpr CuResult kCuErrorStreamCaptureInvalidated = 901;
 constexpr CuResult kCuErrorStreamCaptureIsolation = 905;
@@ -111,6 +112,9 @@ struct CudaDriver {
   CuResult (*cuEventRecord)(CuEvent event, CuStream stream) = nullptr;
   CuResult (*cuEventSynchronize)(CuEvent event) = nullptr;
   CuResult (*cuEventQuery)(CuEvent event) = nullptr;  // kCuSuccess once done, else NotReady
+  // The calling thread's capture mode, swapped: in the default (global) mode a query such as
+  // cuEventQuery while any capture is active is an unsafe call that invalidates the capture.
+  CuResult (*cuThreadExchangeStreamCaptureMode)(int* mode) = nullptr;
   CuResult (*cuEventDestroy)(CuEvent event) = nullptr;
   CuResult (*cuStreamWaitEvent)(CuStream stream, CuEvent event, unsigned flags) = nullptr;
   CuResult (*cuCtxEnablePeerAccess)(CuContext peer, unsigned flags) = nullptr;

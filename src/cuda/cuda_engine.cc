@@ -221,7 +221,13 @@ ncclResult_t CudaEngine::resolveJob(size_t index, const PlanJob& job, JobDeviceR
 
 ncclResult_t CudaEngine::runBatch(std::span<const CollArgs> ops, CuStream stream) {
   prepared_ = false;
-  RINGCC_CHECK(prepareBatch(ops, stream));
+  const ncclResult_t r = prepareBatch(ops, stream);
+  if (r != ncclSuccess) {
+    // Uploads it queued before failing are in the arena: ordered for later batches. (A
+    // group's failed batch gets this at finishBatch.)
+    if (prepared_ && !deferLaunch_) launchPrepared(/*kernels=*/false);
+    return r;
+  }
   if (!prepared_ || deferLaunch_) return ncclSuccess;
   return launchPrepared(/*kernels=*/true);
 }
@@ -295,17 +301,30 @@ ncclResult_t CudaEngine::prepareBatch(std::span<const CollArgs> ops, CuStream st
 
 ncclResult_t CudaEngine::waitOrdinaryWork() {
   if (!launched_) return ncclSuccess;
+  // Querying an event is an unsafe call in the default (global) capture mode and would
+  // invalidate the capture: relaxed for the queries (as NCCL does), the mode restored after.
+  int mode = kCuStreamCaptureModeRelaxed;
+  CuResult r = cu_.cuThreadExchangeStreamCaptureMode(&mode);
+  if (r != kCuSuccess) return cudaFailed(r, "cuThreadExchangeStreamCaptureMode");
+  ncclResult_t result = ncclSuccess;
   for (unsigned polls = 1;; ++polls) {
-    const CuResult r = cu_.cuEventQuery(lastEvent_);
-    if (r == kCuSuccess) return ncclSuccess;
-    if (r != kCuErrorNotReady) return cudaFailed(r, "cuEventQuery");
-    if (abortOps_.load() || comm_->abortFlag.load())
-      return fail(ncclInvalidUsage, "collective", "communicator was aborted");
+    r = cu_.cuEventQuery(lastEvent_);
+    if (r == kCuSuccess) break;
+    if (r != kCuErrorNotReady) {
+      result = cudaFailed(r, "cuEventQuery");
+      break;
+    }
+    if (abortOps_.load() || comm_->abortFlag.load()) {
+      result = fail(ncclInvalidUsage, "collective", "communicator was aborted");
+      break;
+    }
     if (polls < 64)
       std::this_thread::yield();
     else
       std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
+  cu_.cuThreadExchangeStreamCaptureMode(&mode);
+  return result;
 }
 
 ncclResult_t CudaEngine::launchPrepared(bool kernels) {

@@ -18,6 +18,7 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "kernels/cuda/batch_block.h"
@@ -208,6 +209,7 @@ struct State {
 
 State* gState = nullptr;
 thread_local CuContext tCurrent = nullptr;
+thread_local int tCaptureMode = 0;       // CUstreamCaptureMode: 0 global (the default), 2 relaxed
 std::atomic<bool> gNoPeerAccess{false};  // FakeCudaScope::disablePeerAccess
 std::atomic<size_t> gLiveHostAllocs{0};  // cuMemHostAlloc blocks not freed yet
 
@@ -294,6 +296,7 @@ CuResult waitDeviceIdle(const char* call) {
 // capture is active: such a call fails with CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and
 // invalidates the captures.
 CuResult captureForbids(const char* call) {
+  if (tCaptureMode == kCuStreamCaptureModeRelaxed) return kCuSuccess;  // allowed on this thread
   std::lock_guard<std::mutex> lock(gCaptureMu);
   if (gState->captures.empty()) return kCuSuccess;
   for (auto& c : gState->captures) c->invalidated = true;
@@ -583,8 +586,14 @@ CudaDriver makeTable() {
   d.cuEventQuery = [](CuEvent e) {
     Event* ev = reinterpret_cast<Event*>(e);
     if (capturedEvent(ev)) return kCuErrorCapturedEvent;
+    if (const CuResult r = captureForbids("cuEventQuery"); r != kCuSuccess) return r;
     std::lock_guard<std::mutex> lock(ev->mu);
     return ev->completed >= ev->recorded ? kCuSuccess : kCuErrorNotReady;
+  };
+  d.cuThreadExchangeStreamCaptureMode = [](int* mode) -> CuResult {
+    if (*mode < 0 || *mode > kCuStreamCaptureModeRelaxed) return 1;  // CUDA_ERROR_INVALID_VALUE
+    std::swap(*mode, tCaptureMode);
+    return kCuSuccess;
   };
   d.cuEventDestroy = [](CuEvent e) {
     delete reinterpret_cast<Event*>(e);

@@ -29,8 +29,10 @@
 //              capture on an event recorded outside it is CUDA_ERROR_STREAM_CAPTURE_ISOLATION
 //              and invalidates the capture; cuEventQuery, cuEventSynchronize and (after the
 //              capture ended) cuStreamWaitEvent on an event last recorded in a capture are
-//              CUDA_ERROR_CAPTURED_EVENT; the calls that "strict" names, while any capture is
-//              active, are CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and invalidate it
+//              CUDA_ERROR_CAPTURED_EVENT; the calls that "strict" names, and cuEventQuery,
+//              while any capture is active, are CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and
+//              invalidate it, unless the calling thread's mode is relaxed
+//              (cuThreadExchangeStreamCaptureMode)
 //
 // Install with FakeCudaScope (it substitutes the process's driver table, then drains every
 // stream and restores the real one). One at a time per process.
