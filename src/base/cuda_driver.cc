@@ -65,6 +65,7 @@ bool resolve(void* lib, CudaDriver* t, std::string* missing) {
   get(t->cuStreamQuery, "cuStreamQuery");
   get(t->cuStreamSynchronize, "cuStreamSynchronize");
   get(t->cuStreamIsCapturing, "cuStreamIsCapturing");
+  get(t->cuStreamGetCaptureInfo, "cuStreamGetCaptureInfo_v2");
   get(t->cuStreamCreate, "cuStreamCreate");
   get(t->cuStreamDestroy, "cuStreamDestroy_v2");
   get(t->cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2");
@@ -72,6 +73,8 @@ bool resolve(void* lib, CudaDriver* t, std::string* missing) {
   get(t->cuEventCreate, "cuEventCreate");
   get(t->cuEventRecord, "cuEventRecord");
   get(t->cuEventSynchronize, "cuEventSynchronize");
+  get(t->cuEventQuery, "cuEventQuery");
+  get(t->cuThreadExchangeStreamCaptureMode, "cuThreadExchangeStreamCaptureMode");
   get(t->cuEventDestroy, "cuEventDestroy_v2");
   get(t->cuStreamWaitEvent, "cuStreamWaitEvent");
   get(t->cuCtxEnablePeerAccess, "cuCtxEnablePeerAccess");

@@ -44,6 +44,16 @@ constexpr unsigned kCuMemHostRegisterPortable = 0x01;   // CU_MEMHOSTREGISTER_PO
 constexpr unsigned kCuMemHostRegisterDeviceMap = 0x02;  // CU_MEMHOSTREGISTER_DEVICEMAP
 constexpr unsigned kCuStreamNonBlocking = 0x1;          // CU_STREAM_NON_BLOCKING
 constexpr unsigned kCuEventDisableTiming = 0x2;         // CU_EVENT_DISABLE_TIMING
+// CUstreamCaptureStatus, then the capture errors: 900 an unsafe call (one that may
+// synchronize) during a capture, 901 the capture was invalidated, 905 a wait across a capture's
+// boundary, 907 an event last recorded in a capture used by an ordinary call.
+constexpr int kCuStreamCaptureStatusActive = 1;
+constexpr int kCuStreamCaptureStatusInvalidated = 2;
+constexpr int kCuStreamCaptureModeRelaxed = 2;  // CUstreamCaptureMode: GLOBAL 0, THREAD_LOCAL 1
+constexpr CuResult kCuErrorStreamCaptureUnsupported = 900;
+constexpr CuResult kCuErrorStreamCaptureInvalidated = 901;
+constexpr CuResult kCuErrorStreamCaptureIsolation = 905;
+constexpr CuResult kCuErrorCapturedEvent = 907;
 constexpr CuResult kCuErrorPeerAccessAlreadyEnabled = 704;
 constexpr CuResult kCuErrorPeerAccessUnsupported = 217;
 constexpr int kCuDeviceAttributePciBusId = 33;           // CU_DEVICE_ATTRIBUTE_PCI_BUS_ID
@@ -84,9 +94,14 @@ struct CudaDriver {
   CuResult (*cuStreamQuery)(CuStream stream) = nullptr;
   CuResult (*cuStreamSynchronize)(CuStream stream) = nullptr;
   CuResult (*cuStreamIsCapturing)(CuStream stream, int* status) = nullptr;
-  // The CUDA engine's own: a private stream for uploads and FIFO setup (non-blocking, so it
-  // never waits for kernels on the legacy default stream), events that order a communicator's
-  // launches across the user's streams, and peer access between GPUs of one process.
+  // cuStreamGetCaptureInfo_v2 (CUDA 11.3+): the status and the capture sequence's id, unique in
+  // the process; graph, dependencies and their count are optional (ringcc passes nulls).
+  CuResult (*cuStreamGetCaptureInfo)(CuStream stream, int* status, uint64_t* id, void** graph,
+                                     const void** dependencies, size_t* nDependencies) = nullptr;
+  // The CUDA engine's own: a short-lived stream for FIFO setup (non-blocking, so it never
+  // waits for kernels on the legacy default stream), uploads queued on the batch's stream,
+  // events that order a communicator's launches across the user's streams (cuEventQuery: a
+  // captured batch waits for ordinary work on the host), and peer access between GPUs.
   CuResult (*cuStreamCreate)(CuStream* stream, unsigned flags) = nullptr;
   CuResult (*cuStreamDestroy)(CuStream stream) = nullptr;
   CuResult (*cuMemcpyHtoDAsync)(CuDevicePtr dst, const void* src, size_t bytes,
@@ -96,6 +111,10 @@ struct CudaDriver {
   CuResult (*cuEventCreate)(CuEvent* event, unsigned flags) = nullptr;
   CuResult (*cuEventRecord)(CuEvent event, CuStream stream) = nullptr;
   CuResult (*cuEventSynchronize)(CuEvent event) = nullptr;
+  CuResult (*cuEventQuery)(CuEvent event) = nullptr;  // kCuSuccess once done, else NotReady
+  // The calling thread's capture mode, swapped: in the default (global) mode a query such as
+  // cuEventQuery while any capture is active is an unsafe call that invalidates the capture.
+  CuResult (*cuThreadExchangeStreamCaptureMode)(int* mode) = nullptr;
   CuResult (*cuEventDestroy)(CuEvent event) = nullptr;
   CuResult (*cuStreamWaitEvent)(CuStream stream, CuEvent event, unsigned flags) = nullptr;
   CuResult (*cuCtxEnablePeerAccess)(CuContext peer, unsigned flags) = nullptr;

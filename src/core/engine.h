@@ -32,6 +32,11 @@ struct EngineBatch {
   std::span<const CollArgs> ops;  // valid until wait() returns
   cudaStream_t stream = nullptr;  // the stream of the batch's calls (host engines ignore it)
   bool runInline = false;         // host: run on the calling thread, inside enqueue()
+  // A group over several communicators (src/exec/group.h): a CUDA engine only prepares the
+  // batch (plan, connections, uploads, kernel arguments) before wait() returns, and queues its
+  // kernels at finishBatch(), once every communicator of the group has prepared. Host engines
+  // ignore it.
+  bool deferLaunch = false;
 };
 
 // The interface lives with the communicator that holds one; the engines implement it above
@@ -47,6 +52,18 @@ class CommEngine {
   // Blocks until the batch is done; returns its first error.
   virtual ncclResult_t wait(EngineHandle handle) = 0;
 
+  // After wait() of a batch enqueued with deferLaunch: queues what it prepared (`launch`), or
+  // drops it because another communicator of the group failed to prepare (*dropped: there was
+  // work, and it will not run). Host engines have nothing deferred.
+  virtual ncclResult_t finishBatch(bool launch, bool* dropped) {
+    (void)launch;
+    *dropped = false;
+    return ncclSuccess;
+  }
+  // Whether this engine leaves work for finishBatch: a plain read, so that a group of host
+  // communicators pays nothing for the second phase it does not have.
+  bool defersLaunch() const { return defersLaunch_; }
+
   // Stops operations in flight (they return an error); the engine stays destroyable.
   virtual void abortOps() = 0;
 
@@ -56,6 +73,9 @@ class CommEngine {
   // What the engine plans with (tuning settings, link figures, geometry), so that an estimate
   // (ncclGroupSimulateEnd) uses the very figures a real call would.
   virtual const PlanContext& planContext() const = 0;
+
+ protected:
+  bool defersLaunch_ = false;  // set by engines that override finishBatch
 };
 
 }  // namespace ringcc

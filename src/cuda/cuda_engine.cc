@@ -1,7 +1,9 @@
 #include "src/cuda/cuda_engine.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstring>
+#include <thread>
 
 #include "kernels/cuda/batch_block.h"
 #include "src/base/error.h"
@@ -18,6 +20,8 @@ namespace {
 // Host-mapped words: the abort flag, then (a cache line further) one status word per block.
 constexpr uint32_t kStatusAt = 16;
 constexpr size_t kMappedBytes = (kStatusAt + kLaunchMaxBlocks) * sizeof(uint32_t);
+// The upload arena's first chunk, allocated at init: the tables of a few dozen batch shapes.
+constexpr size_t kUploadArenaBytes = 256 << 10;
 
 // Makes `ctx` current on the calling thread for the scope's life, then restores the previous
 // one: the user's thread keeps the device it had.
@@ -67,12 +71,14 @@ CudaEngine::CudaEngine(ncclComm* comm, const CudaDriver& cu, CuContext ctx)
       batchThread_(
           [this](std::span<const CollArgs> ops, cudaStream_t stream) {
             ContextScope scope(cu_, ctx_);
-            return launchBatch(ops, reinterpret_cast<CuStream>(stream));
+            return runBatch(ops, reinterpret_cast<CuStream>(stream));
           },
           [this](const std::function<void()>& body) {
             CommScope scope(comm_);
             body();
-          }) {}
+          }) {
+  defersLaunch_ = true;  // a group's batches launch at finishBatch
+}
 
 CudaEngine::~CudaEngine() {
   abortOps_.store(true);  // a batch still making connections stops; queued kernels do not
@@ -87,7 +93,7 @@ CudaEngine::~CudaEngine() {
   if (scratch_ != 0) cu_.cuMemFree(scratch_);
   if (mapped_ != nullptr) cu_.cuMemFreeHost(mapped_);
   if (lastEvent_ != nullptr) cu_.cuEventDestroy(lastEvent_);
-  if (copyStream_ != nullptr) cu_.cuStreamDestroy(copyStream_);
+  if (captureEvent_ != nullptr) cu_.cuEventDestroy(captureEvent_);
 }
 
 ncclResult_t CudaEngine::cudaFailed(CuResult r, const char* what) const {
@@ -99,9 +105,8 @@ ncclResult_t CudaEngine::cudaFailed(CuResult r, const char* what) const {
 ncclResult_t CudaEngine::allocate() {
   ContextScope scope(cu_, ctx_);
   RINGCC_CHECK(batchKernelFunction(cu_, &kernel_));
-  CuResult r = cu_.cuStreamCreate(&copyStream_, kCuStreamNonBlocking);
-  if (r != kCuSuccess) return cudaFailed(r, "cuStreamCreate");
-  r = cu_.cuEventCreate(&lastEvent_, kCuEventDisableTiming);
+  CuResult r = cu_.cuEventCreate(&lastEvent_, kCuEventDisableTiming);
+  if (r == kCuSuccess) r = cu_.cuEventCreate(&captureEvent_, kCuEventDisableTiming);
   if (r != kCuSuccess) return cudaFailed(r, "cuEventCreate");
   // One runner per channel a launch may use. The host's ChannelScratch is at least as large as
   // the device's (the host runner also keeps its reduce-copy function pointer), so the blocks'
@@ -115,12 +120,26 @@ ncclResult_t CudaEngine::allocate() {
   std::memset(mapped_, 0, kMappedBytes);
   r = cu_.cuMemHostGetDevicePointer(&mappedDev_, host, 0);
   if (r != kCuSuccess) return cudaFailed(r, "cuMemHostGetDevicePointer");
-  uploads_ = std::make_unique<DeviceUploads>(cu_, copyStream_);
-  return ncclSuccess;
+  uploads_ = std::make_unique<DeviceUploads>(cu_);
+  return uploads_->reserve(kUploadArenaBytes);
 }
 
 ncclResult_t CudaEngine::enqueue(const EngineBatch& batch, EngineHandle* handle) {
+  deferLaunch_ = batch.deferLaunch;  // (read by the batch's thread after the hand-off)
   return batchThread_.enqueue(batch, handle);
+}
+
+ncclResult_t CudaEngine::finishBatch(bool launch, bool* dropped) {
+  *dropped = prepared_ && !launch;
+  if (!prepared_) return ncclSuccess;
+  ContextScope scope(cu_, ctx_);
+  // A dropped batch queues no kernel, but uploads it queued on its stream are in the arena
+  // now: later batches find them, so they must stay ordered after them.
+  if (!launch && uploads_->uploads() == uploadsBefore_) {
+    prepared_ = false;
+    return ncclSuccess;
+  }
+  return launchPrepared(launch);
 }
 
 ncclResult_t CudaEngine::wait(EngineHandle handle) { return batchThread_.wait(handle); }
@@ -189,28 +208,62 @@ ncclResult_t CudaEngine::readStatusWords() const {
   return ncclSuccess;
 }
 
-ncclResult_t CudaEngine::resolveJob(size_t index, const PlanJob& job, CuStream stream,
-                                    JobDeviceRefs* refs) {
-  RINGCC_CHECK(uploads_->get(job.program, 1, stream, &refs->program));
+ncclResult_t CudaEngine::resolveJob(size_t index, const PlanJob& job, JobDeviceRefs* refs) {
+  const bool capturing = captureId_ != 0;
+  RINGCC_CHECK(uploads_->get(job.program, 1, stream_, capturing, &refs->program));
   const std::vector<ConnectorView>& views = views_[index];
-  RINGCC_CHECK(uploads_->get(views.data(), views.size(), stream, &refs->ports));
+  RINGCC_CHECK(uploads_->get(views.data(), views.size(), stream_, capturing, &refs->ports));
   if (job.ringRanks != nullptr)
-    RINGCC_CHECK(uploads_->get(job.ringRanks, job.nRingRanks, stream, &refs->ringRanks));
+    RINGCC_CHECK(
+        uploads_->get(job.ringRanks, job.nRingRanks, stream_, capturing, &refs->ringRanks));
   return ncclSuccess;
 }
 
-ncclResult_t CudaEngine::launchBatch(std::span<const CollArgs> ops, CuStream stream) {
+ncclResult_t CudaEngine::runBatch(std::span<const CollArgs> ops, CuStream stream) {
+  prepared_ = false;
+  const ncclResult_t r = prepareBatch(ops, stream);
+  if (r != ncclSuccess) {
+    // Uploads it queued before failing are in the arena: ordered for later batches. (A
+    // group's failed batch gets this at finishBatch.)
+    if (prepared_ && !deferLaunch_) launchPrepared(/*kernels=*/false);
+    return r;
+  }
+  if (!prepared_ || deferLaunch_) return ncclSuccess;
+  return launchPrepared(/*kernels=*/true);
+}
+
+ncclResult_t CudaEngine::prepareBatch(std::span<const CollArgs> ops, CuStream stream) {
   RINGCC_CHECK(pollAsyncError());  // an earlier kernel's stop is this call's error
   if (abortOps_.load() || comm_->abortFlag.load())
     return fail(ncclInvalidUsage, "collective", "communicator was aborted");
+  // Capture first: everything below must know whether it may allocate or wait.
+  int status = kCuStreamCaptureStatusNone;
+  uint64_t captureId = 0;
+  CuResult r = cu_.cuStreamGetCaptureInfo(stream, &status, &captureId, nullptr, nullptr, nullptr);
+  if (r != kCuSuccess) return cudaFailed(r, "cuStreamGetCaptureInfo");
+  if (status == kCuStreamCaptureStatusInvalidated)
+    return fail(ncclInvalidUsage, "collective",
+                "the stream's CUDA graph capture was invalidated by an earlier error: end it "
+                "(cudaStreamEndCapture) before calling on this stream");
+  const bool capturing = status == kCuStreamCaptureStatusActive;
   RINGCC_CHECK(planner_.plan(ops, &plan_));
   if (plan_.nJobs == 0) return ncclSuccess;
 
-  // The connections the jobs' ports name, made on first use like the host engine's.
+  // The connections the jobs' ports name, made on first use like the host engine's; a new one
+  // allocates and waits for its initialization, which a capture forbids.
   planPortKeys(plan_, &keys_);
+  if (capturing) {
+    for (const PortKey& key : keys_)
+      if (conns_.find(key) == nullptr)
+        return fail(ncclInvalidUsage, "collective",
+                    "this call needs a connection to rank %d (channel %d) that the "
+                    "communicator has not made yet, which cannot happen while the stream is "
+                    "captured into a CUDA graph: run the same call once before capturing",
+                    key.peer, key.channel);
+  }
   RINGCC_CHECK(conns_.ensure(keys_, &abortOps_, timeoutMs_));
   if (views_.size() < plan_.nJobs) views_.resize(plan_.nJobs);
-  bool proxyFed = false;  // a connection the proxy must watch for our kernels (ucx)
+  bool proxyFed = false;
   for (size_t j = 0; j < plan_.nJobs; ++j) {
     RINGCC_CHECK(bindPorts(conns_, plan_.jobs[j], &views_[j], &connectors_));
     for (const Connector* c : connectors_) proxyFed |= c->fedByDevice();
@@ -221,7 +274,12 @@ ncclResult_t CudaEngine::launchBatch(std::span<const CollArgs> ops, CuStream str
     conns_.forEach([&](const Connector& c) { all.push_back(&c); });
     peerWatch_.watch(all);
   }
+  if (capturing) RINGCC_CHECK(waitOrdinaryWork());
 
+  stream_ = stream;
+  captureId_ = capturing ? captureId : 0;
+  proxyFed_ = proxyFed;
+  uploadsBefore_ = uploads_->uploads();
   const std::span<const PlanJob> jobs(plan_.jobs.data(), plan_.nJobs);
   LaunchContext lc;
   lc.scratch = reinterpret_cast<ChannelScratch*>(scratch_);
@@ -229,34 +287,80 @@ ncclResult_t CudaEngine::launchBatch(std::span<const CollArgs> ops, CuStream str
   lc.abortFlag = reinterpret_cast<const uint32_t*>(mappedDev_);
   lc.status = reinterpret_cast<uint32_t*>(mappedDev_) + kStatusAt;
   lc.timeoutNs = static_cast<uint64_t>(timeoutMs_) * 1000000u;
-  RINGCC_CHECK(packLaunches(
+  const ncclResult_t packed = packLaunches(
       jobs, lc,
       [&](const PlanJob& job, JobDeviceRefs* refs) {
-        return resolveJob(static_cast<size_t>(&job - jobs.data()), job, stream, refs);
+        return resolveJob(static_cast<size_t>(&job - jobs.data()), job, refs);
       },
-      &args_));
+      &args_);
+  // Uploads already queued stay ordered (finishBatch of a dropped batch) even if packing failed.
+  prepared_ = packed == ncclSuccess || uploads_->uploads() != uploadsBefore_;
+  if (packed != ncclSuccess) args_.clear();
+  return packed;
+}
 
-  // After this communicator's previous kernels, whichever stream they went to.
+ncclResult_t CudaEngine::waitOrdinaryWork() {
+  if (!launched_) return ncclSuccess;
+  // Querying an event is an unsafe call in the default (global) capture mode and would
+  // invalidate the capture: relaxed for the queries (as NCCL does), the mode restored after.
+  int mode = kCuStreamCaptureModeRelaxed;
+  CuResult r = cu_.cuThreadExchangeStreamCaptureMode(&mode);
+  if (r != kCuSuccess) return cudaFailed(r, "cuThreadExchangeStreamCaptureMode");
+  ncclResult_t result = ncclSuccess;
+  for (unsigned polls = 1;; ++polls) {
+    r = cu_.cuEventQuery(lastEvent_);
+    if (r == kCuSuccess) break;
+    if (r != kCuErrorNotReady) {
+      result = cudaFailed(r, "cuEventQuery");
+      break;
+    }
+    if (abortOps_.load() || comm_->abortFlag.load()) {
+      result = fail(ncclInvalidUsage, "collective", "communicator was aborted");
+      break;
+    }
+    if (polls < 64)
+      std::this_thread::yield();
+    else
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+  }
+  cu_.cuThreadExchangeStreamCaptureMode(&mode);
+  return result;
+}
+
+ncclResult_t CudaEngine::launchPrepared(bool kernels) {
+  prepared_ = false;
+  const CuStream stream = stream_;
+  const bool captured = captureId_ != 0;
+  // After this communicator's previous kernels, whichever stream they went to: by the event of
+  // its own kind (a captured batch waited for the ordinary ones on the host, prepareBatch).
   CuResult r = kCuSuccess;
-  if (launched_ && stream != lastStream_) {
+  if (!captured && launched_ && stream != lastStream_)
     r = cu_.cuStreamWaitEvent(stream, lastEvent_, 0);
-    if (r != kCuSuccess) return cudaFailed(r, "cuStreamWaitEvent");
+  else if (captured && lastCaptureId_ == captureId_ && stream != lastCaptureStream_)
+    r = cu_.cuStreamWaitEvent(stream, captureEvent_, 0);  // an edge inside the one graph
+  if (r != kCuSuccess) return cudaFailed(r, "cuStreamWaitEvent");
+  if (kernels) {
+    for (BatchArgs& a : args_) {
+      void* params[] = {&a};
+      r = cu_.cuLaunchKernel(kernel_, a.nBlocks, 1, 1, kLaunchThreads, 1, 1, 0, stream, params,
+                             nullptr);
+      if (r != kCuSuccess) return cudaFailed(r, "cuLaunchKernel");
+      ++launches_;
+    }
   }
-  for (BatchArgs& a : args_) {
-    void* params[] = {&a};
-    r = cu_.cuLaunchKernel(kernel_, a.nBlocks, 1, 1, kLaunchThreads, 1, 1, 0, stream, params,
-                           nullptr);
-    if (r != kCuSuccess) return cudaFailed(r, "cuLaunchKernel");
-    ++launches_;
-  }
-  r = cu_.cuEventRecord(lastEvent_, stream);
+  r = cu_.cuEventRecord(captured ? captureEvent_ : lastEvent_, stream);
   if (r != kCuSuccess) return cudaFailed(r, "cuEventRecord");
+  if (captured) {
+    lastCaptureId_ = captureId_;
+    lastCaptureStream_ = stream;
+  } else {
+    launched_ = true;
+    lastStream_ = stream;
+  }
   // The kernels cannot wake the proxy; this tells it to watch their connections closely now.
-  if (proxyFed) Proxy::get().wake();
-  launched_ = true;
-  lastStream_ = stream;
-  LOG_TRACE(kLogColl, "cuda: %zu jobs in %zu launches on stream %p", plan_.nJobs, args_.size(),
-            static_cast<void*>(stream));
+  if (kernels && proxyFed_) Proxy::get().wake();
+  LOG_TRACE(kLogColl, "cuda: %zu jobs in %zu launches on stream %p%s", plan_.nJobs,
+            kernels ? args_.size() : 0, static_cast<void*>(stream), captured ? " (captured)" : "");
   return ncclSuccess;
 }
 

@@ -11,14 +11,26 @@
 // The call returns once the kernels are queued, as NCCL's do: the stream orders them with the
 // user's work, wait() does not wait for the GPU.
 //
-// A lone call runs these steps on the calling thread. A group over several communicators hands
-// each batch to the engine's own thread, because making connections waits for the peers,
-// which the same calling thread is about to serve; wait() then returns once that thread has
-// queued the kernels (the group returns with every kernel queued).
+// A lone call runs these steps on the calling thread. A group over several communicators runs
+// them in two phases (EngineBatch::deferLaunch): steps 1-3 for every communicator, each batch
+// but the last on the engine's own thread (making connections waits for the peers, which the
+// same calling thread is about to serve), and once all have prepared, step 4 for all
+// (finishBatch). Preparing may allocate and wait for copies, which the driver may hold until no
+// kernel runs on the device; a rank's kernel queued before its peers' preparation ended would
+// wait for those peers' kernels, and they for it. A group in which one batch fails to prepare
+// queues no kernel at all.
 //
 // Ordering: a communicator's kernels share its per-channel scratch and FIFOs, so they must run
 // one after another even when the user gives different streams: after each batch the engine
 // records an event, and a batch on another stream first waits for it (cuStreamWaitEvent).
+// A stream being captured into a CUDA graph (cuStreamGetCaptureInfo, asked first in each batch)
+// may neither wait on an event recorded outside its capture (CUDA_ERROR_STREAM_CAPTURE_
+// ISOLATION, which invalidates the capture) nor record the event that ordinary calls wait on
+// (they would fail with CUDA_ERROR_CAPTURED_EVENT, every later one too). So ordinary batches
+// use one event, captured batches another (ordering batches of one capture across its
+// streams), and a captured batch first waits on the host until the ordinary work is done
+// (cuEventQuery). A captured batch that would need a new connection or upload is refused
+// before anything is made: both allocate, which a capture forbids.
 //
 // Errors on the GPU: a block that stops (abort, a runner error such as mismatched calls) writes
 // why into a status word in host-mapped memory. The next call, and ncclCommGetAsyncError,
@@ -58,6 +70,7 @@ class CudaEngine final : public CommEngine {
 
   ncclResult_t enqueue(const EngineBatch& batch, EngineHandle* handle) override;
   ncclResult_t wait(EngineHandle handle) override;
+  ncclResult_t finishBatch(bool launch, bool* dropped) override;
   void abortOps() override;
   ncclResult_t pollAsyncError() override;
   const PlanContext& planContext() const override { return planner_.context(); }
@@ -66,12 +79,20 @@ class CudaEngine final : public CommEngine {
 
  private:
   CudaEngine(ncclComm* comm, const CudaDriver& cu, CuContext ctx);
-  // Device scratch, the host-mapped flag and status words, the kernel, the private stream and
-  // the ordering event.
+  // Device scratch, the host-mapped flag and status words, the kernel, the ordering events and
+  // the upload arena's first chunk.
   ncclResult_t allocate();
-  // Steps 1-4 for one batch, on whichever thread runs it (its context made current).
-  ncclResult_t launchBatch(std::span<const CollArgs> ops, CuStream stream);
-  ncclResult_t resolveJob(size_t index, const PlanJob& job, CuStream stream, JobDeviceRefs* refs);
+  // Steps 1-3 for one batch, on whichever thread runs it (its context made current); then
+  // step 4 unless the batch's launch is deferred (a group: finishBatch).
+  ncclResult_t runBatch(std::span<const CollArgs> ops, CuStream stream);
+  ncclResult_t prepareBatch(std::span<const CollArgs> ops, CuStream stream);
+  // Step 4 for the prepared batch: its kernels, ordered after this communicator's earlier ones
+  // (`kernels` false: only the ordering, for uploads queued by a batch that was dropped).
+  ncclResult_t launchPrepared(bool kernels);
+  // A captured batch must not depend on an event from outside its capture: waits on the host
+  // until the last ordinary batch is done.
+  ncclResult_t waitOrdinaryWork();
+  ncclResult_t resolveJob(size_t index, const PlanJob& job, JobDeviceRefs* refs);
   ncclResult_t cudaFailed(CuResult r, const char* what) const;
   // The first stop a block's status word tells, raised (ncclSuccess if none).
   ncclResult_t readStatusWords() const;
@@ -84,17 +105,27 @@ class CudaEngine final : public CommEngine {
   Planner planner_;
   Plan plan_;
   std::vector<std::vector<ConnectorView>> views_;  // per job of plan_: its ports' views
-  // Scratch of launchBatch, kept so that a repeated call allocates nothing.
+  // Scratch of prepareBatch, kept so that a repeated call allocates nothing.
   std::vector<PortKey> keys_;
   std::vector<const Connector*> connectors_;
   std::unique_ptr<DeviceUploads> uploads_;
   std::vector<BatchArgs> args_;  // the current batch's launches
 
+  // The prepared batch (between prepareBatch and launchPrepared).
+  bool deferLaunch_ = false;  // the batch being run is a group's: launch at finishBatch
+  bool prepared_ = false;
+  CuStream stream_ = nullptr;
+  uint64_t captureId_ = 0;  // its stream's capture sequence, 0 if it is not capturing
+  bool proxyFed_ = false;   // a connection the proxy must watch for our kernels (ucx)
+  size_t uploadsBefore_ = 0;
+
   CuFunction kernel_ = nullptr;
-  CuStream copyStream_ = nullptr;  // private, non-blocking: uploads
-  CuEvent lastEvent_ = nullptr;    // recorded after each batch's launches
+  CuEvent lastEvent_ = nullptr;  // recorded after each ordinary batch (never in a capture)
   CuStream lastStream_ = nullptr;
-  bool launched_ = false;       // lastEvent_ was recorded at least once
+  bool launched_ = false;           // lastEvent_ was recorded at least once
+  CuEvent captureEvent_ = nullptr;  // recorded after each captured batch, inside its capture
+  CuStream lastCaptureStream_ = nullptr;
+  uint64_t lastCaptureId_ = 0;  // the capture captureEvent_ was last recorded in
   CuDevicePtr scratch_ = 0;     // kLaunchMaxBlocks ChannelScratch
   uint32_t* mapped_ = nullptr;  // host-mapped: [0] abort flag, [kStatusAt...] status words
   CuDevicePtr mappedDev_ = 0;   // ... as the device sees it

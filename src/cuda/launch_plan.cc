@@ -8,7 +8,8 @@
 namespace ringcc {
 
 size_t jobWords(const PlanJob& job) {
-  return job.inputs.size() + job.outputs.size() + job.counts.size();
+  // The kernel finds a job's outputs and counts by its Program's sizes (batch_block.h).
+  return 2u * job.program->nBuffers + job.program->nCounts;
 }
 
 namespace {
@@ -18,9 +19,11 @@ uint64_t pointerWord(const void* p) { return reinterpret_cast<uintptr_t>(p); }
 ncclResult_t checkJob(const PlanJob& job, size_t index, const LaunchContext& ctx) {
   if (!job.program)
     return fail(ncclInternalError, "cuda launch", "job %zu (%s) has no Program", index, job.name);
+  // A job may carry more than its Program uses (grouped send/recv: a send to self and its
+  // receive share one count), never fewer.
   const Program& g = *job.program;
-  if (job.inputs.size() != g.nBuffers || job.outputs.size() != g.nBuffers ||
-      job.counts.size() != g.nCounts)
+  if (job.inputs.size() < g.nBuffers || job.outputs.size() < g.nBuffers ||
+      job.counts.size() < g.nCounts)
     return fail(ncclInternalError, "cuda launch",
                 "job %zu (%s): %zu inputs, %zu outputs, %zu counts for a Program of %d buffers "
                 "and %d counts",
@@ -88,9 +91,9 @@ ncclResult_t packLaunches(std::span<const PlanJob> jobs, const LaunchContext& ct
     d.sigColl = job.sig.coll;
     d.sigOp = job.sig.op;
     uint64_t* w = b.words + wordsUsed;
-    for (const void* p : job.inputs) *w++ = pointerWord(p);
-    for (void* p : job.outputs) *w++ = pointerWord(p);
-    for (uint64_t c : job.counts) *w++ = c;
+    for (uint16_t k = 0; k < d.nBuffers; ++k) *w++ = pointerWord(job.inputs[k]);
+    for (uint16_t k = 0; k < d.nBuffers; ++k) *w++ = pointerWord(job.outputs[k]);
+    for (uint16_t k = 0; k < d.nCounts; ++k) *w++ = job.counts[k];
     wordsUsed += need;
     b.nBlocks = std::max(b.nBlocks, d.channel + 1);
   }

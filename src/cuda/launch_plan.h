@@ -43,7 +43,8 @@ struct LaunchContext {
 ncclResult_t packLaunches(std::span<const PlanJob> jobs, const LaunchContext& ctx,
                           const ResolveJob& resolve, std::vector<BatchArgs>* out);
 
-// Words one job needs in a launch: inputs and outputs per buffer, one per count.
+// Words one job needs in a launch: an input and an output per buffer of its Program, one per
+// count of it (a job may carry more, unused: grouped send/recv).
 size_t jobWords(const PlanJob& job);
 
 }  // namespace ringcc

@@ -79,11 +79,18 @@ ncclResult_t launchOps(const std::vector<CollArgs>& ops) {
       firstComm = i;
     }
   };
+  // Several communicators: two phases. CUDA engines prepare every batch (connections,
+  // uploads: calls that may wait until no kernel runs on the device) and only then queue any
+  // kernel, since a rank's kernel waits for its peers' and may keep a peer's preparation
+  // waiting for ever. A batch that fails to prepare launches nothing anywhere in the group.
+  const bool twoPhase = comms.size() > 1;
+  bool deferred = false;  // an engine of the group has a second phase (CUDA)
   std::vector<EngineHandle> handles(comms.size(), 0);
   for (size_t i = 0; i < comms.size(); ++i) {
+    deferred |= comms[i]->engine->defersLaunch();
     CommScope scope(comms[i]);
     const bool runInline = i + 1 == comms.size();
-    EngineBatch batch{perComm[i], perComm[i].front().stream, runInline};
+    EngineBatch batch{perComm[i], perComm[i].front().stream, runInline, twoPhase};
     ncclResult_t r = comms[i]->engine->enqueue(batch, &handles[i]);
     if (r != ncclSuccess) failed(i, r);
   }
@@ -92,6 +99,22 @@ ncclResult_t launchOps(const std::vector<CollArgs>& ops) {
     CommScope scope(comms[i]);
     ncclResult_t r = comms[i]->engine->wait(handles[i]);
     if (r != ncclSuccess) failed(i, r);
+  }
+  if (twoPhase && deferred) {
+    const bool launch = first == ncclSuccess;
+    const ErrorCause cause = launch ? ErrorCause{} : comms[firstComm]->firstError();
+    for (size_t i = 0; i < comms.size(); ++i) {
+      if (handles[i] == 0 || !comms[i]->engine->defersLaunch()) continue;
+      CommScope scope(comms[i]);
+      bool dropped = false;
+      ncclResult_t r = comms[i]->engine->finishBatch(launch, &dropped);
+      if (r != ncclSuccess) failed(i, r);
+      // Dropped because another failed: this communicator's part of the group failed too.
+      if (dropped && comms[i]->firstError().code == ncclSuccess) {
+        comms[i]->noteWorkError(cause);
+        comms[i]->recordError(cause.code);
+      }
+    }
   }
   // The causes were raised on the engine threads: this thread returns the first failure, so
   // its last error is that failure's cause.

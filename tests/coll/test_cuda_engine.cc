@@ -169,6 +169,64 @@ TEST_CASE("CUDA ranks on GPUs without peer access share FIFOs in pinned host mem
   resetLogging();  // (reopening the log file empties it: after the checks)
 }
 
+namespace {
+
+// Issues `c` on every rank in one group, on the given streams (the ranks' own if empty).
+ncclResult_t issueGroup(CudaRanks& ranks, const CaseData& data,
+                        std::vector<std::unique_ptr<CollRank>>* runs,
+                        const std::vector<CuStream>& streams = {}) {
+  runs->clear();
+  for (int r = 0; r < ranks.size(); ++r) {
+    runs->push_back(std::make_unique<CollRank>(data, r, ranks.comms[r]));
+    runs->back()->setStream(streams.empty() ? ranks.streams[r]
+                                            : reinterpret_cast<cudaStream_t>(streams[r]));
+  }
+  if (ncclGroupStart() != ncclSuccess) return ncclInternalError;
+  for (auto& run : *runs)
+    if (run->issue() != ncclSuccess) return ncclInternalError;
+  return ncclGroupEnd();
+}
+
+// Every rank of a group that failed holds the failure as its error, naming `text`.
+void checkFailedEverywhere(CudaRanks& ranks, ncclResult_t code, const char* text) {
+  for (ncclComm_t comm : ranks.comms) {
+    ncclResult_t async = ncclSuccess;
+    CHECK(ncclCommGetAsyncError(comm, &async) == ncclSuccess);
+    CHECK(async == code);
+    CHECK(std::string(ncclGetLastError(comm)).find(text) != std::string::npos);
+  }
+}
+
+// CUDA ranks on `devs` that ran one all-reduce of `count` floats together (the ring's
+// connections exist, its tables are uploaded); a kernel left waiting stops by itself after 4 s.
+struct WarmRanks {
+  WarmRanks(std::vector<int> devs, size_t count) : ranks(cuda, std::move(devs)) {
+    c.count = count;
+    runCase(cuda, ranks, c);
+  }
+  FakeCudaScope cuda;
+  ScopedEnv device{"RINGCC_DEVICE", "cuda"};
+  ScopedEnv timeout{"NCCL_TIMEOUT", "4000"};
+  CudaRanks ranks;
+  CollCase c;
+};
+struct WarmPair : WarmRanks {
+  WarmPair() : WarmRanks({0, 1}, 3000) {}
+};
+struct WarmOne : WarmRanks {
+  WarmOne() : WarmRanks({0}, 5000) {}
+};
+
+// Failed communicators take no more calls: aborted, not destroyed.
+void abortAll(CudaRanks& ranks) {
+  for (ncclComm_t& comm : ranks.comms) {
+    if (comm != nullptr) CHECK(ncclCommAbort(comm) == ncclSuccess);
+    comm = nullptr;
+  }
+}
+
+}  // namespace
+
 TEST_CASE("a repeated call uploads nothing and a graph capture finds its tables", "[cuda_engine]") {
   FakeCudaScope cuda;
   ScopedEnv device("RINGCC_DEVICE", "cuda");
@@ -180,10 +238,25 @@ TEST_CASE("a repeated call uploads nothing and a graph capture finds its tables"
   c.seed = 2;  // new buffers and data, the same shape
   runCase(cuda, ranks, c);
   CHECK(cuda.liveDeviceAllocs() == allocs);
-  // Captured: the same shape runs; a new one would have to upload, which a capture forbids.
-  ranks.streams[0] = reinterpret_cast<cudaStream_t>(cuda.captureStream());
+  // Captured on the same stream: the same shape is captured, and runs when the graph does.
+  const CuStream s = reinterpret_cast<CuStream>(ranks.streams[0]);
+  cuda.beginCapture(s);
   c.seed = 3;
-  runCase(cuda, ranks, c);
+  {
+    const CaseData data(c, 1);
+    CollRank run(data, 0, ranks.comms[0]);
+    run.setStream(ranks.streams[0]);
+    REQUIRE(run.issue() == ncclSuccess);
+    FakeGraph graph;
+    REQUIRE(cuda.endCapture(s, &graph) == kCuSuccess);
+    cuda.synchronizeAll();
+    CHECK(run.check() != "");  // captured, not run
+    cuda.launchGraph(graph, s);
+    cuda.synchronizeAll();
+    CHECK(run.check() == "");
+  }
+  // A new shape would have to upload, which a capture forbids.
+  cuda.beginCapture(s);
   c.coll = Coll::AllGather;  // another Program, not on the device yet
   const CaseData data(c, 1);
   CollRank run(data, 0, ranks.comms[0]);
@@ -191,8 +264,185 @@ TEST_CASE("a repeated call uploads nothing and a graph capture finds its tables"
   CHECK(run.issue() == ncclInvalidUsage);
   CHECK(std::string(ncclGetLastError(ranks.comms[0])).find("before capturing") !=
         std::string::npos);
+  FakeGraph graph;
+  CHECK(cuda.endCapture(s, &graph) == kCuSuccess);  // refused before it touched the capture
+  CHECK(cuda.captureErrors() == 0);
   CHECK(ncclCommAbort(ranks.comms[0]) == ncclSuccess);  // failed: it takes no more calls
   ranks.comms[0] = nullptr;
+}
+
+// Issue 28's hazards: each of these failed before two-phase group launch and capture-safe
+// ordering (the emulated driver's strict rules make them fail here as they may on a GPU).
+
+TEST_CASE("a group prepares every communicator's batch before it queues any kernel",
+          "[cuda_engine][cuda_hazards]") {
+  FakeCudaScope cuda;
+  cuda.setIdleWaitLimit(2000);
+  ScopedEnv device("RINGCC_DEVICE", "cuda");
+  ScopedEnv timeout("NCCL_TIMEOUT", "4000");  // a kernel left waiting stops by itself
+  CudaRanks ranks(cuda, {0, 0, 0});
+  // Every collective's first call makes connections and uploads its tables: allocations and
+  // copies that wait until no kernel runs on the device. A peer's kernel queued before they
+  // are done waits for this rank's, which never comes.
+  uint64_t seed = 60;
+  for (int round = 0; round < 2; ++round) {
+    for (Coll coll : kAllColls) {
+      CollCase c;
+      c.coll = coll;
+      c.type = ncclFloat32;
+      c.op = collReduces(coll) ? Op::Sum : Op::Copy;
+      c.count = 1000 + 7 * static_cast<size_t>(seed);  // a new shape each time
+      c.root = 1;
+      c.seed = seed++;
+      INFO(c.describe(ranks.size()));
+      const CaseData data(c, ranks.size());
+      std::vector<std::unique_ptr<CollRank>> runs;
+      const ncclResult_t r = issueGroup(ranks, data, &runs);
+      CHECK(r == ncclSuccess);
+      CHECK(cuda.stalls() == 0);
+      if (r != ncclSuccess) {
+        abortAll(ranks);
+        return;
+      }
+      cuda.synchronizeAll();
+      for (int k = 0; k < ranks.size(); ++k) CHECK(runs[k]->check() == "");
+    }
+  }
+}
+
+TEST_CASE("grouped sends to self on a CUDA communicator are exact", "[cuda_engine]") {
+  FakeCudaScope cuda;
+  ScopedEnv device("RINGCC_DEVICE", "cuda");
+  CudaRanks ranks(cuda, {0});
+  // Each pair pushes two counts; the Program reads one (launch_plan packs the Program's).
+  constexpr int kOps = 5;
+  std::vector<float> in(kOps * 10), out(kOps * 10, 0.0f);
+  for (size_t i = 0; i < in.size(); ++i) in[i] = static_cast<float>(i) + 0.5f;
+  REQUIRE(ncclGroupStart() == ncclSuccess);
+  for (int i = 0; i < kOps; ++i) {
+    REQUIRE(ncclSend(&in[i * 10], 10, ncclFloat, 0, ranks.comms[0], ranks.streams[0]) ==
+            ncclSuccess);
+    REQUIRE(ncclRecv(&out[i * 10], 10, ncclFloat, 0, ranks.comms[0], ranks.streams[0]) ==
+            ncclSuccess);
+  }
+  REQUIRE(ncclGroupEnd() == ncclSuccess);
+  cuda.synchronizeAll();
+  CHECK(out == in);
+}
+
+TEST_CASE_METHOD(WarmPair, "a group in which one batch cannot be packed queues no kernel anywhere",
+                 "[cuda_engine][cuda_hazards]") {
+  // Rank 0 sends to itself so many times that its batch needs more argument words than a
+  // launch carries (refused while packing); rank 1's all-reduce is fine on its own, and its
+  // kernel, once queued, would wait for rank 0's.
+  constexpr int kOps = 100;
+  std::vector<float> in(kOps, 1.0f), out(kOps, 0.0f), x(c.count, 1.0f);
+  const size_t queued = cuda.kernelsQueued();
+  REQUIRE(ncclGroupStart() == ncclSuccess);
+  for (int i = 0; i < kOps; ++i) {
+    REQUIRE(ncclSend(&in[i], 1, ncclFloat, 0, ranks.comms[0], ranks.streams[0]) == ncclSuccess);
+    REQUIRE(ncclRecv(&out[i], 1, ncclFloat, 0, ranks.comms[0], ranks.streams[0]) == ncclSuccess);
+  }
+  REQUIRE(ncclAllReduce(x.data(), x.data(), c.count, ncclFloat, ncclSum, ranks.comms[1],
+                        ranks.streams[1]) == ncclSuccess);
+  const ncclResult_t r = ncclGroupEnd();
+  CHECK(r == ncclInvalidUsage);
+  CHECK(cuda.kernelsQueued() == queued);  // rank 1's kernel was not queued either
+  checkFailedEverywhere(ranks, r, "argument words");
+  abortAll(ranks);
+}
+
+TEST_CASE_METHOD(WarmPair,
+                 "a group with one captured stream that cannot upload queues no kernel anywhere",
+                 "[cuda_engine][cuda_hazards]") {
+  // Rank 0's stream is captured and its call has a new shape: it cannot upload. Rank 1's
+  // stream is ordinary, and its kernel would wait for rank 0's for good. Its upload must not
+  // allocate: in the default (global) capture mode, cuMemAlloc on any thread while a capture
+  // is active fails and invalidates the capture.
+  const CuStream s0 = reinterpret_cast<CuStream>(ranks.streams[0]);
+  cuda.beginCapture(s0);
+  c.coll = Coll::AllGather;
+  const CaseData data(c, ranks.size());
+  std::vector<std::unique_ptr<CollRank>> runs;
+  const size_t queued = cuda.kernelsQueued();
+  CHECK(issueGroup(ranks, data, &runs) == ncclInvalidUsage);
+  CHECK(cuda.kernelsQueued() == queued);
+  checkFailedEverywhere(ranks, ncclInvalidUsage, "before capturing");  // both, each
+  FakeGraph graph;
+  CHECK(cuda.endCapture(s0, &graph) == kCuSuccess);
+  abortAll(ranks);
+}
+
+TEST_CASE_METHOD(WarmOne, "a capture on another stream waits on no event from outside it",
+                 "[cuda_engine][cuda_hazards]") {
+  // The warm-up ran on the rank's stream: tables uploaded, the ordinary event recorded there.
+  // vLLM-style: the capture runs on a side stream.
+  const CuStream side = cuda.newStream();
+  cuda.beginCapture(side);
+  c.seed = 7;
+  const CaseData data(c, 1);
+  std::vector<std::unique_ptr<CollRank>> runs;
+  CHECK(issueGroup(ranks, data, &runs, {side}) == ncclSuccess);
+  FakeGraph graph;
+  CHECK(cuda.endCapture(side, &graph) == kCuSuccess);  // not invalidated
+  CHECK(cuda.captureErrors() == 0);
+  if (graph != nullptr) {
+    cuda.launchGraph(graph, side);
+    cuda.launchGraph(graph, side);  // replayed
+    cuda.synchronizeAll();
+    CHECK(runs[0]->check() == "");
+  }
+}
+
+TEST_CASE_METHOD(WarmOne, "after a capture, ordinary calls on other streams keep working",
+                 "[cuda_engine][cuda_hazards]") {
+  // Captured on the rank's own stream (no wait across streams), then replayed.
+  const CuStream s = reinterpret_cast<CuStream>(ranks.streams[0]);
+  cuda.beginCapture(s);
+  c.seed = 8;
+  {
+    const CaseData data(c, 1);
+    std::vector<std::unique_ptr<CollRank>> runs;
+    REQUIRE(issueGroup(ranks, data, &runs) == ncclSuccess);
+    FakeGraph graph;
+    REQUIRE(cuda.endCapture(s, &graph) == kCuSuccess);
+    cuda.launchGraph(graph, s);
+    cuda.synchronizeAll();
+    CHECK(runs[0]->check() == "");
+  }
+  // Ordinary calls on two other streams: neither may wait on an event recorded in the capture.
+  for (int call = 0; call < 2; ++call) {
+    const CuStream other = cuda.newStream();
+    c.seed = 9 + call;
+    const CaseData data(c, 1);
+    std::vector<std::unique_ptr<CollRank>> runs;
+    CHECK(issueGroup(ranks, data, &runs, {other}) == ncclSuccess);
+    cuda.synchronizeAll();
+    CHECK(runs[0]->check() == "");
+  }
+  CHECK(cuda.captureErrors() == 0);
+}
+
+TEST_CASE_METHOD(WarmPair,
+                 "a captured call that needs a new connection is refused before it allocates",
+                 "[cuda_engine][cuda_hazards]") {
+  std::vector<CuStream> streams;
+  for (cudaStream_t s : ranks.streams) {
+    streams.push_back(reinterpret_cast<CuStream>(s));
+    cuda.beginCapture(streams.back());
+  }
+  c.coll = Coll::AlltoAll;  // connections to every peer, made on first use
+  const CaseData data(c, ranks.size());
+  std::vector<std::unique_ptr<CollRank>> runs;
+  CHECK(issueGroup(ranks, data, &runs) == ncclInvalidUsage);
+  CHECK(std::string(ncclGetLastError(ranks.comms[0])).find("before capturing") !=
+        std::string::npos);
+  CHECK(cuda.captureErrors() == 0);  // nothing the capture forbids was called
+  for (CuStream s : streams) {
+    FakeGraph graph;
+    CHECK(cuda.endCapture(s, &graph) == kCuSuccess);
+  }
+  abortAll(ranks);
 }
 
 namespace {

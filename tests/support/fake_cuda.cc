@@ -18,6 +18,7 @@
 #include <memory>
 #include <mutex>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "kernels/cuda/batch_block.h"
@@ -31,10 +32,23 @@ constexpr uintptr_t kContextBase = 0x1000;
 CuFunction const kKernel = reinterpret_cast<CuFunction>(0xf00);
 CuModule const kModule = reinterpret_cast<CuModule>(0xe00);
 
-// One stream: a thread running its tasks in order.
+// A capture sequence (FakeCudaScope::beginCapture): what the streams in it queued, in call
+// order (an order their dependencies allow), to run when its graph is launched.
+struct Capture {
+  uint64_t id;
+  bool invalidated = false;  // an error inside it: endCapture fails
+  bool ended = false;
+  std::vector<std::function<void()>> tasks;
+};
+
+// Guards every stream's and event's capture pointers and every Capture.
+std::mutex gCaptureMu;
+
+// One stream: a thread running its tasks in order, unless it is capturing: then its tasks go
+// into the capture's graph instead.
 class Stream {
  public:
-  explicit Stream(bool capturing = false) : capturing_(capturing) {
+  Stream() {
     thread_ = std::thread([this] { run(); });
   }
   ~Stream() {
@@ -46,6 +60,13 @@ class Stream {
     thread_.join();
   }
   void push(std::function<void()> task) {
+    {
+      std::lock_guard<std::mutex> lock(gCaptureMu);
+      if (capture != nullptr) {
+        capture->tasks.push_back(std::move(task));
+        return;
+      }
+    }
     std::lock_guard<std::mutex> lock(mu_);
     tasks_.push_back(std::move(task));
     cv_.notify_all();
@@ -58,7 +79,7 @@ class Stream {
     std::lock_guard<std::mutex> lock(mu_);
     return tasks_.empty() && !busy_;
   }
-  bool capturing() const { return capturing_; }
+  std::shared_ptr<Capture> capture;  // the capture it is in, if any (under gCaptureMu)
 
  private:
   void run() {
@@ -77,7 +98,6 @@ class Stream {
     }
   }
 
-  const bool capturing_;
   std::mutex mu_;
   std::condition_variable cv_, idle_;
   std::deque<std::function<void()>> tasks_;
@@ -89,8 +109,9 @@ class Stream {
 struct Event {
   std::mutex mu;
   std::condition_variable cv;
-  uint64_t recorded = 0;   // records queued
-  uint64_t completed = 0;  // records that ran
+  uint64_t recorded = 0;                // records queued
+  uint64_t completed = 0;               // records that ran
+  std::shared_ptr<Capture> capturedIn;  // the capture of its last record, if it was in one
   void waitFor(uint64_t n) {
     std::unique_lock<std::mutex> lock(mu);
     cv.wait(lock, [&] { return completed >= n; });
@@ -161,7 +182,17 @@ struct State {
   std::vector<std::unique_ptr<Stream>> streams;
   Stream* legacy = nullptr;
   std::atomic<size_t> kernelsRun{0};
+  std::atomic<size_t> kernelsQueued{0};
   std::atomic<size_t> peerAccessCalls{0};
+  // Kernels running per device, for the calls that wait until none runs (waitDeviceIdle).
+  std::mutex runMu;
+  std::condition_variable runCv;
+  int running[kDevices] = {};
+  std::atomic<int> idleLimitMs{5000};
+  std::atomic<size_t> stalls{0};
+  std::vector<std::shared_ptr<Capture>> captures;  // active ones (under gCaptureMu)
+  uint64_t nextCaptureId = 0;
+  std::atomic<size_t> captureErrors{0};
   CudaDriver table;
 
   Stream* stream(CuStream s) { return s == nullptr ? legacy : reinterpret_cast<Stream*>(s); }
@@ -178,6 +209,7 @@ struct State {
 
 State* gState = nullptr;
 thread_local CuContext tCurrent = nullptr;
+thread_local int tCaptureMode = 0;       // CUstreamCaptureMode: 0 global (the default), 2 relaxed
 std::atomic<bool> gNoPeerAccess{false};  // FakeCudaScope::disablePeerAccess
 std::atomic<size_t> gLiveHostAllocs{0};  // cuMemHostAlloc blocks not freed yet
 
@@ -203,8 +235,28 @@ int deviceOf(CuContext ctx) {
   return static_cast<int>(reinterpret_cast<uintptr_t>(ctx) - kContextBase);
 }
 
+// CUstreamCaptureStatus of `s`, and its capture's id (0 if none).
+int captureStatus(Stream* s, uint64_t* id) {
+  std::lock_guard<std::mutex> lock(gCaptureMu);
+  if (id != nullptr) *id = s->capture != nullptr ? s->capture->id : 0;
+  if (s->capture == nullptr) return kCuStreamCaptureStatusNone;
+  return s->capture->invalidated ? kCuStreamCaptureStatusInvalidated : kCuStreamCaptureStatusActive;
+}
+
+// Whether the event was last recorded inside a capture: ordinary calls on it fail.
+bool capturedEvent(Event* ev) {
+  std::lock_guard<std::mutex> lock(ev->mu);
+  if (ev->capturedIn == nullptr) return false;
+  ++gState->captureErrors;
+  return true;
+}
+
 // The kernel: every block on a thread of its own, as blocks of a launch run side by side.
-void runKernel(const BatchArgs& args, uint32_t blocks) {
+void runKernel(const BatchArgs& args, uint32_t blocks, int device) {
+  if (device >= 0) {
+    std::lock_guard<std::mutex> lock(gState->runMu);
+    ++gState->running[device];
+  }
   std::vector<std::thread> threads;
   for (uint32_t b = 0; b < blocks; ++b)
     threads.emplace_back([&args, b] {
@@ -213,6 +265,50 @@ void runKernel(const BatchArgs& args, uint32_t blocks) {
     });
   for (auto& t : threads) t.join();
   ++gState->kernelsRun;
+  if (device >= 0) {
+    std::lock_guard<std::mutex> lock(gState->runMu);
+    --gState->running[device];
+  }
+  gState->runCv.notify_all();
+}
+
+// The conservative reading of the driver's documentation: allocation, synchronous copies and
+// stream synchronization may wait until no kernel runs on the device. A kernel that waits for a
+// peer's kernel which this very call holds back would make that wait last for ever; here it
+// ends after idleLimitMs with kFakeStall and a line on stderr, so that a test fails in bounded
+// time instead of hanging.
+CuResult waitDeviceIdle(const char* call) {
+  if (tCurrent == nullptr) return kCuSuccess;
+  const int dev = deviceOf(tCurrent);
+  std::unique_lock<std::mutex> lock(gState->runMu);
+  const auto limit = std::chrono::milliseconds(gState->idleLimitMs.load());
+  if (gState->runCv.wait_for(lock, limit, [dev] { return gState->running[dev] == 0; }))
+    return kCuSuccess;
+  ++gState->stalls;
+  std::fprintf(stderr,
+               "fake_cuda: %s waited %lld ms for a kernel running on device %d to end: the "
+               "driver may wait for ever here (a kernel waiting for this thread's work)\n",
+               call, static_cast<long long>(limit.count()), dev);
+  return kFakeStall;
+}
+
+// Stream capture in the default (global) mode forbids calls that may synchronize while any
+// capture is active: such a call fails with CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and
+// invalidates the captures.
+CuResult captureForbids(const char* call) {
+  if (tCaptureMode == kCuStreamCaptureModeRelaxed) return kCuSuccess;  // allowed on this thread
+  std::lock_guard<std::mutex> lock(gCaptureMu);
+  if (gState->captures.empty()) return kCuSuccess;
+  for (auto& c : gState->captures) c->invalidated = true;
+  ++gState->captureErrors;
+  std::fprintf(stderr, "fake_cuda: %s during a stream capture: invalidated\n", call);
+  return kCuErrorStreamCaptureUnsupported;
+}
+
+// Both checks of a call that allocates or waits for the device.
+CuResult strictCall(const char* call) {
+  const CuResult r = captureForbids(call);
+  return r != kCuSuccess ? r : waitDeviceIdle(call);
 }
 
 CudaDriver makeTable() {
@@ -267,10 +363,13 @@ CudaDriver makeTable() {
       return 1;  // CUDA_ERROR_INVALID_VALUE
     // Parameters are copied at launch, as the driver does.
     auto args = std::make_shared<BatchArgs>(*static_cast<const BatchArgs*>(params[0]));
-    gState->stream(stream)->push([args, gx] { runKernel(*args, gx); });
+    const int device = tCurrent != nullptr ? deviceOf(tCurrent) : -1;
+    ++gState->kernelsQueued;
+    gState->stream(stream)->push([args, gx, device] { runKernel(*args, gx, device); });
     return kCuSuccess;
   };
   d.cuMemAlloc = [](CuDevicePtr* p, size_t bytes) -> CuResult {
+    if (const CuResult r = strictCall("cuMemAlloc"); r != kCuSuccess) return r;
     const size_t mapped = wholePages(bytes);
     const int fd = memfd_create("fake-cuda-device", MFD_CLOEXEC);
     if (fd < 0) return 2;  // CUDA_ERROR_OUT_OF_MEMORY
@@ -350,18 +449,22 @@ CudaDriver makeTable() {
     return kCuSuccess;
   };
   d.cuMemcpyHtoD = [](CuDevicePtr dst, const void* src, size_t bytes) {
+    if (const CuResult r = strictCall("cuMemcpyHtoD"); r != kCuSuccess) return r;
     std::memcpy(reinterpret_cast<void*>(dst), src, bytes);
     return kCuSuccess;
   };
   d.cuMemcpyDtoH = [](void* dst, CuDevicePtr src, size_t bytes) {
+    if (const CuResult r = strictCall("cuMemcpyDtoH"); r != kCuSuccess) return r;
     std::memcpy(dst, reinterpret_cast<const void*>(src), bytes);
     return kCuSuccess;
   };
   d.cuMemsetD8 = [](CuDevicePtr dst, unsigned char v, size_t bytes) {
+    if (const CuResult r = strictCall("cuMemsetD8"); r != kCuSuccess) return r;
     std::memset(reinterpret_cast<void*>(dst), v, bytes);
     return kCuSuccess;
   };
   d.cuMemHostAlloc = [](void** p, size_t bytes, unsigned) -> CuResult {
+    if (const CuResult r = strictCall("cuMemHostAlloc"); r != kCuSuccess) return r;
     *p = std::aligned_alloc(64, (bytes + 63) / 64 * 64);
     if (*p == nullptr) return 2;
     ++gLiveHostAllocs;
@@ -408,11 +511,18 @@ CudaDriver makeTable() {
     return gState->stream(s)->idle() ? kCuSuccess : kCuErrorNotReady;
   };
   d.cuStreamSynchronize = [](CuStream s) {
+    if (const CuResult r = captureForbids("cuStreamSynchronize"); r != kCuSuccess) return r;
     gState->stream(s)->synchronize();
-    return kCuSuccess;
+    return waitDeviceIdle("cuStreamSynchronize");
   };
   d.cuStreamIsCapturing = [](CuStream s, int* status) {
-    *status = gState->stream(s)->capturing() ? 1 : kCuStreamCaptureStatusNone;
+    *status = captureStatus(gState->stream(s), nullptr);
+    return kCuSuccess;
+  };
+  d.cuStreamGetCaptureInfo = [](CuStream s, int* status, uint64_t* id, void** graph,
+                                const void** deps, size_t* n) -> CuResult {
+    if (graph != nullptr || deps != nullptr || n != nullptr) return 1;  // not emulated
+    *status = captureStatus(gState->stream(s), id);
     return kCuSuccess;
   };
   d.cuStreamCreate = [](CuStream* s, unsigned) {
@@ -441,6 +551,15 @@ CudaDriver makeTable() {
   };
   d.cuEventRecord = [](CuEvent e, CuStream s) {
     Event* ev = reinterpret_cast<Event*>(e);
+    Stream* stream = gState->stream(s);
+    {
+      // Inside a capture the record is a node of the graph: ordinary calls may no longer
+      // use the event (CUDA_ERROR_CAPTURED_EVENT) until it is recorded outside one again.
+      std::lock_guard<std::mutex> lock(gCaptureMu);
+      std::lock_guard<std::mutex> elock(ev->mu);
+      ev->capturedIn = stream->capture;
+      if (stream->capture != nullptr) return kCuSuccess;
+    }
     uint64_t n;
     {
       std::lock_guard<std::mutex> lock(ev->mu);
@@ -455,6 +574,7 @@ CudaDriver makeTable() {
   };
   d.cuEventSynchronize = [](CuEvent e) {
     Event* ev = reinterpret_cast<Event*>(e);
+    if (capturedEvent(ev)) return kCuErrorCapturedEvent;
     uint64_t n;
     {
       std::lock_guard<std::mutex> lock(ev->mu);
@@ -463,12 +583,47 @@ CudaDriver makeTable() {
     ev->waitFor(n);
     return kCuSuccess;
   };
+  d.cuEventQuery = [](CuEvent e) {
+    Event* ev = reinterpret_cast<Event*>(e);
+    if (capturedEvent(ev)) return kCuErrorCapturedEvent;
+    if (const CuResult r = captureForbids("cuEventQuery"); r != kCuSuccess) return r;
+    std::lock_guard<std::mutex> lock(ev->mu);
+    return ev->completed >= ev->recorded ? kCuSuccess : kCuErrorNotReady;
+  };
+  d.cuThreadExchangeStreamCaptureMode = [](int* mode) -> CuResult {
+    if (*mode < 0 || *mode > kCuStreamCaptureModeRelaxed) return 1;  // CUDA_ERROR_INVALID_VALUE
+    std::swap(*mode, tCaptureMode);
+    return kCuSuccess;
+  };
   d.cuEventDestroy = [](CuEvent e) {
     delete reinterpret_cast<Event*>(e);
     return kCuSuccess;
   };
   d.cuStreamWaitEvent = [](CuStream s, CuEvent e, unsigned) {
     Event* ev = reinterpret_cast<Event*>(e);
+    Stream* stream = gState->stream(s);
+    {
+      std::lock_guard<std::mutex> lock(gCaptureMu);
+      std::lock_guard<std::mutex> elock(ev->mu);
+      const std::shared_ptr<Capture>& mine = stream->capture;
+      const std::shared_ptr<Capture>& its = ev->capturedIn;
+      if (mine != nullptr) {
+        if (its == mine) return kCuSuccess;  // an edge inside the graph: call order keeps it
+        if (its == nullptr && ev->recorded == 0) return kCuSuccess;  // never recorded: no work
+        // Work from outside the capture (or another one's): a dependency across its boundary.
+        mine->invalidated = true;
+        ++gState->captureErrors;
+        return kCuErrorStreamCaptureIsolation;
+      }
+      if (its != nullptr) {
+        if (its->ended) {
+          ++gState->captureErrors;
+          return kCuErrorCapturedEvent;
+        }
+        stream->capture = its;  // an ordinary stream waiting on a capture's event joins it
+        return kCuSuccess;
+      }
+    }
     uint64_t n;
     {
       std::lock_guard<std::mutex> lock(ev->mu);
@@ -519,9 +674,42 @@ const CudaDriver& FakeCudaScope::driver() const { return gState->table; }
 
 CuStream FakeCudaScope::newStream() { return gState->add(std::make_unique<Stream>()); }
 
-CuStream FakeCudaScope::captureStream() {
-  return gState->add(std::make_unique<Stream>(/*capturing=*/true));
+void FakeCudaScope::beginCapture(CuStream s) {
+  auto c = std::make_shared<Capture>();
+  std::lock_guard<std::mutex> lock(gCaptureMu);
+  c->id = ++gState->nextCaptureId;
+  gState->stream(s)->capture = c;
+  gState->captures.push_back(c);
 }
+
+CuResult FakeCudaScope::endCapture(CuStream s, FakeGraph* graph) {
+  std::shared_ptr<Capture> c;
+  {
+    std::lock_guard<std::mutex> lock(gCaptureMu);
+    c = gState->stream(s)->capture;
+    if (c == nullptr) return kFakeIllegalState;
+    c->ended = true;
+    std::lock_guard<std::mutex> slock(gState->mu);
+    for (auto& st : gState->streams)
+      if (st->capture == c) st->capture = nullptr;
+    std::erase(gState->captures, c);
+  }
+  if (c->invalidated) return kCuErrorStreamCaptureInvalidated;
+  *graph = std::make_shared<const std::vector<std::function<void()>>>(std::move(c->tasks));
+  return kCuSuccess;
+}
+
+void FakeCudaScope::launchGraph(const FakeGraph& graph, CuStream s) {
+  gState->stream(s)->push([graph] {
+    for (const auto& task : *graph) task();
+  });
+}
+
+void FakeCudaScope::setIdleWaitLimit(int ms) { gState->idleLimitMs = ms; }
+
+size_t FakeCudaScope::stalls() const { return gState->stalls.load(); }
+
+size_t FakeCudaScope::captureErrors() const { return gState->captureErrors.load(); }
 
 void FakeCudaScope::synchronizeAll() {
   std::vector<Stream*> streams;
@@ -533,6 +721,8 @@ void FakeCudaScope::synchronizeAll() {
 }
 
 size_t FakeCudaScope::kernelsRun() const { return gState->kernelsRun.load(); }
+
+size_t FakeCudaScope::kernelsQueued() const { return gState->kernelsQueued.load(); }
 
 void FakeCudaScope::disablePeerAccess() { gNoPeerAccess = true; }
 

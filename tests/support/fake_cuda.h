@@ -18,17 +18,41 @@
 //   streams    each stream (the legacy default stream too) is a host thread running its
 //              tasks in order: kernel launches, async copies and memsets, event records and
 //              waits; cuStreamSynchronize waits until its queue is empty
-//   capture    a stream made with captureStream() answers cuStreamIsCapturing with "active"
+//   strict     the conservative reading of the documentation: cuMemAlloc, cuMemHostAlloc, the
+//              synchronous copies and memsets and cuStreamSynchronize wait until no kernel runs
+//              on the current context's device. A kernel waiting for a peer's kernel that such
+//              a call holds back would wait for ever on a GPU; here the call gives up after
+//              setIdleWaitLimit (5 s by default) with kFakeStall, counted by stalls()
+//   capture    beginCapture/endCapture/launchGraph, in the default (global) mode: a capturing
+//              stream's work goes into the graph and runs at launchGraph; an ordinary stream
+//              waiting on an event recorded in an active capture joins it; waiting inside a
+//              capture on an event recorded outside it is CUDA_ERROR_STREAM_CAPTURE_ISOLATION
+//              and invalidates the capture; cuEventQuery, cuEventSynchronize and (after the
+//              capture ended) cuStreamWaitEvent on an event last recorded in a capture are
+//              CUDA_ERROR_CAPTURED_EVENT; the calls that "strict" names, and cuEventQuery,
+//              while any capture is active, are CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and
+//              invalidate it, unless the calling thread's mode is relaxed
+//              (cuThreadExchangeStreamCaptureMode)
 //
 // Install with FakeCudaScope (it substitutes the process's driver table, then drains every
 // stream and restores the real one). One at a time per process.
 #pragma once
 
 #include <cstddef>
+#include <functional>
+#include <memory>
+#include <vector>
 
 #include "src/base/cuda_driver.h"
 
 namespace ringcc::test {
+
+// What a call that would wait for ever for a running kernel returns (CUDA_ERROR_LAUNCH_TIMEOUT:
+// the driver has no code for "deadlock").
+constexpr CuResult kFakeStall = 702;
+constexpr CuResult kFakeIllegalState = 401;  // CUDA_ERROR_ILLEGAL_STATE
+// A captured graph: the captured work in order.
+using FakeGraph = std::shared_ptr<const std::vector<std::function<void()>>>;
 
 class FakeCudaScope {
  public:
@@ -41,8 +65,15 @@ class FakeCudaScope {
 
   // A new user stream (cudaStreamCreate's), destroyed with the scope.
   CuStream newStream();
-  // A stream that says it is being captured into a CUDA graph.
-  CuStream captureStream();
+  // Stream capture (cuStreamBeginCapture, global mode): from now on `s`'s work is captured.
+  void beginCapture(CuStream s);
+  // Ends the capture begun on `s` (every stream that joined it leaves it): the graph, or
+  // CUDA_ERROR_STREAM_CAPTURE_INVALIDATED if an error invalidated the capture.
+  CuResult endCapture(CuStream s, FakeGraph* graph);
+  // Queues a graph's work on `s`, as cuGraphLaunch.
+  void launchGraph(const FakeGraph& graph, CuStream s);
+  // How long a call that waits until no kernel runs (see "strict") waits before kFakeStall.
+  void setIdleWaitLimit(int ms);
   // Waits until every stream has run everything queued so far.
   void synchronizeAll();
 
@@ -51,10 +82,13 @@ class FakeCudaScope {
   void disablePeerAccess();
 
   size_t kernelsRun() const;             // launches that ran to their end
+  size_t kernelsQueued() const;          // cuLaunchKernel calls that succeeded
   size_t liveDeviceAllocs() const;       // cuMemAlloc blocks not freed yet
   size_t liveHostAllocs() const;         // cuMemHostAlloc blocks not freed yet
   size_t liveHostRegistrations() const;  // cuMemHostRegister ranges not unregistered yet
   size_t peerAccessCalls() const;        // cuCtxEnablePeerAccess calls
+  size_t stalls() const;                 // calls that gave up waiting for a running kernel
+  size_t captureErrors() const;          // capture isolation, captured-event, unsafe-call errors
   size_t ipcOpens() const;               // cuIpcOpenMemHandle calls that succeeded
   size_t liveIpcImports() const;         // ... whose memory is not closed yet
 };

@@ -109,6 +109,26 @@ TEST_CASE("a batch's jobs go into one launch with their words", "[launch_plan]")
   }
 }
 
+TEST_CASE("a job carrying more than its Program uses packs what the Program reads",
+          "[launch_plan]") {
+  // Grouped send/recv: a send to self and its receive push a count each, and the Program
+  // reads one of them; the kernel finds outputs and counts by the Program's sizes.
+  Program program;
+  std::vector<PlanJob> jobs = {job(&program, 0, 2, 3, 7)};
+  jobs[0].counts.push_back(999);      // one more count than the Program's 3
+  jobs[0].inputs.push_back(nullptr);  // and one more buffer than its 2
+  jobs[0].outputs.push_back(nullptr);
+  CHECK(jobWords(jobs[0]) == 2 * 2 + 3);
+  std::vector<BatchArgs> launches;
+  REQUIRE(packLaunches(jobs, context(1), fakeResolve, &launches) == ncclSuccess);
+  const uint64_t* w = launches[0].words;
+  CHECK(w[2] == 7 * 1000 + 500);  // outputs right after the Program's 2 inputs
+  CHECK(w[4] == 7 * 100);         // counts right after its 2 outputs
+  CHECK(w[6] == 7 * 100 + 2);
+  jobs[0].counts.resize(2);  // fewer than the Program reads: an internal error
+  CHECK(packLaunches(jobs, context(1), fakeResolve, &launches) == ncclInternalError);
+}
+
 TEST_CASE("a batch too big for one argument block is cut between jobs", "[launch_plan]") {
   // More jobs than one launch holds: cut every kLaunchMaxJobs, order kept.
   std::vector<Program> programs(2 * kLaunchMaxJobs + 1);
@@ -150,9 +170,9 @@ TEST_CASE("launch limits are errors that name them", "[launch_plan]") {
   std::vector<PlanJob> huge = {job(&programs[1], 0, kMaxBuffers, 1, 1)};
   CHECK(packLaunches(huge, context(1), fakeResolve, &launches) == ncclInvalidUsage);
   CHECK(lastErrorMessage().find("not implemented yet") != std::string::npos);
-  // Tables that disagree with the Program.
-  std::vector<PlanJob> bad = {job(&programs[2], 0, 1, 1, 1)};
-  bad[0].counts.push_back(5);
+  // Tables shorter than the Program reads.
+  std::vector<PlanJob> bad = {job(&programs[2], 0, 2, 1, 1)};
+  bad[0].outputs.pop_back();
   CHECK(packLaunches(bad, context(1), fakeResolve, &launches) == ncclInternalError);
   // A resolver's failure is the packing's.
   std::vector<PlanJob> ok = {job(&programs[0], 0, 1, 1, 1)};
@@ -231,8 +251,7 @@ TEST_CASE("a CUDA build embeds the batch kernel's fatbin", "[launch_plan]") {
 namespace {
 
 // A fake driver whose device memory is host memory: enough to test what is uploaded when.
-int gAllocs = 0, gFrees = 0, gCopies = 0;
-CuStream const kCapturing = reinterpret_cast<CuStream>(0x42);
+int gAllocs = 0, gFrees = 0, gCopies = 0, gHostAllocs = 0;
 CudaDriver hostMemoryDriver() {
   CudaDriver d;
   d.cuGetErrorName = [](CuResult, const char** name) {
@@ -241,7 +260,8 @@ CudaDriver hostMemoryDriver() {
   };
   d.cuMemAlloc = [](CuDevicePtr* p, size_t bytes) {
     ++gAllocs;
-    *p = reinterpret_cast<CuDevicePtr>(malloc(bytes));
+    // cuMemAlloc's blocks are at least 256-byte aligned.
+    *p = reinterpret_cast<CuDevicePtr>(aligned_alloc(256, (bytes + 255) / 256 * 256));
     return kCuSuccess;
   };
   d.cuMemFree = [](CuDevicePtr p) {
@@ -249,8 +269,14 @@ CudaDriver hostMemoryDriver() {
     free(reinterpret_cast<void*>(p));
     return kCuSuccess;
   };
-  d.cuStreamIsCapturing = [](CuStream stream, int* status) {
-    *status = stream == kCapturing ? 1 : kCuStreamCaptureStatusNone;  // 1: ..._ACTIVE
+  d.cuMemHostAlloc = [](void** p, size_t bytes, unsigned) {
+    ++gHostAllocs;
+    *p = malloc(bytes);
+    return kCuSuccess;
+  };
+  d.cuMemFreeHost = [](void* p) {
+    --gHostAllocs;
+    free(p);
     return kCuSuccess;
   };
   d.cuMemcpyHtoDAsync = [](CuDevicePtr dst, const void* src, size_t bytes, CuStream) {
@@ -258,58 +284,67 @@ CudaDriver hostMemoryDriver() {
     memcpy(reinterpret_cast<void*>(dst), src, bytes);
     return kCuSuccess;
   };
-  d.cuStreamSynchronize = [](CuStream) { return kCuSuccess; };
   return d;
 }
 
 }  // namespace
 
-TEST_CASE("long-lived tables are uploaded once per contents", "[launch_plan]") {
-  gAllocs = gFrees = gCopies = 0;
+TEST_CASE("long-lived tables are uploaded once per contents, into an arena", "[launch_plan]") {
+  gAllocs = gFrees = gCopies = gHostAllocs = 0;
   CudaDriver cu = hostMemoryDriver();
   {
-    DeviceUploads uploads(cu, nullptr);
+    DeviceUploads uploads(cu);
+    REQUIRE(uploads.reserve(256) == ncclSuccess);  // what the engine does at init
+    CHECK(gAllocs == 1);
+    CHECK(gHostAllocs == 1);  // the chunk's page-locked twin
     int ring[4] = {0, 2, 1, 3};
     const int* d1 = nullptr;
     const int* d2 = nullptr;
-    REQUIRE(uploads.get(ring, 4, nullptr, &d1) == ncclSuccess);
+    REQUIRE(uploads.get(ring, 4, nullptr, false, &d1) == ncclSuccess);
     CHECK(d1 != ring);
     CHECK(std::memcmp(d1, ring, sizeof ring) == 0);
-    REQUIRE(uploads.get(ring, 4, nullptr, &d2) == ncclSuccess);
+    CHECK(gAllocs == 1);  // from the arena: no allocation per upload
+    REQUIRE(uploads.get(ring, 4, nullptr, false, &d2) == ncclSuccess);
     CHECK(d2 == d1);  // same contents: no new upload
     CHECK(uploads.uploads() == 1);
     ring[1] = 3;  // rewritten in place (the planner's grouped send/recv Programs are)
-    REQUIRE(uploads.get(ring, 4, nullptr, &d2) == ncclSuccess);
+    REQUIRE(uploads.get(ring, 4, nullptr, false, &d2) == ncclSuccess);
     CHECK(d2 != d1);
     CHECK(d2[1] == 3);
     CHECK(d1[1] == 2);  // the old copy stays valid for kernels still queued
     ring[1] = 2;        // back to the first contents: its copy is found again
-    REQUIRE(uploads.get(ring, 4, nullptr, &d2) == ncclSuccess);
+    REQUIRE(uploads.get(ring, 4, nullptr, false, &d2) == ncclSuccess);
     CHECK(d2 == d1);
     CHECK(uploads.uploads() == 2);
-    // Beyond kMaxVersions, the oldest copy is retired (freed at the end), not reused.
+    // Beyond kMaxVersions, the oldest copy is forgotten (its memory stays), not reused; the
+    // arena grows by a new chunk when full (256 bytes hold 4 copies of 64).
     for (int v = 0; v < static_cast<int>(DeviceUploads::kMaxVersions) + 2; ++v) {
       ring[0] = 100 + v;
-      REQUIRE(uploads.get(ring, 4, nullptr, &d2) == ncclSuccess);
+      REQUIRE(uploads.get(ring, 4, nullptr, false, &d2) == ncclSuccess);
       CHECK(d2[0] == 100 + v);
+      CHECK(reinterpret_cast<uintptr_t>(d2) % DeviceUploads::kAlign == 0);
     }
+    CHECK(uploads.chunks() > 1);
+    CHECK(gAllocs == static_cast<int>(uploads.chunks()));
+    CHECK(gCopies == static_cast<int>(uploads.uploads()));
     CHECK(gFrees == 0);
   }
-  CHECK(gAllocs == gCopies);
-  CHECK(gFrees == gAllocs);  // every copy freed with the communicator's uploads
+  CHECK(gFrees == gAllocs);  // every chunk freed with the communicator's uploads
+  CHECK(gHostAllocs == 0);
 }
 
 TEST_CASE("a stream being captured finds its copies but cannot upload", "[launch_plan]") {
   CudaDriver cu = hostMemoryDriver();
-  DeviceUploads uploads(cu, nullptr);
+  DeviceUploads uploads(cu);
+  REQUIRE(uploads.reserve(4096) == ncclSuccess);
   int ring[2] = {1, 0};
   const int* first = nullptr;
   const int* again = nullptr;
-  REQUIRE(uploads.get(ring, 2, nullptr, &first) == ncclSuccess);   // the warm-up call
-  CHECK(uploads.get(ring, 2, kCapturing, &again) == ncclSuccess);  // captured: found, no upload
+  REQUIRE(uploads.get(ring, 2, nullptr, false, &first) == ncclSuccess);  // the warm-up call
+  CHECK(uploads.get(ring, 2, nullptr, true, &again) == ncclSuccess);  // captured: found, no upload
   CHECK(again == first);
   ring[0] = 5;  // a new shape while capturing
-  CHECK(uploads.get(ring, 2, kCapturing, &again) == ncclInvalidUsage);
+  CHECK(uploads.get(ring, 2, nullptr, true, &again) == ncclInvalidUsage);
   CHECK(lastErrorMessage().find("before capturing") != std::string::npos);
   CHECK(uploads.uploads() == 1);
 }
