@@ -34,6 +34,13 @@ constexpr size_t kCount = 3000;  // not a multiple of any slot: the last slice i
 // Rank r's input: integers, so sums are exact in any order.
 int32_t inputOf(int rank, size_t i) { return static_cast<int32_t>((rank + 1) * 1000 + i % 997); }
 
+// The sum over ranks 0..n-1 of inputOf(r, i).
+int64_t sumOfInputs(int n, size_t i) {
+  int64_t sum = 0;
+  for (int r = 0; r < n; ++r) sum += inputOf(r, i);
+  return sum;
+}
+
 // Failures of the collectives on one rank of an n-rank communicator: all-reduce (sum),
 // all-gather, broadcast from the last rank, reduce-scatter; each result checked element by
 // element. Called by every rank (threads or processes).
@@ -44,11 +51,7 @@ int collectiveFailures(ncclComm_t comm, int n, int rank) {
   if (ncclAllReduce(send.data(), recv.data(), kCount, ncclInt32, ncclSum, comm, nullptr) !=
       ncclSuccess)
     return 1000;
-  for (size_t i = 0; i < kCount; ++i) {
-    int64_t want = 0;
-    for (int r = 0; r < n; ++r) want += inputOf(r, i);
-    failures += recv[i] != want;
-  }
+  for (size_t i = 0; i < kCount; ++i) failures += recv[i] != sumOfInputs(n, i);
   std::vector<int32_t> gathered(kCount * n, -1);
   if (ncclAllGather(send.data(), gathered.data(), kCount, ncclInt32, comm, nullptr) != ncclSuccess)
     return 1000;
@@ -64,11 +67,7 @@ int collectiveFailures(ncclComm_t comm, int n, int rank) {
   if (ncclReduceScatter(block.data(), mine.data(), kCount, ncclInt32, ncclSum, comm, nullptr) !=
       ncclSuccess)
     return 1000;
-  for (size_t i = 0; i < kCount; ++i) {
-    int64_t want = 0;
-    for (int r = 0; r < n; ++r) want += inputOf(r, rank * kCount + i);
-    failures += mine[i] != want;
-  }
+  for (size_t i = 0; i < kCount; ++i) failures += mine[i] != sumOfInputs(n, rank * kCount + i);
   return failures;
 }
 
@@ -89,6 +88,14 @@ ncclResult_t growRank(const std::vector<ncclComm_t>& old, int nRanks, const nccl
   return ncclCommGrow(nullptr, nRanks, &id, r, out, config);
 }
 
+// n communicators of one process (ncclCommInitAll) and a grow id from rank 0's.
+std::vector<ncclComm_t> parentWithGrowId(int n, ncclUniqueId* id) {
+  std::vector<ncclComm_t> old(n, nullptr);
+  REQUIRE(ncclCommInitAll(old.data(), n, nullptr) == ncclSuccess);
+  REQUIRE(ncclCommGetUniqueId(old[0], id) == ncclSuccess);
+  return old;
+}
+
 void destroyAll(const std::vector<ncclComm_t>& comms) {
   for (ncclComm_t c : comms)
     if (c) CHECK(ncclCommDestroy(c) == ncclSuccess);
@@ -100,10 +107,8 @@ TEST_CASE("2 ranks grow to 4 (threads): old ranks kept, new ones after; collecti
           "[grow]") {
   for (auto [n, nRanks] : {std::pair{2, 4}, std::pair{1, 3}, std::pair{3, 4}}) {
     INFO(n << " ranks grow to " << nRanks);
-    std::vector<ncclComm_t> old(n, nullptr);
-    REQUIRE(ncclCommInitAll(old.data(), n, nullptr) == ncclSuccess);
     ncclUniqueId id;
-    REQUIRE(ncclCommGetUniqueId(old[0], &id) == ncclSuccess);
+    std::vector<ncclComm_t> old = parentWithGrowId(n, &id);
     std::vector<ncclComm_t> big(nRanks, nullptr);
     std::vector<ncclResult_t> results(nRanks, ncclInternalError);
     std::vector<int> failures(nRanks, -1);
@@ -127,10 +132,8 @@ TEST_CASE("2 ranks grow to 4 (threads): old ranks kept, new ones after; collecti
 
 TEST_CASE("a grow id is single-use; one id at a time per communicator", "[grow]") {
   const int n = 2, nRanks = 3;
-  std::vector<ncclComm_t> old(n, nullptr);
-  REQUIRE(ncclCommInitAll(old.data(), n, nullptr) == ncclSuccess);
   ncclUniqueId id, other;
-  REQUIRE(ncclCommGetUniqueId(old[0], &id) == ncclSuccess);
+  std::vector<ncclComm_t> old = parentWithGrowId(n, &id);
   EXPECT_REFUSED(ncclCommGetUniqueId(old[0], &other), ncclInvalidUsage, "not consumed yet");
   std::vector<ncclComm_t> big(nRanks, nullptr);
   std::vector<ncclResult_t> results(nRanks, ncclInternalError);
@@ -184,10 +187,8 @@ TEST_CASE("a grow id is single-use; one id at a time per communicator", "[grow]"
 
 TEST_CASE("grow inside a group: one thread drives the existing and the new ranks", "[grow]") {
   const int n = 2, nRanks = 4;
-  std::vector<ncclComm_t> old(n, nullptr);
-  REQUIRE(ncclCommInitAll(old.data(), n, nullptr) == ncclSuccess);
   ncclUniqueId id;
-  REQUIRE(ncclCommGetUniqueId(old[0], &id) == ncclSuccess);
+  std::vector<ncclComm_t> old = parentWithGrowId(n, &id);
   std::vector<ncclComm_t> big(nRanks, nullptr);
   REQUIRE(ncclGroupStart() == ncclSuccess);
   for (int r = 0; r < nRanks; ++r) REQUIRE(growRank(old, nRanks, id, r, &big[r]) == ncclSuccess);
@@ -205,11 +206,7 @@ TEST_CASE("grow inside a group: one thread drives the existing and the new ranks
   REQUIRE(ncclGroupEnd() == ncclSuccess);
   int wrong = 0;
   for (int r = 0; r < nRanks; ++r)
-    for (size_t i = 0; i < kCount; ++i) {
-      int64_t want = 0;
-      for (int q = 0; q < nRanks; ++q) want += inputOf(q, i);
-      wrong += recv[r * kCount + i] != want;
-    }
+    for (size_t i = 0; i < kCount; ++i) wrong += recv[r * kCount + i] != sumOfInputs(nRanks, i);
   CHECK(wrong == 0);
   destroyAll(big);
   destroyAll(old);
@@ -217,10 +214,8 @@ TEST_CASE("grow inside a group: one thread drives the existing and the new ranks
 
 TEST_CASE("non-blocking grow answers ncclInProgress and becomes ready", "[grow]") {
   const int n = 2, nRanks = 3;
-  std::vector<ncclComm_t> old(n, nullptr);
-  REQUIRE(ncclCommInitAll(old.data(), n, nullptr) == ncclSuccess);
   ncclUniqueId id;
-  REQUIRE(ncclCommGetUniqueId(old[0], &id) == ncclSuccess);
+  std::vector<ncclComm_t> old = parentWithGrowId(n, &id);
   std::vector<ncclComm_t> big(nRanks, nullptr);
   std::vector<ncclResult_t> first(nRanks), ready(nRanks);
   std::vector<int> failures(nRanks, -1);
@@ -249,12 +244,10 @@ TEST_CASE("non-blocking grow answers ncclInProgress and becomes ready", "[grow]"
 
 TEST_CASE("existing ranks that disagree all fail at once, naming the disagreement", "[grow]") {
   const int n = 2;
-  std::vector<ncclComm_t> old(n, nullptr);
-  REQUIRE(ncclCommInitAll(old.data(), n, nullptr) == ncclSuccess);
+  ncclUniqueId id;
+  std::vector<ncclComm_t> old = parentWithGrowId(n, &id);
   std::vector<ncclResult_t> results(n, ncclInternalError);
   std::vector<ncclComm_t> out(n, nullptr);
-  ncclUniqueId id;
-  REQUIRE(ncclCommGetUniqueId(old[0], &id) == ncclSuccess);
   struct Case {
     const char* what;
     bool withId[2];
@@ -286,10 +279,8 @@ TEST_CASE("a new rank that never comes: the others fail at NCCL_BOOTSTRAP_TIMEOU
           "[grow_timeout]") {
   ScopedEnv timeout{"NCCL_BOOTSTRAP_TIMEOUT", "1500"};
   const int n = 2, nRanks = 4;  // rank 3 never calls
-  std::vector<ncclComm_t> old(n, nullptr);
-  REQUIRE(ncclCommInitAll(old.data(), n, nullptr) == ncclSuccess);
   ncclUniqueId id;
-  REQUIRE(ncclCommGetUniqueId(old[0], &id) == ncclSuccess);
+  std::vector<ncclComm_t> old = parentWithGrowId(n, &id);
   std::vector<ncclComm_t> big(nRanks, nullptr);
   std::vector<ncclResult_t> results(nRanks, ncclInternalError);
   CapturedLog log;

@@ -451,6 +451,11 @@ TEST_CASE("elastic across hosts: a remote rank killed, shrunk out, a new process
           if (rep->initResult != ncclSuccess) return 10;
         }
         bool shrunk = proc == n, grown = proc == n;
+        auto become = [&](ncclComm_t next) {  // the old one was aborted or destroyed
+          comm = next;
+          ncclCommUserRank(comm, &rank);
+          ncclCommCount(comm, &nranks);
+        };
         while (iter < iters) {
           if (proc == victim && iter == killAt) raise(SIGKILL);
           ncclResult_t r = allReduce(comm, rank, nranks, iter, rep);
@@ -465,9 +470,7 @@ TEST_CASE("elastic across hosts: a remote rank killed, shrunk out, a new process
               return 12;
             }
             ncclCommAbort(comm);
-            comm = small;
-            ncclCommUserRank(comm, &rank);
-            ncclCommCount(comm, &nranks);
+            become(small);
             shrunk = true;
             continue;
           }
@@ -486,9 +489,7 @@ TEST_CASE("elastic across hosts: a remote rank killed, shrunk out, a new process
               return 14;
             }
             ncclCommDestroy(comm);
-            comm = big;
-            ncclCommUserRank(comm, &rank);
-            ncclCommCount(comm, &nranks);
+            become(big);
             grown = true;
           }
         }
