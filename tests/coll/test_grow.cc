@@ -349,3 +349,56 @@ TEST_CASE("2 processes grow to 4 with 2 new processes; a second use of the id is
   });
   CHECK(failed == 0);
 }
+
+TEST_CASE("a non-blocking grow whose new rank never comes: the error shows in the async state",
+          "[grow_timeout]") {
+  ScopedEnv timeout{"NCCL_BOOTSTRAP_TIMEOUT", "1500"};
+  const int n = 2, nRanks = 3;  // rank 2 never calls
+  ncclUniqueId id;
+  std::vector<ncclComm_t> old = parentWithGrowId(n, &id);
+  std::vector<ncclComm_t> big(n, nullptr);
+  std::vector<ncclResult_t> first(n), state(n);
+  runThreads(n, [&](int r) {
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.blocking = 0;
+    first[r] = growRank(old, nRanks, id, r, &big[r], &config);
+    state[r] = big[r] ? waitCommReady(big[r]) : ncclInternalError;
+  });
+  for (int r = 0; r < n; ++r) {
+    INFO("rank " << r);
+    CHECK((first[r] == ncclInProgress || first[r] == ncclRemoteError));
+    CHECK(state[r] == ncclRemoteError);
+    // The failed communicator refuses work and says why: the grow's root (its own wait timed
+    // out, or the root gave up first and said so).
+    int x = 0;
+    CHECK(ncclAllReduce(&x, &x, 1, ncclInt32, ncclSum, big[r], nullptr) != ncclSuccess);
+    const std::string why = ncclGetLastError(big[r]);
+    INFO(why);
+    CHECK(why.find("has an error from earlier: bootstrap") != std::string::npos);
+    CHECK(why.find("root") != std::string::npos);
+  }
+  for (ncclComm_t c : big) CHECK(ncclCommAbort(c) == ncclSuccess);
+  destroyAll(old);
+}
+
+TEST_CASE("abort ends a non-blocking grow that waits for a missing new rank", "[grow]") {
+  // The default NCCL_BOOTSTRAP_TIMEOUT (30 s): only the abort can end the wait this soon.
+  ncclUniqueId id;
+  std::vector<ncclComm_t> old = parentWithGrowId(1, &id);
+  ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+  config.blocking = 0;
+  ncclComm_t big = nullptr;
+  REQUIRE(ncclCommGrow(old[0], 2, &id, -1, &big, &config) == ncclInProgress);
+  REQUIRE(big != nullptr);
+  std::this_thread::sleep_for(std::chrono::milliseconds(100));
+  ncclResult_t state;
+  CHECK(ncclCommGetAsyncError(big, &state) == ncclSuccess);
+  CHECK(state == ncclInProgress);
+  auto start = std::chrono::steady_clock::now();
+  CHECK(ncclCommAbort(big) == ncclSuccess);
+  auto ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
+                                                                  start)
+                .count();
+  CHECK(ms < 5000);
+  destroyAll(old);
+}
