@@ -43,13 +43,13 @@
 
 extern char** environ;
 
-#define COUNT 65536     /* floats per all-reduce */
-#define KILL_AT 3       /* the victim dies before this iteration's all-reduce */
-#define GROW_AFTER 3    /* iterations on the shrunk communicator before growing back */
-#define VICTIM 1        /* the original rank that dies */
-#define CTL_IN 3        /* a rank's fd: from the launcher (who died) */
-#define CTL_OUT 4       /* a rank's fd: to the launcher (the grow id) */
-#define LIMIT_S 120     /* the launcher kills everything after this */
+#define COUNT 65536  /* floats per all-reduce */
+#define KILL_AT 3    /* the victim dies before this iteration's all-reduce */
+#define GROW_AFTER 3 /* iterations on the shrunk communicator before growing back */
+#define VICTIM 1     /* the original rank that dies */
+#define CTL_IN 3     /* a rank's fd: from the launcher (who died) */
+#define CTL_OUT 4    /* a rank's fd: to the launcher (the grow id) */
+#define LIMIT_S 120  /* the launcher kills everything after this */
 #define MAX_PROCS 64
 
 static double nowMs(void) {
@@ -102,14 +102,14 @@ static int readFull(int fd, void* buf, size_t n, int timeoutMs) {
 
 /* ---- one rank ---------------------------------------------------------------------------- */
 
-#define RANK_CHECK(call)                                                                   \
-  do {                                                                                     \
-    ncclResult_t r_ = (call);                                                              \
-    if (r_ != ncclSuccess) {                                                               \
-      fprintf(stderr, "elastic[%d]: %s failed: %s: %s\n", getpid(), #call,                 \
-              ncclGetErrorString(r_), ncclGetLastError(NULL));                             \
-      return 1;                                                                            \
-    }                                                                                      \
+#define RANK_CHECK(call)                                                                           \
+  do {                                                                                             \
+    ncclResult_t r_ = (call);                                                                      \
+    if (r_ != ncclSuccess) {                                                                       \
+      fprintf(stderr, "elastic[%d]: %s failed: %s: %s\n", getpid(), #call, ncclGetErrorString(r_), \
+              ncclGetLastError(NULL));                                                             \
+      return 1;                                                                                    \
+    }                                                                                              \
   } while (0)
 
 /* Rank `rank` of n's input at iteration `it`: small integers, so every sum is exact. */
@@ -136,8 +136,7 @@ static int runRank(int origRank, int nranks, int iters, const ncclUniqueId* id, 
     int resume = 0;
     RANK_CHECK(ncclBroadcast(&resume, &resume, 1, ncclInt32, 0, comm, NULL));
     it = resume;
-    printf("elastic: replacement joined as rank %d of %d at iteration %d\n", origRank, nranks,
-           it);
+    printf("elastic: replacement joined as rank %d of %d at iteration %d\n", origRank, nranks, it);
   } else {
     RANK_CHECK(ncclCommInitRank(&comm, nranks, *id, origRank));
   }
@@ -150,8 +149,8 @@ static int runRank(int origRank, int nranks, int iters, const ncclUniqueId* id, 
     ncclResult_t rc = ncclAllReduce(send, recv, COUNT, ncclFloat, ncclSum, comm, NULL);
     if (rc != ncclSuccess) {
       /* A peer is gone. The launcher says which; shrink it out, redo the iteration. */
-      printf("elastic: rank %d: iteration %d failed after %.0f ms: %s\n", rank, it,
-             nowMs() - t0, ncclGetErrorString(rc));
+      printf("elastic: rank %d: iteration %d failed after %.0f ms: %s\n", rank, it, nowMs() - t0,
+             ncclGetErrorString(rc));
       if (shrunkAt >= 0) return 1; /* one failure is the scenario; a second is not */
       int32_t dead = -1;
       if (readFull(CTL_IN, &dead, sizeof(dead), 60000) != 0) {
@@ -171,8 +170,8 @@ static int runRank(int origRank, int nranks, int iters, const ncclUniqueId* id, 
     }
     int wrong = resultWrong(recv, n, it);
     if (wrong) {
-      fprintf(stderr, "elastic: rank %d: iteration %d on %d ranks: %d wrong values\n", rank, it,
-              n, wrong);
+      fprintf(stderr, "elastic: rank %d: iteration %d on %d ranks: %d wrong values\n", rank, it, n,
+              wrong);
       return 1;
     }
     ++it;
@@ -351,9 +350,10 @@ static int launch(int nranks, int iters) {
     fprintf(stderr, "elastic: FAILED (%d problems)\n", failures);
     return 1;
   }
-  printf("elastic: %d ranks, rank %d killed at iteration %d, shrunk to %d, grew back to %d; "
-         "%d iterations exact; /dev/shm clean: OK\n",
-         nranks, VICTIM, KILL_AT, nranks - 1, nranks, iters);
+  printf(
+      "elastic: %d ranks, rank %d killed at iteration %d, shrunk to %d, grew back to %d; "
+      "%d iterations exact; /dev/shm clean: OK\n",
+      nranks, VICTIM, KILL_AT, nranks - 1, nranks, iters);
   return 0;
 }
 

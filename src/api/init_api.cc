@@ -157,8 +157,8 @@ NCCL_API(ncclResult_t, ncclCommGrow, ncclComm_t comm, int nRanks, const ncclUniq
                   "rank is %d; ranks of the existing communicator pass -1 (they keep theirs)",
                   rank);
     if (nRanks <= comm->nranks)
-      return fail(ncclInvalidArgument, where, "nRanks %d must exceed the communicator's %d",
-                  nRanks, comm->nranks);
+      return fail(ncclInvalidArgument, where, "nRanks %d must exceed the communicator's %d", nRanks,
+                  comm->nranks);
     int growFrom = 0;
     if (uniqueId) RINGCC_CHECK(bootstrapGrowFrom(*uniqueId, where, &growFrom));
     CommConfig cfg = comm->config;
@@ -170,8 +170,7 @@ NCCL_API(ncclResult_t, ncclCommGrow, ncclComm_t comm, int nRanks, const ncclUniq
     return enqueueDeferred([=] {
       ApiGuard held;
       RINGCC_CHECK(held.enterReady(comm, where));
-      return finishInit(commGrow(comm, nRanks, coordinator ? &id : nullptr, newcomm, cfg),
-                        newcomm);
+      return finishInit(commGrow(comm, nRanks, coordinator ? &id : nullptr, newcomm, cfg), newcomm);
     });
   }
   if (uniqueId == nullptr)
@@ -186,8 +185,8 @@ NCCL_API(ncclResult_t, ncclCommGrow, ncclComm_t comm, int nRanks, const ncclUniq
   RINGCC_CHECK(bootstrapGrowFrom(*uniqueId, where, &growFrom));
   if (nRanks <= growFrom)
     return fail(ncclInvalidArgument, where,
-                "nRanks %d must exceed the size %d of the communicator the uniqueId grows",
-                nRanks, growFrom);
+                "nRanks %d must exceed the size %d of the communicator the uniqueId grows", nRanks,
+                growFrom);
   if (rank < growFrom || rank >= nRanks)
     return fail(ncclInvalidArgument, where,
                 "rank %d is out of range [%d, %d): ranks 0..%d are the existing ones, new "

@@ -67,10 +67,12 @@ ncclResult_t bootstrapGrowExisting(Bootstrap& parent, GrowRole role, const ncclU
   RINGCC_CHECK(bootstrapGrowFrom(grownId, kWhere, &growFrom));
   if (growFrom != n)
     return fail(ncclInvalidUsage, kWhere,
-                "rank %d's uniqueId grows a communicator of %d ranks, this one has %d",
-                coordinator, growFrom, n);
-  LOG_INFO(kLogInit | kLogBootstrap, "grow: rank %d of %d joins the rendezvous of %d ranks "
-           "(coordinator rank %d)", me, n, nRanks, coordinator);
+                "rank %d's uniqueId grows a communicator of %d ranks, this one has %d", coordinator,
+                growFrom, n);
+  LOG_INFO(kLogInit | kLogBootstrap,
+           "grow: rank %d of %d joins the rendezvous of %d ranks "
+           "(coordinator rank %d)",
+           me, n, nRanks, coordinator);
   return Bootstrap::create(grownId, me, nRanks, abortFlag, out);
 }
 

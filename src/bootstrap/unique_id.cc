@@ -93,8 +93,7 @@ ncclResult_t bootstrapParseId(const ncclUniqueId& id, BootstrapId* out) {
   f.magic = l.magic;
   f.fromCommId = (l.flags & kFlagCommId) != 0;
   if (l.growFrom < 0 || l.growFrom >= wire::kMaxRanks)
-    return fail(ncclInvalidArgument, "bootstrap", "unique id names a grow of %d ranks",
-                l.growFrom);
+    return fail(ncclInvalidArgument, "bootstrap", "unique id names a grow of %d ranks", l.growFrom);
   f.growFrom = l.growFrom;
   *out = f;
   return ncclSuccess;

@@ -273,8 +273,8 @@ using ParentHold = std::shared_ptr<CallGuard>;
 
 }  // namespace
 
-ncclResult_t commGrow(Communicator* parent, int nRanks, const ncclUniqueId* id,
-                      Communicator** out, const CommConfig& config) {
+ncclResult_t commGrow(Communicator* parent, int nRanks, const ncclUniqueId* id, Communicator** out,
+                      const CommConfig& config) {
   GrowRole role = takeGrowId(parent, id);
   ErrorCause refusal = role == GrowRole::kRefused ? lastError() : ErrorCause{};
   Communicator* comm = newComm(parent->rank, nRanks, config);

@@ -1,6 +1,6 @@
 // Creating and ending communicators: the logic behind ncclCommInit*, ncclCommSplit,
-// ncclCommShrink, ncclCommGrow, ncclCommFinalize, ncclCommRevoke, ncclCommDestroy and ncclCommAbort.
-// Arguments are checked by src/api before they get here.
+// ncclCommShrink, ncclCommGrow, ncclCommFinalize, ncclCommRevoke, ncclCommDestroy and
+// ncclCommAbort. Arguments are checked by src/api before they get here.
 #pragma once
 
 #include <vector>
@@ -37,8 +37,8 @@ ncclResult_t commGrowId(Communicator* comm, ncclUniqueId* id);
 // ncclCommGrow on a rank of `parent` (collective over its ranks): the grown communicator of
 // nRanks ranks, in which this rank keeps its rank. `id` is non-null on the coordinator only,
 // and must be the unconsumed id of parent's commGrowId (consumed here, whatever the outcome).
-ncclResult_t commGrow(Communicator* parent, int nRanks, const ncclUniqueId* id,
-                      Communicator** out, const CommConfig& config);
+ncclResult_t commGrow(Communicator* parent, int nRanks, const ncclUniqueId* id, Communicator** out,
+                      const CommConfig& config);
 
 // ncclCommGrow on a new rank: joins the grow of `id` as `rank` of nRanks (checked by the
 // caller: rank in [the id's old size, nRanks)).

@@ -81,8 +81,8 @@ std::pair<int, int> shape(ncclComm_t comm) {
 
 // The grow call of rank r of the grown communicator: ranks below old.size() are existing
 // (old[r] is theirs), rank 0 the coordinator; the others are new.
-ncclResult_t growRank(const std::vector<ncclComm_t>& old, int nRanks, const ncclUniqueId& id,
-                      int r, ncclComm_t* out, ncclConfig_t* config = nullptr) {
+ncclResult_t growRank(const std::vector<ncclComm_t>& old, int nRanks, const ncclUniqueId& id, int r,
+                      ncclComm_t* out, ncclConfig_t* config = nullptr) {
   const int n = static_cast<int>(old.size());
   if (r < n) return ncclCommGrow(old[r], nRanks, r == 0 ? &id : nullptr, -1, out, config);
   return ncclCommGrow(nullptr, nRanks, &id, r, out, config);
@@ -200,8 +200,8 @@ TEST_CASE("grow inside a group: one thread drives the existing and the new ranks
   for (int r = 0; r < nRanks; ++r) {
     REQUIRE(big[r] != nullptr);
     CHECK(shape(big[r]) == std::pair{nRanks, r});
-    REQUIRE(ncclAllReduce(&send[r * kCount], &recv[r * kCount], kCount, ncclInt32, ncclSum,
-                          big[r], nullptr) == ncclSuccess);
+    REQUIRE(ncclAllReduce(&send[r * kCount], &recv[r * kCount], kCount, ncclInt32, ncclSum, big[r],
+                          nullptr) == ncclSuccess);
   }
   REQUIRE(ncclGroupEnd() == ncclSuccess);
   int wrong = 0;
@@ -262,8 +262,8 @@ TEST_CASE("existing ranks that disagree all fail at once, naming the disagreemen
     INFO(c.what);
     CapturedLog log;
     runThreads(n, [&](int r) {
-      results[r] = ncclCommGrow(old[r], c.nRanks[r], c.withId[r] ? &id : nullptr, -1, &out[r],
-                                nullptr);
+      results[r] =
+          ncclCommGrow(old[r], c.nRanks[r], c.withId[r] ? &id : nullptr, -1, &out[r], nullptr);
     });
     INFO(log.text());
     for (int r = 0; r < n; ++r) {

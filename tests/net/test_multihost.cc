@@ -401,9 +401,10 @@ TEST_CASE("the namespaces are gone after a lab", "[net_faults]") {
   CHECK(list.find(name) == std::string::npos);
 }
 
-TEST_CASE("elastic across hosts: a remote rank killed, shrunk out, a new process on its host "
-          "grown in; every all-reduce exact",
-          "[net_elastic]") {
+TEST_CASE(
+    "elastic across hosts: a remote rank killed, shrunk out, a new process on its host "
+    "grown in; every all-reduce exact",
+    "[net_elastic]") {
   // Hosts 0 and 1, two ranks each; rank 3 (host 1) dies before iteration 3. The survivors
   // shrink it out, run 2 iterations on 3 ranks, then rank 0 makes a grow id (its root on host
   // 0's veth) and a new process on host 1 (index 4 here) joins as rank 3.

@@ -182,9 +182,10 @@ TEST_CASE("ncclCommMemStats: a host communicator holds no GPU memory", "[api_232
   CHECK(ncclCommDestroy(comm) == ncclSuccess);
 }
 
-TEST_CASE("grow checks its arguments as NCCL documents them; suspend and resume say they are "
-          "not implemented",
-          "[api_232]") {
+TEST_CASE(
+    "grow checks its arguments as NCCL documents them; suspend and resume say they are "
+    "not implemented",
+    "[api_232]") {
   ncclComm_t comm = oneRankComm();
   ncclUniqueId plain{};
   REQUIRE(ncclGetUniqueId(&plain) == ncclSuccess);
@@ -220,8 +221,7 @@ TEST_CASE("grow checks its arguments as NCCL documents them; suspend and resume 
                  "nRanks 1 must exceed the size 1");
   EXPECT_REFUSED(ncclCommGrow(nullptr, 2, &plain, 1, &out, nullptr), ncclInvalidArgument,
                  "uniqueId was not made by ncclCommGetUniqueId");
-  EXPECT_REFUSED(ncclCommGrow(nullptr, 2, &id, 1, &out, &bad), ncclInvalidArgument,
-                 "magic is 0x0");
+  EXPECT_REFUSED(ncclCommGrow(nullptr, 2, &id, 1, &out, &bad), ncclInvalidArgument, "magic is 0x0");
   CHECK(out == nullptr);
   EXPECT_REFUSED(ncclCommSuspend(comm, 0x6), ncclInvalidArgument, "flags 0x6");
   EXPECT_REFUSED(ncclCommSuspend(nullptr, NCCL_SUSPEND_MEM), ncclInvalidArgument, "comm is NULL");
