@@ -288,8 +288,9 @@ ncclResult_t commGrow(Communicator* parent, int nRanks, const ncclUniqueId* id, 
                                      &c->bootstrap);
       },
       out);
-  // A refused id: every rank fails, this one with its own cause rather than the echo.
-  if (role == GrowRole::kRefused && r != ncclInProgress) {
+  // A refused id: every rank fails (the exchange always does then), this one with its own
+  // cause rather than the echo of it.
+  if (role == GrowRole::kRefused && r != ncclInProgress && r != ncclSuccess) {
     adoptError(refusal);
     return ncclInvalidUsage;
   }
