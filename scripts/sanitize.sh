@@ -34,6 +34,8 @@ TAKE+='|^lifecycle_ucx \[(lifecycle|split|shrink|abort)\]$'
 TAKE+='|^lifecycle \[lifecycle_fork\]$|^collectives \[coll_(fork|tree_fork)\]$|^bootstrap_fault \[bootstrap_fault_fork\]$'
 TAKE+='|^fault \[fault_(kill|exit|shrink|shm|abort|timeout|init|errors)\]$|^mismatch '
 TAKE+='|^monitor \[(trace|hang)\]$|^net \[net_faults\]$'
+# Grow (threads, processes, timeouts) and the elastic loop end to end, on one host and across hosts.
+TAKE+='|^grow \[|^example_elastic$|^net \[net_elastic\]$'
 mapfile -t tests < <(scripts/select_tests.py "$BUILD" "$TAKE" names)
 [ ${#tests[@]} -gt 0 ] || exit 1
 # Only what those groups run is built (their test programs, the library, the tools they start).

@@ -25,6 +25,8 @@ fi
 # core [ranks] checks that its process runs no other thread, which TSan's runtime thread breaks.
 TAKE='^core \[(params|log|errors)\]$|^bootstrap \[(bootstrap|socket)\]$|^bootstrap_fault \[bootstrap_fault\]$'
 TAKE+='|^lifecycle \[(lifecycle|split|shrink|abort)\]$|^lifecycle_ucx \[(lifecycle|abort)\]$'
+# Grow on threads: existing and new ranks, a group, non-blocking grows, abort, timeouts.
+TAKE+='|^grow \[(grow|grow_timeout)\]$'
 # The other protocols and the proxy thread (UCX), on the quick groups.
 TAKE+='|^collectives_(ll|direct|ucx) \[coll_(p2p|group)\]$'
 TAKE+='|^collectives \[coll_(allreduce|reducescatter|rooted|gather|p2p|group|channels)\]$'

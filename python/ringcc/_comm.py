@@ -19,6 +19,7 @@ INT8, UINT8, INT32, UINT32, INT64, UINT64 = 0, 1, 2, 3, 4, 5
 FLOAT16, FLOAT32, FLOAT64, BFLOAT16 = 6, 7, 8, 9
 SUM, PROD, MAX, MIN, AVG = 0, 1, 2, 3, 4
 _SCALAR_HOST_IMMEDIATE = 1
+SHRINK_DEFAULT, SHRINK_ABORT = 0, 1  # NCCL_SHRINK_* (include/nccl.h)
 
 
 def library():
@@ -63,6 +64,13 @@ class NcclError(RuntimeError):
         super().__init__(text)
 
 
+def _unique_id(unique_id):
+    if len(unique_id) != _lib.UNIQUE_ID_BYTES:
+        raise ValueError(f"ringcc: a unique id has {_lib.UNIQUE_ID_BYTES} bytes, "
+                         f"got {len(unique_id)}")
+    return _lib.UniqueId.from_buffer_copy(unique_id)
+
+
 class Communicator:
     """One rank's ringcc communicator. Not thread-safe: drive it from one thread."""
 
@@ -77,18 +85,70 @@ class Communicator:
         return ctypes.string_at(ctypes.addressof(uid), _lib.UNIQUE_ID_BYTES)
 
     def __init__(self, unique_id, nranks, rank):
-        if len(unique_id) != _lib.UNIQUE_ID_BYTES:
-            raise ValueError(f"ringcc: a unique id has {_lib.UNIQUE_ID_BYTES} bytes, "
-                             f"got {len(unique_id)}")
+        uid = _unique_id(unique_id)
         if not 0 <= rank < nranks:
             raise ValueError(f"ringcc: rank {rank} is outside 0..{nranks - 1}")
         self.lib = library()
         self.nranks, self.rank = nranks, rank
-        uid = _lib.UniqueId.from_buffer_copy(unique_id)
         comm = ctypes.c_void_p()
         self._check("ncclCommInitRank", self.lib.ncclCommInitRank(
             ctypes.byref(comm), nranks, uid, rank), with_comm=False)
         self.handle = comm
+
+    @classmethod
+    def _adopt(cls, handle):
+        """A Communicator for a handle ringcc made (shrink, grow)."""
+        self = cls.__new__(cls)
+        self.lib, self.handle = library(), handle
+        count, rank = ctypes.c_int(0), ctypes.c_int(-1)
+        self._check("ncclCommCount", self.lib.ncclCommCount(handle, ctypes.byref(count)))
+        self._check("ncclCommUserRank", self.lib.ncclCommUserRank(handle, ctypes.byref(rank)))
+        self.nranks, self.rank = count.value, rank.value
+        return self
+
+    # Elastic jobs: shrink out dead ranks, grow back with new processes (docs/elastic.md).
+    def shrink(self, exclude, abort=True):
+        """ncclCommShrink: a new Communicator without the ranks in `exclude` (which do not
+        call it; they may be dead), the others renumbered in order. abort=True
+        (NCCL_SHRINK_ABORT) first ends what this communicator still runs: the usual case after
+        a failure. This communicator stays; destroy or abort it."""
+        exclude = list(exclude)
+        ranks = (ctypes.c_int * max(1, len(exclude)))(*exclude)
+        out = ctypes.c_void_p()
+        self._check("ncclCommShrink", self.lib.ncclCommShrink(
+            self.handle, ranks, len(exclude), ctypes.byref(out), None,
+            SHRINK_ABORT if abort else SHRINK_DEFAULT))
+        return Communicator._adopt(out)
+
+    def grow_unique_id(self):
+        """ncclCommGetUniqueId: the single-use id (bytes) a grow of this communicator needs.
+        One rank (the coordinator) makes it, hands it to the new processes out of band, and
+        passes it to grow(); the other existing ranks pass none."""
+        uid = _lib.UniqueId()
+        self._check("ncclCommGetUniqueId", self.lib.ncclCommGetUniqueId(
+            self.handle, ctypes.byref(uid)))
+        return ctypes.string_at(ctypes.addressof(uid), _lib.UNIQUE_ID_BYTES)
+
+    def grow(self, nranks, unique_id=None):
+        """ncclCommGrow on an existing rank (every one calls it): a new Communicator of
+        nranks ranks in which this rank keeps its rank. unique_id: the coordinator's
+        grow_unique_id(), None on the other existing ranks."""
+        uid = None if unique_id is None else ctypes.byref(_unique_id(unique_id))
+        out = ctypes.c_void_p()
+        self._check("ncclCommGrow", self.lib.ncclCommGrow(
+            self.handle, nranks, uid, -1, ctypes.byref(out), None))
+        return Communicator._adopt(out)
+
+    @staticmethod
+    def join(unique_id, nranks, rank):
+        """ncclCommGrow on a new process: joins the grow of `unique_id` (the coordinator's
+        grow_unique_id()) as `rank` (at least the old size) of nranks."""
+        out = ctypes.c_void_p()
+        rc = library().ncclCommGrow(None, nranks, ctypes.byref(_unique_id(unique_id)), rank,
+                                    ctypes.byref(out), None)
+        if rc:
+            raise NcclError("ncclCommGrow", rc, _last_error(None))
+        return Communicator._adopt(out)
 
     def _check(self, call, rc, with_comm=True):
         if rc:

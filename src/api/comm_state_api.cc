@@ -1,8 +1,8 @@
-// Communicator calls of NCCL 2.29-2.32 beyond init and teardown: growing a communicator,
-// suspending its memory, and what memory it holds.
+// Communicator calls of NCCL 2.29-2.32 beyond init and teardown: suspending its memory, and
+// what memory it holds. (Growing, ncclCommGetUniqueId and ncclCommGrow, is in init_api.cc.)
 //
 // ncclCommMemStats is answered truthfully where ringcc knows: a host communicator holds no GPU
-// memory, and none is ever suspended. Growing and suspending are not implemented yet: their
+// memory, and none is ever suspended. Suspending is not implemented yet: its
 // arguments are checked as NCCL checks them (ncclInvalidArgument naming the argument), then
 // they answer ncclInvalidUsage with a WARN saying so; never a silent success.
 #include "src/api/api.h"
@@ -17,43 +17,6 @@ ncclResult_t notImplemented(const char* name, const char* why) {
 }
 
 }  // namespace
-
-NCCL_API(ncclResult_t, ncclCommGetUniqueId, ncclComm_t comm, ncclUniqueId* uniqueId) {
-  const char* where = "ncclCommGetUniqueId";
-  ApiGuard guard;
-  RINGCC_CHECK(guard.enterReady(comm, where));
-  RINGCC_CHECK(checkNotNull(uniqueId, "uniqueId", where));
-  return notImplemented(where, "its id is only for ncclCommGrow, which ringcc lacks");
-}
-
-NCCL_API(ncclResult_t, ncclCommGrow, ncclComm_t comm, int nRanks, const ncclUniqueId* uniqueId,
-         int rank, ncclComm_t* newcomm, ncclConfig_t* config) {
-  const char* where = "ncclCommGrow";
-  RINGCC_CHECK(checkNotNull(newcomm, "newcomm (output pointer)", where));
-  *newcomm = nullptr;
-  ApiGuard guard;
-  if (comm != nullptr) {
-    // A rank of the existing communicator: rank is -1, and the new size is larger.
-    RINGCC_CHECK(guard.enterReady(comm, where));
-    if (rank != -1)
-      return fail(ncclInvalidArgument, where,
-                  "rank is %d; ranks of the existing communicator pass -1", rank);
-    if (nRanks <= comm->nranks)
-      return fail(ncclInvalidArgument, where, "nRanks %d must exceed the communicator's %d", nRanks,
-                  comm->nranks);
-  } else {
-    // A new rank: it brings the id, and its rank in the grown communicator.
-    RINGCC_CHECK(checkNotNull(uniqueId, "uniqueId (a new rank's, with comm NULL)", where));
-    if (nRanks < 1) return fail(ncclInvalidArgument, where, "nRanks %d must be >= 1", nRanks);
-    if (rank < 0 || rank >= nRanks)
-      return fail(ncclInvalidArgument, where, "rank %d is out of range [0, %d)", rank, nRanks);
-  }
-  CommConfig cfg;
-  RINGCC_CHECK(readConfig(config, where, &cfg));
-  return notImplemented(where,
-                        "a communicator cannot take new ranks; make a new one with "
-                        "ncclCommInitRank");
-}
 
 NCCL_API(ncclResult_t, ncclCommSuspend, ncclComm_t comm, int flags) {
   const char* where = "ncclCommSuspend";

@@ -5,6 +5,7 @@
 
 #include "src/api/api.h"
 #include "src/base/log.h"
+#include "src/bootstrap/grow.h"
 #include "src/bootstrap/unique_id.h"
 #include "src/core/engine.h"
 #include "src/exec/group.h"
@@ -129,6 +130,73 @@ NCCL_API(ncclResult_t, ncclCommShrink, ncclComm_t comm, int* excludeRanksList,
   CommConfig cfg = comm->config;
   if (config) RINGCC_CHECK(readConfig(config, where, &cfg));
   return finishInit(commShrink(comm, exclude, newcomm, cfg, shrinkFlags), newcomm);
+}
+
+NCCL_API(ncclResult_t, ncclCommGetUniqueId, ncclComm_t comm, ncclUniqueId* uniqueId) {
+  const char* where = "ncclCommGetUniqueId";
+  ApiGuard guard;
+  RINGCC_CHECK(guard.enterReady(comm, where));
+  RINGCC_CHECK(checkNotNull(uniqueId, "uniqueId", where));
+  return commGrowId(comm, uniqueId);
+}
+
+// NCCL's rules: an existing rank passes its communicator and rank -1 (it keeps its rank), the
+// coordinator (the rank that called ncclCommGetUniqueId) also the id, the others NULL; a new
+// rank passes comm NULL, the id and its rank, at least the old size. nRanks exceeds the old
+// size. A NULL config: the parent's (existing ranks) or the defaults (new ranks).
+NCCL_API(ncclResult_t, ncclCommGrow, ncclComm_t comm, int nRanks, const ncclUniqueId* uniqueId,
+         int rank, ncclComm_t* newcomm, ncclConfig_t* config) {
+  const char* where = "ncclCommGrow";
+  RINGCC_CHECK(checkNotNull(newcomm, "newcomm (output pointer)", where));
+  *newcomm = nullptr;
+  if (comm != nullptr) {
+    ApiGuard guard;
+    RINGCC_CHECK(guard.enterReady(comm, where));
+    if (rank != -1)
+      return fail(ncclInvalidArgument, where,
+                  "rank is %d; ranks of the existing communicator pass -1 (they keep theirs)",
+                  rank);
+    if (nRanks <= comm->nranks)
+      return fail(ncclInvalidArgument, where, "nRanks %d must exceed the communicator's %d", nRanks,
+                  comm->nranks);
+    int growFrom = 0;
+    if (uniqueId) RINGCC_CHECK(bootstrapGrowFrom(*uniqueId, where, &growFrom));
+    CommConfig cfg = comm->config;
+    if (config) RINGCC_CHECK(readConfig(config, where, &cfg));
+    const ncclUniqueId id = uniqueId ? *uniqueId : ncclUniqueId{};
+    const bool coordinator = uniqueId != nullptr;
+    // Inside a group, the grow runs at ncclGroupEnd with the group's other inits and grows
+    // (one thread may drive several ranks); the parent must still be live by then.
+    return enqueueDeferred([=] {
+      ApiGuard held;
+      RINGCC_CHECK(held.enterReady(comm, where));
+      return finishInit(commGrow(comm, nRanks, coordinator ? &id : nullptr, newcomm, cfg), newcomm);
+    });
+  }
+  if (uniqueId == nullptr)
+    return fail(ncclInvalidArgument, where,
+                "comm and uniqueId are both NULL: a new rank passes the id of "
+                "ncclCommGetUniqueId, an existing rank its communicator");
+  if (rank == -1)
+    return fail(ncclInvalidArgument, where,
+                "comm is NULL and rank is -1: a new rank passes its rank in the grown "
+                "communicator, an existing rank its communicator");
+  int growFrom = 0;
+  RINGCC_CHECK(bootstrapGrowFrom(*uniqueId, where, &growFrom));
+  if (nRanks <= growFrom)
+    return fail(ncclInvalidArgument, where,
+                "nRanks %d must exceed the size %d of the communicator the uniqueId grows", nRanks,
+                growFrom);
+  if (rank < growFrom || rank >= nRanks)
+    return fail(ncclInvalidArgument, where,
+                "rank %d is out of range [%d, %d): ranks 0..%d are the existing ones, new "
+                "ranks take the others",
+                rank, growFrom, nRanks, growFrom - 1);
+  CommConfig cfg;
+  RINGCC_CHECK(readConfig(config, where, &cfg));
+  const ncclUniqueId id = *uniqueId;
+  return enqueueDeferred(
+      [=] { return finishInit(commGrowJoin(nRanks, id, rank, newcomm, cfg), newcomm); });
 }
 
 NCCL_API(ncclResult_t, ncclCommFinalize, ncclComm_t comm) {

@@ -24,6 +24,7 @@ ncclResult_t rejectionCode(uint32_t status) {
     case wire::kNranksMismatch:
     case wire::kBadRank:
     case wire::kDuplicateRank:
+    case wire::kIdConsumed:
       return ncclInvalidUsage;
     case wire::kBadAddress:
       return ncclInternalError;

@@ -39,6 +39,9 @@ const char* rootStatusText(uint32_t status) {
       return "malformed listen address";
     case kRootTimeout:
       return "the root gave up waiting for the other ranks";
+    case kIdConsumed:
+      return "this id's rendezvous already completed: an id of ncclCommGetUniqueId is "
+             "single-use (call it again for the next grow)";
     default:
       return "unknown status";
   }
@@ -52,8 +55,11 @@ constexpr int kIdleFactor = 10;  // no rank at all for 10 x BOOTSTRAP_TIMEOUT: g
 
 class RootServer {
  public:
-  RootServer(Socket listener, uint64_t magic)
-      : listen_(std::move(listener)), magic_(magic), timeoutMs_(paramInt("BOOTSTRAP_TIMEOUT")) {
+  RootServer(Socket listener, uint64_t magic, bool singleUse)
+      : listen_(std::move(listener)),
+        magic_(magic),
+        timeoutMs_(paramInt("BOOTSTRAP_TIMEOUT")),
+        singleUse_(singleUse) {
     listen_.setLabel("root listener " + listen_.localAddress().toString());
   }
 
@@ -114,6 +120,7 @@ class RootServer {
   Socket listen_;
   uint64_t magic_;
   int64_t timeoutMs_;
+  const bool singleUse_;
   int wakeFd_ = -1;
   std::atomic<bool> stop_{false};
   std::atomic<bool> done_{false};
@@ -125,6 +132,7 @@ class RootServer {
   std::vector<WireAddress> table_;
   int nranks_ = 0;
   int arrived_ = 0;
+  bool completed_ = false;  // a single-use root after its rendezvous: refuses every hello
   Clock::time_point giveUpAt_;
 };
 
@@ -199,7 +207,9 @@ void RootServer::readHello(Pending& p) {
     return;
   }
   uint32_t status = wire::kOk;
-  if (h.nranks < 1 || h.nranks > wire::kMaxRanks)
+  if (completed_)
+    status = wire::kIdConsumed;
+  else if (h.nranks < 1 || h.nranks > wire::kMaxRanks)
     status = wire::kBadNranks;
   else if (nranks_ != 0 && h.nranks != nranks_)
     status = wire::kNranksMismatch;
@@ -257,6 +267,11 @@ void RootServer::replyAll() {
 }
 
 void RootServer::giveUp() {
+  if (completed_) {
+    LOG_INFO(kLogBootstrap, "bootstrap root %s: single-use rendezvous done; closing",
+             listen_.localAddress().toString().c_str());
+    return;
+  }
   if (nranks_ == 0) {
     LOG_INFO(kLogBootstrap, "bootstrap root %s: no rank came within %lld ms; closing",
              listen_.localAddress().toString().c_str(),
@@ -324,9 +339,13 @@ void RootServer::run() {
       }
     }
     std::erase_if(pending_, [](const Pending& p) { return p.dead; });
-    if (nranks_ > 0 && arrived_ == nranks_) {
+    if (!completed_ && nranks_ > 0 && arrived_ == nranks_) {
       replyAll();
-      break;
+      if (!singleUse_) break;
+      // Stay to refuse the id's second use (a late or repeated grow) with a clear status.
+      completed_ = true;
+      ranks_.clear();
+      giveUpAt_ = Clock::now() + std::chrono::milliseconds(kIdleFactor * timeoutMs_);
     }
   }
   pending_.clear();
@@ -385,10 +404,10 @@ class Registry {
 
 }  // namespace
 
-ncclResult_t startRoot(Socket listener, uint64_t magic) {
-  LOG_INFO(kLogBootstrap, "bootstrap: root listening on %s",
+ncclResult_t startRoot(Socket listener, uint64_t magic, bool singleUse) {
+  LOG_INFO(kLogBootstrap, "bootstrap: %sroot listening on %s", singleUse ? "single-use " : "",
            listener.localAddress().toString().c_str());
-  return Registry::get().add(std::make_unique<RootServer>(std::move(listener), magic));
+  return Registry::get().add(std::make_unique<RootServer>(std::move(listener), magic, singleUse));
 }
 
 ncclResult_t startRootAt(const SocketAddress& addr, uint64_t magic) {

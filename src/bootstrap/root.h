@@ -8,7 +8,10 @@
 //   - Ranks are checked: same nranks as the first, rank in range, each rank once (a rank whose
 //     connection closes before the rendezvous completes frees its slot). A rejected rank gets
 //     a RootReply saying why before it is closed.
-//   - It ends: when the table has been sent to all nranks ranks; when BOOTSTRAP_TIMEOUT passes
+//   - It ends: when the table has been sent to all nranks ranks (a single-use root, the one of a
+//     grow id, stays 10 x BOOTSTRAP_TIMEOUT longer, refusing every later hello with
+//     kIdConsumed, so that a second use of its id fails at once naming the cause); when
+//     BOOTSTRAP_TIMEOUT passes
 //     without a new rank after the first one came (the waiting ranks are told kRootTimeout);
 //     when no rank at all came within 10 x BOOTSTRAP_TIMEOUT; or at process exit.
 //   - Threads are owned by a process-wide registry that joins finished ones whenever a new root
@@ -24,8 +27,9 @@
 
 namespace ringcc {
 
-// Serves rendezvous `magic` on `listener` (bound and listening) from a new thread.
-ncclResult_t startRoot(Socket listener, uint64_t magic);
+// Serves rendezvous `magic` on `listener` (bound and listening) from a new thread. A
+// `singleUse` root refuses hellos after its rendezvous completed (see above).
+ncclResult_t startRoot(Socket listener, uint64_t magic, bool singleUse = false);
 
 // Binds `addr` (retrying while the address is still in use, within BOOTSTRAP_TIMEOUT) and
 // serves rendezvous `magic` there: the NCCL_COMM_ID root.

@@ -25,6 +25,7 @@ struct IdLayout {
   uint32_t flags;
   uint64_t magic;
   WireAddress root;
+  int32_t growFrom;  // 0 except in grow ids
 };
 static_assert(sizeof(IdLayout) <= NCCL_UNIQUE_ID_BYTES);
 
@@ -75,7 +76,8 @@ ncclResult_t bootstrapRandom64(uint64_t* out) {
 
 void bootstrapMakeId(const BootstrapId& fields, ncclUniqueId* id) {
   std::memset(id, 0, sizeof(*id));
-  IdLayout l{kIdFormat, fields.fromCommId ? kFlagCommId : 0, fields.magic, fields.root.toWire()};
+  IdLayout l{kIdFormat, fields.fromCommId ? kFlagCommId : 0, fields.magic, fields.root.toWire(),
+             fields.growFrom};
   std::memcpy(id->internal, &l, sizeof(l));
 }
 
@@ -90,12 +92,18 @@ ncclResult_t bootstrapParseId(const ncclUniqueId& id, BootstrapId* out) {
     return fail(ncclInvalidArgument, "bootstrap", "unique id holds a malformed root address");
   f.magic = l.magic;
   f.fromCommId = (l.flags & kFlagCommId) != 0;
+  if (l.growFrom < 0 || l.growFrom >= wire::kMaxRanks)
+    return fail(ncclInvalidArgument, "bootstrap", "unique id names a grow of %d ranks", l.growFrom);
+  f.growFrom = l.growFrom;
   *out = f;
   return ncclSuccess;
 }
 
-ncclResult_t bootstrapNewRoot(ncclUniqueId* id) {
+namespace {
+
+ncclResult_t newRoot(int growFrom, ncclUniqueId* id) {
   BootstrapId f;
+  f.growFrom = growFrom;
   do {
     RINGCC_CHECK(bootstrapRandom64(&f.magic));
   } while (f.magic == 0 || f.magic == kCommIdMagic);
@@ -104,9 +112,20 @@ ncclResult_t bootstrapNewRoot(ncclUniqueId* id) {
   Socket listener;
   RINGCC_CHECK(Socket::listen(nif.address, &listener));
   f.root = listener.localAddress();
-  RINGCC_CHECK(startRoot(std::move(listener), f.magic));
+  RINGCC_CHECK(startRoot(std::move(listener), f.magic, /*singleUse=*/growFrom > 0));
   bootstrapMakeId(f, id);
   return ncclSuccess;
+}
+
+}  // namespace
+
+ncclResult_t bootstrapNewRoot(ncclUniqueId* id) { return newRoot(0, id); }
+
+ncclResult_t bootstrapNewGrowRoot(int growFrom, ncclUniqueId* id) {
+  if (growFrom < 1)
+    return fail(ncclInvalidArgument, "bootstrap", "a grow id needs a communicator, not %d ranks",
+                growFrom);
+  return newRoot(growFrom, id);
 }
 
 ncclResult_t bootstrapGetUniqueId(ncclUniqueId* id) {

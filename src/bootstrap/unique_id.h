@@ -34,6 +34,7 @@ struct BootstrapId {
   uint64_t magic = 0;
   SocketAddress root;
   bool fromCommId = false;  // the root is started by rank 0 at Bootstrap::create
+  int growFrom = 0;         // a grow id (ncclCommGetUniqueId): the size of the grown comm
 };
 
 // ncclGetUniqueId: see above. Bad NCCL_COMM_ID is ncclInvalidArgument.
@@ -41,6 +42,11 @@ ncclResult_t bootstrapGetUniqueId(ncclUniqueId* id);
 
 // A fresh random magic and a root started in this process.
 ncclResult_t bootstrapNewRoot(ncclUniqueId* id);
+
+// The id of ncclCommGetUniqueId: a fresh root as bootstrapNewRoot's, but single-use (it
+// refuses a second rendezvous, root.h), and the id records `growFrom`, the size of the
+// communicator that grows, so that a new rank can check its rank before it joins.
+ncclResult_t bootstrapNewGrowRoot(int growFrom, ncclUniqueId* id);
 
 // Packs an id (tests use it to point ranks at roots of their own making).
 void bootstrapMakeId(const BootstrapId& fields, ncclUniqueId* id);

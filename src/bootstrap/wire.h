@@ -52,6 +52,7 @@ enum RootStatus : uint32_t {
   kDuplicateRank = 4,   // another live connection already is this rank
   kBadAddress = 5,      // listen address malformed
   kRootTimeout = 6,     // the root gave up waiting for the other ranks
+  kIdConsumed = 7,      // a single-use rendezvous (a grow id) that already completed
 };
 
 struct RootReply {

@@ -84,6 +84,15 @@ struct ncclComm {
   std::atomic<int> asyncError{ncclSuccess};  // ncclInProgress while a non-blocking init runs
   std::thread initThread;                    // the non-blocking init, joined before freeing
 
+  // ncclCommGetUniqueId's id until a grow consumes it, and the last one consumed (so that
+  // its reuse is named as such). Set and read by API calls, one thread at a time.
+  struct GrowIds {
+    bool pending = false;
+    ncclUniqueId id{};
+    bool consumedOne = false;
+    ncclUniqueId consumed{};
+  } growIds;
+
   // The work of this communicator failed with `code`: keeps the cause (the last error raised
   // in a CommScope for it) as the first error, unless one is kept already, and makes `code`
   // the async error. Without a noted cause (the failure was raised on a thread that held no

@@ -3,6 +3,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstring>
 #include <functional>
 #include <mutex>
 #include <random>
@@ -14,6 +15,7 @@
 #include "src/base/param.h"
 #include "src/base/pci_bus.h"
 #include "src/bootstrap/bootstrap.h"
+#include "src/bootstrap/grow.h"
 #include "src/bootstrap/sub_group.h"
 #include "src/bootstrap/unique_id.h"
 #include "src/core/comm_topo.h"
@@ -224,6 +226,87 @@ ncclResult_t commShrink(Communicator* parent, const std::vector<int>& exclude, C
   for (int r = 0; r < parent->nranks; ++r)
     if (std::find(exclude.begin(), exclude.end(), r) == exclude.end()) members.push_back(r);
   return startMemberInit(parent, members, config, out);
+}
+
+ncclResult_t commGrowId(Communicator* comm, ncclUniqueId* id) {
+  if (comm->growIds.pending)
+    return fail(ncclInvalidUsage, "ncclCommGetUniqueId",
+                "this communicator's previous grow id is not consumed yet: grow with it "
+                "(ncclCommGrow) before asking for another");
+  RINGCC_CHECK(bootstrapNewGrowRoot(comm->nranks, id));
+  comm->growIds.pending = true;
+  comm->growIds.id = *id;
+  return ncclSuccess;
+}
+
+namespace {
+
+bool sameId(const ncclUniqueId& a, const ncclUniqueId& b) {
+  return std::memcmp(&a, &b, sizeof(a)) == 0;
+}
+
+// The coordinator's id against what its communicator handed out: consumes it if it is the
+// pending one; else says why not (the grow goes on, refused, so the others hear of it).
+GrowRole takeGrowId(Communicator* parent, const ncclUniqueId* id) {
+  if (id == nullptr) return GrowRole::kMember;
+  Communicator::GrowIds& g = parent->growIds;
+  if (g.pending && sameId(g.id, *id)) {
+    g.pending = false;
+    g.consumedOne = true;
+    g.consumed = *id;
+    return GrowRole::kCoordinator;
+  }
+  if (g.consumedOne && sameId(g.consumed, *id))
+    fail(ncclInvalidUsage, "ncclCommGrow",
+         "uniqueId was consumed by an earlier grow: ids of ncclCommGetUniqueId are single-use "
+         "(call it again for the next grow)");
+  else
+    fail(ncclInvalidUsage, "ncclCommGrow",
+         "uniqueId is not the id ncclCommGetUniqueId gave this communicator (%s)",
+         g.pending ? "it has another pending" : "it has none pending");
+  return GrowRole::kRefused;
+}
+
+// The parent's hold for the grow's lifetime (the non-blocking init thread's too), so that a
+// destroy of the parent waits for the exchange over its bootstrap instead of freeing it.
+using ParentHold = std::shared_ptr<CallGuard>;
+
+}  // namespace
+
+ncclResult_t commGrow(Communicator* parent, int nRanks, const ncclUniqueId* id, Communicator** out,
+                      const CommConfig& config) {
+  GrowRole role = takeGrowId(parent, id);
+  ErrorCause refusal = role == GrowRole::kRefused ? lastError() : ErrorCause{};
+  Communicator* comm = newComm(parent->rank, nRanks, config);
+  comm->cudaDev = parent->cudaDev;
+  ParentHold hold = std::make_shared<CallGuard>(parent);
+  ncclUniqueId grownId = id ? *id : ncclUniqueId{};
+  ncclResult_t r = startInit(
+      comm,
+      [parent, hold, role, grownId, nRanks](Communicator* c) {
+        return bootstrapGrowExisting(*parent->bootstrap, role, &grownId, nRanks, &c->abortFlag,
+                                     &c->bootstrap);
+      },
+      out);
+  // A refused id: every rank fails (the exchange always does then), this one with its own
+  // cause rather than the echo of it.
+  if (role == GrowRole::kRefused && r != ncclInProgress && r != ncclSuccess) {
+    adoptError(refusal);
+    return ncclInvalidUsage;
+  }
+  return r;
+}
+
+ncclResult_t commGrowJoin(int nRanks, const ncclUniqueId& id, int rank, Communicator** out,
+                          const CommConfig& config) {
+  Communicator* comm = newComm(rank, nRanks, config);
+  return startInit(
+      comm,
+      [id](Communicator* c) {
+        LOG_INFO(kLogInit | kLogBootstrap, "grow: new rank %d of %d joins", c->rank, c->nranks);
+        return Bootstrap::create(id, c->rank, c->nranks, &c->abortFlag, &c->bootstrap);
+      },
+      out);
 }
 
 ncclResult_t commFinalize(Communicator* comm) {

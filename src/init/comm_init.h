@@ -1,6 +1,6 @@
 // Creating and ending communicators: the logic behind ncclCommInit*, ncclCommSplit,
-// ncclCommShrink, ncclCommFinalize, ncclCommRevoke, ncclCommDestroy and ncclCommAbort.
-// Arguments are checked by src/api before they get here.
+// ncclCommShrink, ncclCommGrow, ncclCommFinalize, ncclCommRevoke, ncclCommDestroy and
+// ncclCommAbort. Arguments are checked by src/api before they get here.
 #pragma once
 
 #include <vector>
@@ -29,6 +29,21 @@ ncclResult_t commSplit(Communicator* parent, int color, int key, Communicator** 
 // a new communicator in parent-rank order. Excluded ranks may be dead.
 ncclResult_t commShrink(Communicator* parent, const std::vector<int>& exclude, Communicator** out,
                         const CommConfig& config, int flags);
+
+// ncclCommGetUniqueId: a single-use id to grow `comm` with (a root in this process);
+// ncclInvalidUsage while an earlier one is not consumed yet.
+ncclResult_t commGrowId(Communicator* comm, ncclUniqueId* id);
+
+// ncclCommGrow on a rank of `parent` (collective over its ranks): the grown communicator of
+// nRanks ranks, in which this rank keeps its rank. `id` is non-null on the coordinator only,
+// and must be the unconsumed id of parent's commGrowId (consumed here, whatever the outcome).
+ncclResult_t commGrow(Communicator* parent, int nRanks, const ncclUniqueId* id, Communicator** out,
+                      const CommConfig& config);
+
+// ncclCommGrow on a new rank: joins the grow of `id` as `rank` of nRanks (checked by the
+// caller: rank in [the id's old size, nRanks)).
+ncclResult_t commGrowJoin(int nRanks, const ncclUniqueId& id, int rank, Communicator** out,
+                          const CommConfig& config);
 
 ncclResult_t commFinalize(Communicator* comm);
 ncclResult_t commRevoke(Communicator* comm);

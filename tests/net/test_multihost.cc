@@ -400,3 +400,120 @@ TEST_CASE("the namespaces are gone after a lab", "[net_faults]") {
   shell("ip netns list", &list);
   CHECK(list.find(name) == std::string::npos);
 }
+
+TEST_CASE(
+    "elastic across hosts: a remote rank killed, shrunk out, a new process on its host "
+    "grown in; every all-reduce exact",
+    "[net_elastic]") {
+  // Hosts 0 and 1, two ranks each; rank 3 (host 1) dies before iteration 3. The survivors
+  // shrink it out, run 2 iterations on 3 ranks, then rank 0 makes a grow id (its root on host
+  // 0's veth) and a new process on host 1 (index 4 here) joins as rank 3.
+  const std::vector<int> hostOf = {0, 0, 1, 1, 1};
+  const int n = 4, victim = 3, killAt = 3, iters = 8;
+  NetnsLab lab(2);
+  REQUIRE(lab.error() == "");
+  SharedArray<Shared> sh(2);  // [0]: the init id; [1]: the grow id
+  SharedArray<NetReport> reps(n + 1);
+  REQUIRE((sh.ok() && reps.ok()));
+  auto waitId = [&](int which) {
+    for (int i = 0; i < 60000 && !__atomic_load_n(&sh[which].idReady, __ATOMIC_ACQUIRE); ++i)
+      usleep(1000);
+    return __atomic_load_n(&sh[which].idReady, __ATOMIC_ACQUIRE) != 0;
+  };
+  auto allReduce = [](ncclComm_t comm, int rank, int nranks, int iter, NetReport* rep) {
+    std::vector<float> in(100000), out(in.size());
+    fillInput(in, rank, iter);
+    ncclResult_t r =
+        ncclAllReduce(in.data(), out.data(), in.size(), ncclFloat32, ncclSum, comm, nullptr);
+    if (r == ncclSuccess && !isSumOfInputs(out, nranks, iter)) rep->badCases++;
+    if (r == ncclSuccess) rep->iterations++;
+    return r;
+  };
+  std::vector<int> status = runProcessesStatus(
+      n + 1,
+      [&](int proc) {
+        NetReport* rep = &reps[static_cast<size_t>(proc)];
+        rep->pid = getpid();
+        if (!becomeHost(lab, hostOf[static_cast<size_t>(proc)], 60000)) return 20;
+        setenv("NCCL_BOOTSTRAP_TIMEOUT", "20000", 1);
+        ncclComm_t comm = nullptr;
+        int iter = 0, rank = proc, nranks = n;
+        if (proc == n) {  // the replacement
+          if (!waitId(1)) return 21;
+          rep->initResult = ncclCommGrow(nullptr, n, &sh[1].id, n - 1, &comm, nullptr);
+          if (rep->initResult != ncclSuccess) {
+            note(rep->firstBad, sizeof(rep->firstBad), ncclGetLastError(nullptr));
+            return 10;
+          }
+          iter = killAt + 2;
+          rank = n - 1;
+        } else {
+          rep->initResult = initRank(&sh[0], proc, n, &comm);
+          if (rep->initResult != ncclSuccess) return 10;
+        }
+        bool shrunk = proc == n, grown = proc == n;
+        auto become = [&](ncclComm_t next) {  // the old one was aborted or destroyed
+          comm = next;
+          ncclCommUserRank(comm, &rank);
+          ncclCommCount(comm, &nranks);
+        };
+        while (iter < iters) {
+          if (proc == victim && iter == killAt) raise(SIGKILL);
+          ncclResult_t r = allReduce(comm, rank, nranks, iter, rep);
+          if (r != ncclSuccess) {
+            rep->failResult = r;
+            if (shrunk) return 11;
+            int exclude[] = {victim};
+            ncclComm_t small = nullptr;
+            if (ncclCommShrink(comm, exclude, 1, &small, nullptr, NCCL_SHRINK_ABORT) !=
+                ncclSuccess) {
+              note(rep->firstBad, sizeof(rep->firstBad), ncclGetLastError(comm));
+              return 12;
+            }
+            ncclCommAbort(comm);
+            become(small);
+            shrunk = true;
+            continue;
+          }
+          ++iter;
+          if (shrunk && !grown && iter == killAt + 2) {
+            ncclUniqueId id{};
+            if (rank == 0) {
+              if (ncclCommGetUniqueId(comm, &id) != ncclSuccess) return 13;
+              sh[1].id = id;
+              __atomic_store_n(&sh[1].idReady, 1, __ATOMIC_RELEASE);
+            }
+            ncclComm_t big = nullptr;
+            if (ncclCommGrow(comm, n, rank == 0 ? &id : nullptr, -1, &big, nullptr) !=
+                ncclSuccess) {
+              note(rep->firstBad, sizeof(rep->firstBad), ncclGetLastError(comm));
+              return 14;
+            }
+            ncclCommDestroy(comm);
+            become(big);
+            grown = true;
+          }
+        }
+        const bool whole = nranks == n && rank == (proc == n ? n - 1 : proc) && grown;
+        return ncclCommDestroy(comm) == ncclSuccess && rep->badCases == 0 && whole ? 0 : 15;
+      },
+      120);
+  std::vector<int> pids;
+  for (int p = 0; p <= n; ++p) {
+    const NetReport& rep = reps[static_cast<size_t>(p)];
+    pids.push_back(rep.pid);
+    INFO("process " << p << ": " << rep.iterations << " iterations; " << rep.firstBad);
+    if (p == victim) {
+      CHECK(WIFSIGNALED(status[p]));
+      continue;
+    }
+    CHECK(status[p] == 0);
+    CHECK(rep.initResult == ncclSuccess);
+    CHECK(rep.badCases == 0);
+    // Survivors: every iteration once (the failed one redone); the replacement: those after
+    // the grow.
+    CHECK(rep.iterations == (p == n ? iters - killAt - 2 : iters));
+    if (p != n) CHECK(rep.failResult == ncclRemoteError);
+  }
+  CHECK(describeSegments(shmSegmentsOf(pids)) == "nothing");
+}

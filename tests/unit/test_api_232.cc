@@ -1,5 +1,6 @@
 // The calls NCCL 2.29-2.32 added: the parameter API over ringcc's one table, ncclCommMemStats,
-// the nccl*Config collectives, ncclSetEncryption, and the calls ringcc does not implement yet
+// the nccl*Config collectives, ncclSetEncryption, grow's argument checks (tests/coll/test_grow.cc
+// grows), and the calls ringcc does not implement yet
 // (bad arguments: ncclInvalidArgument naming the argument; good ones: ncclInvalidUsage saying
 // "not implemented in ringcc yet"; never a crash or a silent success).
 #include <catch2/catch.hpp>
@@ -181,33 +182,46 @@ TEST_CASE("ncclCommMemStats: a host communicator holds no GPU memory", "[api_232
   CHECK(ncclCommDestroy(comm) == ncclSuccess);
 }
 
-TEST_CASE("grow, suspend and resume check arguments, then say they are not implemented",
-          "[api_232]") {
+TEST_CASE(
+    "grow checks its arguments as NCCL documents them; suspend and resume say they are "
+    "not implemented",
+    "[api_232]") {
   ncclComm_t comm = oneRankComm();
-  ncclUniqueId id{};
+  ncclUniqueId plain{};
+  REQUIRE(ncclGetUniqueId(&plain) == ncclSuccess);
   ncclComm_t out = reinterpret_cast<ncclComm_t>(0x1);
   EXPECT_REFUSED(ncclCommGetUniqueId(comm, nullptr), ncclInvalidArgument, "uniqueId is NULL");
-  EXPECT_REFUSED(ncclCommGetUniqueId(comm, &id), ncclInvalidUsage,
-                 "ncclCommGetUniqueId is not implemented in ringcc yet");
+  EXPECT_REFUSED(ncclCommGetUniqueId(nullptr, &plain), ncclInvalidArgument, "comm is NULL");
   EXPECT_REFUSED(ncclCommGrow(comm, 2, nullptr, -1, nullptr, nullptr), ncclInvalidArgument,
                  "newcomm (output pointer) is NULL");
+  // Existing ranks: rank -1, a larger size, an id of ncclCommGetUniqueId (or none).
   EXPECT_REFUSED(ncclCommGrow(comm, 2, nullptr, 0, &out, nullptr), ncclInvalidArgument,
-                 "rank is 0");
+                 "rank is 0; ranks of the existing communicator pass -1");
   CHECK(out == nullptr);
   EXPECT_REFUSED(ncclCommGrow(comm, 1, nullptr, -1, &out, nullptr), ncclInvalidArgument,
-                 "nRanks 1 must exceed");
-  EXPECT_REFUSED(ncclCommGrow(nullptr, 2, nullptr, 1, &out, nullptr), ncclInvalidArgument,
-                 "uniqueId (a new rank's");
-  EXPECT_REFUSED(ncclCommGrow(nullptr, 2, &id, 2, &out, nullptr), ncclInvalidArgument,
-                 "rank 2 is out of range");
+                 "nRanks 1 must exceed the communicator's 1");
+  EXPECT_REFUSED(ncclCommGrow(comm, 2, &plain, -1, &out, nullptr), ncclInvalidArgument,
+                 "uniqueId was not made by ncclCommGetUniqueId");
   ncclConfig_t bad = NCCL_CONFIG_INITIALIZER;
   bad.magic = 0;
   EXPECT_REFUSED(ncclCommGrow(comm, 2, nullptr, -1, &out, &bad), ncclInvalidArgument,
                  "magic is 0x0");
-  EXPECT_REFUSED(ncclCommGrow(comm, 2, nullptr, -1, &out, nullptr), ncclInvalidUsage,
-                 "ncclCommGrow is not implemented in ringcc yet");
-  EXPECT_REFUSED(ncclCommGrow(nullptr, 2, &id, 1, &out, nullptr), ncclInvalidUsage,
-                 "ncclCommGrow is not implemented in ringcc yet");
+  // New ranks: an id, a rank past the old ones.
+  ncclUniqueId id{};
+  REQUIRE(ncclCommGetUniqueId(comm, &id) == ncclSuccess);
+  EXPECT_REFUSED(ncclCommGrow(nullptr, 2, nullptr, 1, &out, nullptr), ncclInvalidArgument,
+                 "comm and uniqueId are both NULL");
+  EXPECT_REFUSED(ncclCommGrow(nullptr, 2, &id, -1, &out, nullptr), ncclInvalidArgument,
+                 "comm is NULL and rank is -1");
+  EXPECT_REFUSED(ncclCommGrow(nullptr, 2, &id, 2, &out, nullptr), ncclInvalidArgument,
+                 "rank 2 is out of range [1, 2)");
+  EXPECT_REFUSED(ncclCommGrow(nullptr, 2, &id, 0, &out, nullptr), ncclInvalidArgument,
+                 "rank 0 is out of range [1, 2)");
+  EXPECT_REFUSED(ncclCommGrow(nullptr, 1, &id, 0, &out, nullptr), ncclInvalidArgument,
+                 "nRanks 1 must exceed the size 1");
+  EXPECT_REFUSED(ncclCommGrow(nullptr, 2, &plain, 1, &out, nullptr), ncclInvalidArgument,
+                 "uniqueId was not made by ncclCommGetUniqueId");
+  EXPECT_REFUSED(ncclCommGrow(nullptr, 2, &id, 1, &out, &bad), ncclInvalidArgument, "magic is 0x0");
   CHECK(out == nullptr);
   EXPECT_REFUSED(ncclCommSuspend(comm, 0x6), ncclInvalidArgument, "flags 0x6");
   EXPECT_REFUSED(ncclCommSuspend(nullptr, NCCL_SUSPEND_MEM), ncclInvalidArgument, "comm is NULL");
