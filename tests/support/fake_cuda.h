@@ -19,6 +19,8 @@
 //              tasks in order: kernel launches, async copies and memsets, event records and
 //              waits; cuStreamSynchronize waits until its queue is empty
 //   capture    a stream made with captureStream() answers cuStreamIsCapturing with "active"
+//   module     cuCtxGetId: each scope's contexts are new (ids unseen in the process, at the
+//              same addresses); cuFuncLoad is counted (functionLoads)
 //
 // Install with FakeCudaScope (it substitutes the process's driver table, then drains every
 // stream and restores the real one). One at a time per process.
@@ -51,6 +53,7 @@ class FakeCudaScope {
   void disablePeerAccess();
 
   size_t kernelsRun() const;             // launches that ran to their end
+  size_t functionLoads() const;          // cuFuncLoad calls (the kernel loaded eagerly)
   size_t liveDeviceAllocs() const;       // cuMemAlloc blocks not freed yet
   size_t liveHostAllocs() const;         // cuMemHostAlloc blocks not freed yet
   size_t liveHostRegistrations() const;  // cuMemHostRegister ranges not unregistered yet
