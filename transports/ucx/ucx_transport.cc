@@ -1,6 +1,5 @@
 #include "transports/ucx/ucx_transport.h"
 
-
 #include <chrono>
 #include <memory>
 #include <thread>
