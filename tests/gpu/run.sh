@@ -88,7 +88,8 @@ finish() {  # finish STATUS: every check not reached says why, then the summary
 }
 on_signal() {
   trap - TERM INT
-  [ -n "$CHILD" ] && kill -TERM "$CHILD" 2>/dev/null
+  # timeout passes the TERM on to the check and kills it 5 s later if it is still there.
+  [ -n "$CHILD" ] && kill -TERM "$CHILD" 2>/dev/null && wait "$CHILD" 2>/dev/null
   [ -n "$CURRENT" ] && RESULT[$CURRENT]="INTERRUPTED (run.sh was signalled)" && failed=1
   finish 1 "run.sh was signalled"
 }
