@@ -67,9 +67,23 @@ built=$SECONDS
 
 rm -rf "$DIR"
 mkdir -p "$DIR/bench" "$DIR/tests/gpu"
+# Meson pads a build RUNPATH that install rewrites ("$ORIGIN/..:XXXX..."); the padding is a
+# relative directory the loader would look for under the current one. Cut it off in place, as
+# meson's own install does (NULs after the real entries).
+unpad_runpath() {
+  python3 - "$1" <<'PY'
+import re, sys
+data = open(sys.argv[1], "rb").read()
+fixed = re.sub(rb"(\$ORIGIN[^\0:]*):(X+)\0",
+               lambda m: m.group(1) + b"\0" * (len(m.group(2)) + 2), data)
+if fixed != data:
+    open(sys.argv[1], "wb").write(fixed)
+PY
+}
 copy() {  # copy SRC DST: an ELF without its debug sections, anything else as it is
   if head -c 4 "$1" | grep -q 'ELF'; then
     strip --strip-debug -o "$2" "$1"
+    unpad_runpath "$2"
   else
     cp "$1" "$2"
   fi
@@ -104,7 +118,7 @@ needs() {  # the newest glibc and libstdc++ symbol versions the bundle's ELFs as
     git -C "$ROOT" diff --quiet HEAD 2>/dev/null || echo ' (with local changes)')"
   echo "built: $(date -u +%FT%TZ) on $(uname -n)"
   echo "options: ${OPTIONS[*]}"
-  echo "toolkit: $(grep RINGCC_CUDA_TOOLKIT_VERSION "$BUILD/ringcc_config.h" | awk '{print $3}')"
+  echo "toolkit: CUDA $(grep RINGCC_CUDA_TOOLKIT_VERSION "$BUILD/ringcc_config.h" | awk '{print $3}' | tr -d '"')"
   echo "needs: $(needs GLIBC) $(needs GLIBCXX), libcuda.so.1 from the driver"
   echo "libhwloc: $hwloc"
   echo "files:"

@@ -244,22 +244,24 @@ done
 # ---- bandwidth
 run_check reduce-copy-bw 60 "$B/tests/gpu/gpu_reduce_copy_bw" &&
   conclude reduce-copy-bw "$(grep -v '^== ' "$LOG" | tail -1 | sed 's/^reduce_copy_bw: //')"
-perf_ok() {  # the perf tool's own data check passed, on device memory
-  grep -q 'CUDA device memory' "$LOG" && grep -q 'Out of bounds values : 0 OK' "$LOG"
+perf_verdict() {  # perf_verdict NAME: ok only with the tool's data check passed on device memory
+  if [ "$RC" = 0 ] && ! grep -q 'CUDA device memory' "$LOG"; then
+    record "$1" "FAILED (${LOG##*/}): the buffers were not CUDA device memory"
+  elif [ "$RC" = 0 ] && ! grep -q 'Out of bounds values : 0 OK' "$LOG"; then
+    record "$1" "FAILED (${LOG##*/}): the data check failed"
+  else
+    conclude "$1" "$(grep 'Avg bus bandwidth' "$LOG" | tr -s ' ')"
+  fi
 }
 for g in 2 4 8; do
-  run_check "perf-g$g" 60 "$B/bench/all_reduce_perf" -b 8 -e 256M -f 8 -g "$g" -c 1 -w 2 -n 10 ||
-    continue
-  [ "$RC" != 0 ] || perf_ok || RC=1
-  conclude "perf-g$g" "$(grep 'Avg bus bandwidth' "$LOG" | tr -s ' ')"
+  run_check "perf-g$g" 60 "$B/bench/all_reduce_perf" -b 8 -e 256M -f 8 -g "$g" -c 1 -w 2 -n 10 &&
+    perf_verdict "perf-g$g"
 done
 for mode in ipc host; do
   p2p=0
   [ $mode = host ] && p2p=1
   run_check "procs-$mode" 60 env NCCL_P2P_DISABLE=$p2p "$B/bench/ringcc-run" -n 2 \
-    "$B/bench/all_reduce_perf" -b 8 -e 64M -f 8 -c 1 -w 2 -n 10 || continue
-  [ "$RC" != 0 ] || perf_ok || RC=1
-  conclude "procs-$mode" "$(grep 'Avg bus bandwidth' "$LOG" | tr -s ' ')"
+    "$B/bench/all_reduce_perf" -b 8 -e 64M -f 8 -c 1 -w 2 -n 10 && perf_verdict "procs-$mode"
 done
 
 # ---- PyTorch's ProcessGroupNCCL: ringcc preloaded, then NVIDIA's NCCL from the image.
