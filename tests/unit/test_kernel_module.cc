@@ -197,7 +197,7 @@ TEST_CASE("a failed load names the driver's version and the kernels' toolkit", "
 
 TEST_CASE("a CUDA communicator loads its kernel at init, into each new context",
           "[kernel_module]") {
-  ScopedEnv device("RINGCC_DEVICE", "cuda");
+  test::ScopedEnv device("RINGCC_DEVICE", "cuda");
   for (int round = 0; round < 2; ++round) {
     // Each scope's contexts are new (new ids at the same addresses, as after a device reset):
     // a cache keyed by the address would hand the second round the first round's function.
