@@ -100,8 +100,11 @@ def bundle(root):
                 fail(f"bench/{t} resolves libnccl.so.2 to {lines}, not the bundle's")
         # The kernels are in the bundle's library (stripping kept them).
         with open(os.path.join(d, "libnccl.so.2.32.3"), "rb") as f:
-            if b"ringccBatchKernel" not in f.read():
-                fail("the bundle's libnccl.so.2 has no embedded batch kernel")
+            lib = f.read()
+        if b"ringccBatchKernel" not in lib:
+            fail("the bundle's libnccl.so.2 has no embedded batch kernel")
+        if b"built without UCX" not in lib:  # transports/ucx/ucx_disabled.cc, not UCX's code
+            fail("the bundle's libnccl.so.2 lacks the no-UCX transport")
         with open(os.path.join(d, "MANIFEST")) as f:
             manifest = f.read()
         for key in ("commit:", "options:", "-Ducx=disabled", "toolkit:", "needs: GLIBC_"):
