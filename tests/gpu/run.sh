@@ -146,8 +146,12 @@ if command -v nvidia-smi >/dev/null; then
           --format=csv,noheader 2>&1) || no_gpu "nvidia-smi fails: $(echo "$smi" | tail -1)"
   HEADER+=("nvidia-smi: $(echo "$smi" | head -1)")
 fi
-# cuInit and a device, through the driver itself (CUDA_VISIBLE_DEVICES applies).
-cuinit=$(timeout -k 2 30 python3 - <<'EOF' 2>&1
+# cuInit and a device, through the driver itself (CUDA_VISIBLE_DEVICES applies); without
+# python3 the kernel-launch check is the first to ask.
+cuinit="cuInit not asked (no python3)"
+no_python=false
+command -v python3 >/dev/null || no_python=true
+$no_python || cuinit=$(timeout -k 2 30 python3 - <<'EOF' 2>&1
 import ctypes, sys
 try:
     cu = ctypes.CDLL("libcuda.so.1")
