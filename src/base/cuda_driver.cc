@@ -85,6 +85,11 @@ bool resolve(void* lib, CudaDriver* t, std::string* missing) {
   get(t->cuIpcOpenMemHandle, "cuIpcOpenMemHandle_v2");
   get(t->cuIpcCloseMemHandle, "cuIpcCloseMemHandle");
   get(t->cuDeviceGetAttribute, "cuDeviceGetAttribute");
+  get(t->cuDriverGetVersion, "cuDriverGetVersion");
+  get(t->cuFuncGetAttribute, "cuFuncGetAttribute");
+  // Optional: newer than the oldest driver ringcc runs on; callers check for null.
+  t->cuCtxGetId = reinterpret_cast<decltype(t->cuCtxGetId)>(dlsym(lib, "cuCtxGetId"));
+  t->cuFuncLoad = reinterpret_cast<decltype(t->cuFuncLoad)>(dlsym(lib, "cuFuncLoad"));
   return ok;
 }
 

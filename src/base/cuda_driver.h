@@ -60,6 +60,7 @@ constexpr int kCuDeviceAttributePciBusId = 33;           // CU_DEVICE_ATTRIBUTE_
 constexpr int kCuDeviceAttributePciDeviceId = 34;        // CU_DEVICE_ATTRIBUTE_PCI_DEVICE_ID
 constexpr int kCuDeviceAttributePciDomainId = 50;        // CU_DEVICE_ATTRIBUTE_PCI_DOMAIN_ID
 constexpr unsigned kCuIpcMemLazyEnablePeerAccess = 0x1;  // CU_IPC_MEM_LAZY_ENABLE_PEER_ACCESS
+constexpr int kCuFuncAttributeMaxThreadsPerBlock = 0;    // CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK
 
 // CUipcMemHandle: opaque bytes naming a cuMemAlloc block to another process.
 struct CuIpcMemHandle {
@@ -67,7 +68,8 @@ struct CuIpcMemHandle {
 };
 static_assert(sizeof(CuIpcMemHandle) == 64);
 
-// The entry points ringcc uses. Every pointer is set once the table is loaded.
+// The entry points ringcc uses. Every pointer is set once the table is loaded, but for the
+// optional ones at the end.
 struct CudaDriver {
   CuResult (*cuInit)(unsigned flags) = nullptr;
   CuResult (*cuGetErrorName)(CuResult error, const char** name) = nullptr;
@@ -130,6 +132,15 @@ struct CudaDriver {
   CuResult (*cuIpcOpenMemHandle)(CuDevicePtr* ptr, CuIpcMemHandle handle, unsigned flags) = nullptr;
   CuResult (*cuIpcCloseMemHandle)(CuDevicePtr ptr) = nullptr;
   CuResult (*cuDeviceGetAttribute)(int* value, int attribute, CuDevice dev) = nullptr;
+  // The batch kernel's module (src/cuda/kernel_module.h): the driver's version, named when the
+  // kernels do not load, and the function's attributes (asking one loads a lazily loaded
+  // kernel, CUDA_MODULE_LOADING=LAZY being the default since CUDA 12.2).
+  CuResult (*cuDriverGetVersion)(int* version) = nullptr;
+  CuResult (*cuFuncGetAttribute)(int* value, int attribute, CuFunction fn) = nullptr;
+  // Optional, null where the driver lacks them: a context's process-unique id (CUDA 12.0) and
+  // the explicit load of a lazily loaded function (CUDA 12.4).
+  CuResult (*cuCtxGetId)(CuContext ctx, unsigned long long* id) = nullptr;
+  CuResult (*cuFuncLoad)(CuFunction fn) = nullptr;
 };
 
 // The driver, loading it (and calling cuInit) on first need. On failure *out is null and the

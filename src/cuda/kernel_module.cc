@@ -1,8 +1,13 @@
 #include "src/cuda/kernel_module.h"
 
+#include <cstdio>
+#include <cstdlib>
 #include <map>
 #include <mutex>
+#include <string>
+#include <tuple>
 
+#include "kernels/cuda/batch_args.h"
 #include "ringcc_config.h"
 #include "src/base/error.h"
 
@@ -23,6 +28,77 @@ const unsigned char* batchKernelImage(size_t* size) {
 #endif
 }
 
+namespace {
+
+constexpr const char* kKernelName = "ringccBatchKernel";
+
+// Which context a module belongs to. With cuCtxGetId the id never repeats in a process; without
+// it (drivers before CUDA 12.0) it is the context's address, which a re-created context may
+// reuse, so such an entry is re-validated before use.
+struct ModuleKey {
+  int device = -1;
+  unsigned long long context = 0;
+  bool byAddress = false;
+  bool operator<(const ModuleKey& o) const {
+    return std::tie(device, context, byAddress) < std::tie(o.device, o.context, o.byAddress);
+  }
+};
+struct LoadedModule {
+  CuModule module = nullptr;
+  CuFunction function = nullptr;
+};
+
+// "driver 12.4, kernels built with CUDA 13.0 for sm_80, sm_90 and compute_90 PTX", and why
+// that cannot work when the driver is older than the toolkit.
+std::string versions(const CudaDriver& cu) {
+  int driver = 0;
+  std::string text = "driver ";
+  if (cu.cuDriverGetVersion(&driver) == kCuSuccess && driver > 0)
+    text += std::to_string(driver / 1000) + "." + std::to_string(driver % 1000 / 10);
+  else
+    text += "version unknown";
+  text += std::string(", kernels built with CUDA ") + RINGCC_CUDA_TOOLKIT_VERSION +
+          " for sm_80, sm_90 and compute_90 PTX";
+  const char* toolkit = RINGCC_CUDA_TOOLKIT_VERSION;
+  char* dot = nullptr;
+  const long major = std::strtol(toolkit, &dot, 10);
+  const long minor = dot && *dot == '.' ? std::strtol(dot + 1, nullptr, 10) : 0;
+  if (driver > 0 && major > 0 && driver < major * 1000 + minor * 10)
+    text += ": this driver is older than that toolkit and cannot load its kernels";
+  return text;
+}
+
+ncclResult_t loadFailed(const CudaDriver& cu, const char* step, CuResult r) {
+  char name[96];
+  return fail(ncclUnhandledCudaError, "cuda", "loading the embedded kernels failed: %s: %s (%s)",
+              step, cuErrorName(cu, r, name, sizeof name), versions(cu).c_str());
+}
+
+// Loads the module and the function into the current context, eagerly.
+ncclResult_t load(const CudaDriver& cu, const unsigned char* image, LoadedModule* out) {
+  CuResult r = cu.cuModuleLoadData(&out->module, image);
+  if (r != kCuSuccess) return loadFailed(cu, "cuModuleLoadData", r);
+  r = cu.cuModuleGetFunction(&out->function, out->module, kKernelName);
+  if (r != kCuSuccess) return loadFailed(cu, "cuModuleGetFunction(ringccBatchKernel)", r);
+  if (cu.cuFuncLoad) {
+    r = cu.cuFuncLoad(out->function);
+    if (r != kCuSuccess) return loadFailed(cu, "cuFuncLoad", r);
+  }
+  // Also loads the function where cuFuncLoad is missing, and says whether a block of
+  // kLaunchThreads fits (registers, the GPU's limit).
+  int maxThreads = 0;
+  r = cu.cuFuncGetAttribute(&maxThreads, kCuFuncAttributeMaxThreadsPerBlock, out->function);
+  if (r != kCuSuccess) return loadFailed(cu, "cuFuncGetAttribute", r);
+  if (maxThreads < kLaunchThreads)
+    return fail(ncclUnhandledCudaError, "cuda",
+                "ringccBatchKernel runs at most %d threads a block on this GPU and is launched "
+                "with %d (%s)",
+                maxThreads, kLaunchThreads, versions(cu).c_str());
+  return ncclSuccess;
+}
+
+}  // namespace
+
 ncclResult_t batchKernelFunction(const CudaDriver& cu, CuFunction* out) {
   size_t size = 0;
   const unsigned char* image = batchKernelImage(&size);
@@ -31,33 +107,34 @@ ncclResult_t batchKernelFunction(const CudaDriver& cu, CuFunction* out) {
                 "this libnccl.so.2 was built without CUDA kernels (meson -Dcuda=disabled, or no "
                 "nvcc at build time): CUDA communicators need them");
   CuContext ctx = nullptr;
-  char name[96];
   CuResult r = cu.cuCtxGetCurrent(&ctx);
   if (r != kCuSuccess || !ctx)
     return fail(ncclInvalidUsage, "cuda", "no current CUDA context to load the kernels into");
+  ModuleKey key;
+  if (cu.cuCtxGetDevice(&key.device) != kCuSuccess) key.device = -1;
+  if (!cu.cuCtxGetId || cu.cuCtxGetId(ctx, &key.context) != kCuSuccess) {
+    key.context = reinterpret_cast<uintptr_t>(ctx);
+    key.byAddress = true;
+  }
   // One module per context (a module belongs to the context it was loaded in).
   static std::mutex mu;
-  static std::map<CuContext, CuFunction> functions;
+  static std::map<ModuleKey, LoadedModule> modules;
   std::lock_guard<std::mutex> lock(mu);
-  auto it = functions.find(ctx);
-  if (it != functions.end()) {
-    *out = it->second;
-    return ncclSuccess;
+  auto it = modules.find(key);
+  if (it != modules.end()) {
+    CuFunction again = nullptr;
+    if (!key.byAddress || (cu.cuModuleGetFunction(&again, it->second.module, kKernelName) ==
+                               kCuSuccess &&
+                           again == it->second.function)) {
+      *out = it->second.function;
+      return ncclSuccess;
+    }
+    modules.erase(it);  // the context at this address is not the one the module was loaded in
   }
-  CuModule module = nullptr;
-  r = cu.cuModuleLoadData(&module, image);
-  if (r != kCuSuccess)
-    return fail(ncclUnhandledCudaError, "cuda",
-                "loading the embedded kernels failed with %s (they are built for sm_80, sm_90 "
-                "and compute_90 PTX)",
-                cuErrorName(cu, r, name, sizeof name));
-  CuFunction fn = nullptr;
-  r = cu.cuModuleGetFunction(&fn, module, "ringccBatchKernel");
-  if (r != kCuSuccess)
-    return fail(ncclUnhandledCudaError, "cuda", "ringccBatchKernel not found in the module: %s",
-                cuErrorName(cu, r, name, sizeof name));
-  functions[ctx] = fn;
-  *out = fn;
+  LoadedModule loaded;
+  RINGCC_CHECK(load(cu, image, &loaded));
+  modules[key] = loaded;
+  *out = loaded.function;
   return ncclSuccess;
 }
 

@@ -1,6 +1,7 @@
 // The batch kernel (kernels/cuda/batch_kernel.cu) as the driver sees it: the fatbin embedded in
 // libnccl.so.2 at build time, loaded with cuModuleLoadData into the calling thread's current
-// context at the first CUDA communicator on that context, and kept for the process's life.
+// context when the first CUDA communicator on that context is made (CudaEngine::create), and
+// kept for the process's life.
 #pragma once
 
 #include <cstddef>
@@ -13,9 +14,14 @@ namespace ringcc {
 // The embedded fatbin, or null (size 0) in a build without CUDA (-Dcuda=disabled, no nvcc).
 const unsigned char* batchKernelImage(size_t* size);
 
-// "ringccBatchKernel" in the current context, loading the module on first use there. Fails
-// with an error naming the cause (a build without CUDA kernels, a GPU none of sm_80, sm_90 or
-// the compute_90 PTX can run, the driver's answer).
+// "ringccBatchKernel" in the current context, loading the module on first use there and the
+// function itself too (cuFuncLoad, else an attribute query), so no launch pays for lazy
+// loading (CUDA_MODULE_LOADING=LAZY) while a peer's kernel spins. Modules are cached by the
+// device and the context's process-unique id (cuCtxGetId), never by the context's address: a
+// context destroyed and made again (cudaDeviceReset) at the same address gets a module of its
+// own. Fails with an error naming the cause (a build without CUDA kernels, the driver's answer
+// with the driver's version and the toolkit the kernels were built with, a GPU that cannot run
+// kLaunchThreads threads a block of it).
 ncclResult_t batchKernelFunction(const CudaDriver& cu, CuFunction* out);
 
 }  // namespace ringcc

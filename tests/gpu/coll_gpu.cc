@@ -3,14 +3,19 @@
 // of its own; every collective runs in one group and is checked after the streams drained.
 // Then: ncclCommAbort frees a kernel waiting for a peer that never calls.
 //
-//   gpu_coll collectives   every collective at 1, 2, 4 and 8 ranks, 1,000 and 2^20 floats
+//   gpu_coll collectives [RANKS [COUNT]]
+//                          every collective at 1, 2, 4 and 8 ranks (or RANKS), 1,000 and 2^20
+//                          floats (or COUNT); tests/gpu/run.sh runs each rank count on its own,
+//                          and 1 rank of 1,000 floats under compute-sanitizer
 //   gpu_coll abort         abort of a blocked kernel
 //   gpu_coll graph         an all-reduce captured into a CUDA graph, replayed three times
-// Exit 0 ok; 1 failed (the first difference or error printed).
+//   gpu_coll --modes       the modes above, one a line (run.sh runs only what is listed)
+// Exit 0 ok; 1 failed (the first difference or error printed); 2 bad arguments.
 #include <dlfcn.h>
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <thread>
@@ -109,8 +114,8 @@ ncclResult_t issue(Coll c, const float* s, float* d, size_t count, ncclComm_t co
   return ncclInternalError;
 }
 
-bool collectives() {
-  for (int n : {1, 2, 4, 8}) {
+bool collectives(const std::vector<int>& rankCounts, const std::vector<size_t>& counts) {
+  for (int n : rankCounts) {
     std::vector<ncclComm_t> comms(n);
     std::vector<int> devs(n, 0);
     if (!check(ncclCommInitAll(comms.data(), n, devs.data()) == ncclSuccess,
@@ -119,7 +124,7 @@ bool collectives() {
     std::vector<CuStream> streams(n);
     for (auto& s : streams)
       if (!cudaOk(cu->cuStreamCreate(&s, kCuStreamNonBlocking), "cuStreamCreate")) return false;
-    for (size_t count : {size_t{1000}, size_t{1} << 20}) {
+    for (size_t count : counts) {
       for (int c = AllReduce; c <= Scatter; ++c) {
         const Coll coll = static_cast<Coll>(c);
         const Shape sh = shapeOf(coll, count, n);
@@ -299,6 +304,14 @@ bool graphReplay() {
 
 int main(int argc, char** argv) {
   const std::string what = argc > 1 ? argv[1] : "collectives";
+  if (what == "--modes") return printf("collectives\nabort\ngraph\n"), 0;
+  std::vector<int> rankCounts = {1, 2, 4, 8};
+  std::vector<size_t> counts = {1000, size_t{1} << 20};
+  if (what == "collectives" && argc > 2) rankCounts = {atoi(argv[2])};
+  if (what == "collectives" && argc > 3) counts = {strtoull(argv[3], nullptr, 10)};
+  if (rankCounts[0] < 1 || rankCounts[0] > 64 || counts[0] < 1 ||
+      (what != "collectives" && what != "abort" && what != "graph"))
+    return fprintf(stderr, "usage: gpu_coll collectives [RANKS [COUNT]] | abort | graph\n"), 2;
   if (cudaDriver(&cu, "gpu_coll") != ncclSuccess) return check(false, "no CUDA driver"), 1;
   CuContext ctx = nullptr;
   if (!cudaOk(cu->cuDevicePrimaryCtxRetain(&ctx, 0), "device 0") ||
@@ -306,6 +319,6 @@ int main(int argc, char** argv) {
     return 1;
   const bool ok = what == "abort"   ? abortBlocked()
                   : what == "graph" ? graphReplay()
-                                    : collectives();
+                                    : collectives(rankCounts, counts);
   return ok ? 0 : 1;
 }

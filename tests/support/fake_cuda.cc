@@ -193,6 +193,8 @@ struct State {
   std::vector<std::shared_ptr<Capture>> captures;  // active ones (under gCaptureMu)
   uint64_t nextCaptureId = 0;
   std::atomic<size_t> captureErrors{0};
+  std::atomic<size_t> functionLoads{0};  // cuFuncLoad calls
+  unsigned long long generation = 0;     // this scope's number in the process (cuCtxGetId)
   CudaDriver table;
 
   Stream* stream(CuStream s) { return s == nullptr ? legacy : reinterpret_cast<Stream*>(s); }
@@ -353,6 +355,27 @@ CudaDriver makeTable() {
   d.cuModuleGetFunction = [](CuFunction* fn, CuModule, const char* name) -> CuResult {
     if (std::strcmp(name, "ringccBatchKernel") != 0) return 500;  // CUDA_ERROR_NOT_FOUND
     *fn = kKernel;
+    return kCuSuccess;
+  };
+  // The kernel module's (src/cuda/kernel_module.cc): each scope's contexts are new ones, with
+  // ids never seen before in the process, as after a cudaDeviceReset, at the same addresses.
+  d.cuDriverGetVersion = [](int* v) {
+    *v = 13000;
+    return kCuSuccess;
+  };
+  d.cuCtxGetId = [](CuContext ctx, unsigned long long* id) -> CuResult {
+    if (ctx == nullptr) return 201;  // CUDA_ERROR_INVALID_CONTEXT
+    *id = gState->generation * kDevices + static_cast<unsigned long long>(deviceOf(ctx));
+    return kCuSuccess;
+  };
+  d.cuFuncLoad = [](CuFunction fn) -> CuResult {
+    if (fn != kKernel) return 400;  // CUDA_ERROR_INVALID_HANDLE
+    ++gState->functionLoads;
+    return kCuSuccess;
+  };
+  d.cuFuncGetAttribute = [](int* value, int attribute, CuFunction fn) -> CuResult {
+    if (fn != kKernel || attribute != kCuFuncAttributeMaxThreadsPerBlock) return 1;
+    *value = 1024;
     return kCuSuccess;
   };
   d.cuLaunchKernel = [](CuFunction fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
@@ -654,7 +677,9 @@ FakeCudaScope::FakeCudaScope() {
     files.rlim_cur = files.rlim_max;
     setrlimit(RLIMIT_NOFILE, &files);
   }
+  static std::atomic<unsigned long long> scopes{0};
   gState = new State;
+  gState->generation = ++scopes;
   gState->table = makeTable();
   gState->legacy = reinterpret_cast<Stream*>(gState->add(std::make_unique<Stream>()));
   setCudaDriverForTesting(&gState->table);
@@ -723,6 +748,7 @@ void FakeCudaScope::synchronizeAll() {
 size_t FakeCudaScope::kernelsRun() const { return gState->kernelsRun.load(); }
 
 size_t FakeCudaScope::kernelsQueued() const { return gState->kernelsQueued.load(); }
+size_t FakeCudaScope::functionLoads() const { return gState->functionLoads.load(); }
 
 void FakeCudaScope::disablePeerAccess() { gNoPeerAccess = true; }
 

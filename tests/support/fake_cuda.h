@@ -33,6 +33,8 @@
 //              while any capture is active, are CUDA_ERROR_STREAM_CAPTURE_UNSUPPORTED and
 //              invalidate it, unless the calling thread's mode is relaxed
 //              (cuThreadExchangeStreamCaptureMode)
+//   module     cuCtxGetId: each scope's contexts are new (ids unseen in the process, at the
+//              same addresses); cuFuncLoad is counted (functionLoads)
 //
 // Install with FakeCudaScope (it substitutes the process's driver table, then drains every
 // stream and restores the real one). One at a time per process.
@@ -83,6 +85,7 @@ class FakeCudaScope {
 
   size_t kernelsRun() const;             // launches that ran to their end
   size_t kernelsQueued() const;          // cuLaunchKernel calls that succeeded
+  size_t functionLoads() const;          // cuFuncLoad calls (the kernel loaded eagerly)
   size_t liveDeviceAllocs() const;       // cuMemAlloc blocks not freed yet
   size_t liveHostAllocs() const;         // cuMemHostAlloc blocks not freed yet
   size_t liveHostRegistrations() const;  // cuMemHostRegister ranges not unregistered yet

@@ -1,7 +1,5 @@
 #include "transports/ucx/ucx_transport.h"
 
-#include <strings.h>
-
 #include <chrono>
 #include <memory>
 #include <thread>
@@ -10,7 +8,6 @@
 
 #include "src/base/error.h"
 #include "src/base/log.h"
-#include "src/base/param.h"
 #include "transports/proxy/proxy.h"
 #include "transports/ucx/ucx_link.h"
 #include "transports/ucx/ucx_worker.h"
@@ -163,20 +160,6 @@ class UcxTransport final : public Transport {
 Transport& ucxTransport() {
   static UcxTransport t;
   return t;
-}
-
-ncclResult_t netForced(bool* forced) {
-  const std::string net = paramString("NET");
-  *forced = false;
-  if (net.empty()) return ncclSuccess;
-  if (strcasecmp(net.c_str(), "ucx") == 0) {
-    *forced = true;
-    return ncclSuccess;
-  }
-  return fail(ncclInvalidArgument, "selectTransport",
-              "NCCL_NET='%s' is not a network ringcc has; the only one is 'ucx' (or leave it "
-              "unset: ranks on different hosts use UCX anyway)",
-              net.c_str());
 }
 
 }  // namespace ringcc
