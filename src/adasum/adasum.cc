@@ -163,34 +163,51 @@ void combineRange(const Segments& segs, const std::vector<AdasumDots>& dots, Par
   });
 }
 
-// One level of the halving phase: exchange with rank ^ d, products, their sum over the
-// block, the combination of the kept pieces in place. `scratch` receives the partner's copy
-// of the kept pieces, the m-th at m c.
+// A range this rank keeps at a level of the halving phase, and where the partner's copy of
+// it arrived.
 template <class T>
-ncclResult_t halvingLevel(T* work, T* scratch, const Pieces& pc, ncclDataType_t type,
-                          const Segments& segs, int rank, int d, ncclComm* comm) {
+struct Kept {
+  size_t lo, hi;
+  const T* theirs;  // element lo of the partner's copy
+};
+
+// The exchange of one level with rank ^ d over send/recv: the m-th kept piece arrives at
+// scratch + m c.
+template <class T>
+ncclResult_t exchangePairwise(T* work, T* scratch, const Pieces& pc, ncclDataType_t type,
+                              int rank, int d, ncclComm* comm, std::vector<Kept<T>>* kept) {
   const std::vector<int> keep = keptPieces(pc.p, rank, d, false);
   std::vector<Span> sends, recvs;
   for (int j : keptPieces(pc.p, rank, d, true)) sends.push_back({work + pc.lo(j), pc.size(j)});
-  for (size_t m = 0; m < keep.size(); ++m) recvs.push_back({scratch + m * pc.c, pc.size(keep[m])});
-  RINGCC_CHECK(exchange(comm, type, rank ^ d, sends, recvs));
+  for (size_t m = 0; m < keep.size(); ++m) {
+    recvs.push_back({scratch + m * pc.c, pc.size(keep[m])});
+    kept->push_back({pc.lo(keep[m]), pc.hi(keep[m]), scratch + m * pc.c});
+  }
+  return exchange(comm, type, rank ^ d, sends, recvs);
+}
+
+// The rest of a level, on the ranges this rank keeps: products, their sum over the block,
+// the combination in place.
+template <class T>
+ncclResult_t combineKept(T* work, const std::vector<Kept<T>>& kept, const Segments& segs,
+                         int rank, int d, ncclComm* comm) {
   const bool lower = (rank & d) == 0;  // holds v_s; the partner v_{s+d}
   std::vector<AdasumDots> dots(segs.size());
-  auto parts = [&](size_t m, Part<const T>* a, Part<const T>* b) {
-    const Part<const T> own{work, 0}, theirs{scratch + m * pc.c, pc.lo(keep[m])};
+  auto parts = [&](const Kept<T>& k, Part<const T>* a, Part<const T>* b) {
+    const Part<const T> own{work, 0}, theirs{k.theirs, k.lo};
     *a = lower ? own : theirs;
     *b = lower ? theirs : own;
   };
-  for (size_t m = 0; m < keep.size(); ++m) {
+  for (const Kept<T>& k : kept) {
     Part<const T> a, b;
-    parts(m, &a, &b);
-    accumulateRange(segs, &dots, a, b, pc.lo(keep[m]), pc.hi(keep[m]));
+    parts(k, &a, &b);
+    accumulateRange(segs, &dots, a, b, k.lo, k.hi);
   }
   RINGCC_CHECK(sumOverBlock(comm, rank, d, &dots));
-  for (size_t m = 0; m < keep.size(); ++m) {
+  for (const Kept<T>& k : kept) {
     Part<const T> a, b;
-    parts(m, &a, &b);
-    combineRange(segs, dots, Part<T>{work, 0}, a, b, pc.lo(keep[m]), pc.hi(keep[m]));
+    parts(k, &a, &b);
+    combineRange(segs, dots, Part<T>{work, 0}, a, b, k.lo, k.hi);
   }
   return ncclSuccess;
 }
@@ -251,8 +268,11 @@ ncclResult_t runAdasum(T* work, size_t count, ncclDataType_t type, const Segment
     accumulateRange(segs, &dots, a, b, 0, count);
     combineRange(segs, dots, Part<T>{work, 0}, a, b, 0, count);
   }
-  for (int d = 1; d < p; d <<= 1)
-    RINGCC_CHECK(halvingLevel(work, scratch, pc, type, segs, rank, d, comm));
+  for (int d = 1; d < p; d <<= 1) {
+    std::vector<Kept<T>> kept;
+    RINGCC_CHECK(exchangePairwise(work, scratch, pc, type, rank, d, comm, &kept));
+    RINGCC_CHECK(combineKept(work, kept, segs, rank, d, comm));
+  }
   if (n == p) return ringGather(work, pc, type, rank, comm);
   RINGCC_CHECK(pairwiseGather(work, pc, type, rank, comm));
   if (host) RINGCC_CHECK(exchange(comm, type, rank + p, {{work, count}}, {}));
