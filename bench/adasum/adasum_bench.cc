@@ -3,7 +3,7 @@
 //
 //   ringcc-run -n 2 adasum_bench [minBytes] [maxBytes] [iterations] [factor]
 //
-// Sizes (bytes, or with a K, M or G suffix) grow by `factor` (default 2) from minBytes
+// Sizes (as nccl-tests takes them: bytes, or with a K, M or G suffix) grow by `factor` (default 2) from minBytes
 // (default 1 MiB) to maxBytes (default 64 MiB). Per size the two
 // calls alternate in rounds (5 rounds of `iterations` calls each, default 10), so both see the
 // same machine; rank 0 prints the median round of each as nccl-tests' bus bandwidth
@@ -19,6 +19,7 @@
 #include <sys/resource.h>
 
 #include "bench/launcher/launch_protocol.h"
+#include "bench/perf/perf_options.h"
 #include "nccl.h"
 #include "ringcc.h"
 
@@ -39,18 +40,6 @@ double cpuSeconds() {
   getrusage(RUSAGE_SELF, &u);
   return static_cast<double>(u.ru_utime.tv_sec + u.ru_stime.tv_sec) +
          1e-6 * static_cast<double>(u.ru_utime.tv_usec + u.ru_stime.tv_usec);
-}
-
-// "16M" -> 16 << 20; a plain number is bytes.
-size_t parseBytes(const char* s) {
-  char* end = nullptr;
-  size_t v = strtoull(s, &end, 0);
-  switch (end ? *end : 0) {
-    case 'G': case 'g': return v << 30;
-    case 'M': case 'm': return v << 20;
-    case 'K': case 'k': return v << 10;
-    default: return v;
-  }
 }
 
 double median(std::vector<double> v) {
@@ -81,10 +70,14 @@ int main(int argc, char** argv) {
     return 2;
   }
   const int rank = me->rank, nranks = me->nranks;
-  const size_t minBytes = argc > 1 ? parseBytes(argv[1]) : (1u << 20);
-  const size_t maxBytes = argc > 2 ? parseBytes(argv[2]) : (64u << 20);
+  const size_t minBytes = argc > 1 ? ringcc::bench::parseSize(argv[1]).value_or(0) : (1u << 20);
+  const size_t maxBytes = argc > 2 ? ringcc::bench::parseSize(argv[2]).value_or(0) : (64u << 20);
   const int iters = argc > 3 ? atoi(argv[3]) : 10;
   const size_t factor = argc > 4 ? std::max(2, atoi(argv[4])) : 2;
+  if (minBytes < sizeof(float) || maxBytes < minBytes || iters < 1) {
+    fprintf(stderr, "adasum_bench: usage: adasum_bench [minBytes] [maxBytes] [iterations] [factor]\n");
+    return 2;
+  }
   ncclComm_t comm;
   ncclResult_t r = ncclCommInitRank(&comm, nranks, me->id, rank);
   if (r != ncclSuccess) return die("ncclCommInitRank", r);
