@@ -44,8 +44,9 @@ RINGCC_LOOP void adasumAccumulate(const T* __restrict__ a, const T* __restrict__
   const Bits* ab = reinterpret_cast<const Bits*>(a);
   const Bits* bb = reinterpret_cast<const Bits*>(b);
   // kLanes partial sums of each product: independent chains of additions (one chain would
-  // wait an addition's latency per element), which the compiler may also vectorize. The
-  // order is fixed, so the result is the same on every run.
+  // wait an addition's latency per element), which GCC at -O2 turns into two-double vector
+  // instructions (6 instructions per float element, counted by callgrind; 8 lanes spill
+  // registers and take 12). The order is fixed, so the result is the same on every run.
   constexpr size_t kLanes = 4;
   double sab[kLanes] = {}, saa[kLanes] = {}, sbb[kLanes] = {};
   size_t i = 0;
@@ -70,7 +71,13 @@ RINGCC_LOOP void adasumAccumulate(const T* __restrict__ a, const T* __restrict__
   dots->bb += (sbb[0] + sbb[1]) + (sbb[2] + sbb[3]);
 }
 
-// out[0..n) = c.a * a + c.b * b, rounded to T once. `out` may be `a` or `b`.
+constexpr size_t kAdasumCombineBlock = 8;
+
+// out[0..n) = c.a * a + c.b * b, rounded to T once. `out` may be `a` or `b` (each element is
+// read before it is written, block by block). Blocks of kAdasumCombineBlock elements: a
+// fixed-size inner loop that GCC at -O2 vectorizes (its cheapest cost model takes only loops
+// whose trip count is a multiple of the vector length, and n is not known): 6 instructions
+// per float element against 12 for the plain loop (callgrind).
 template <class T>
 RINGCC_LOOP void adasumCombine(T* out, const T* a, const T* b, size_t n,
                                AdasumCoefficients c) {
@@ -80,7 +87,16 @@ RINGCC_LOOP void adasumCombine(T* out, const T* a, const T* b, size_t n,
   const Bits* ab = reinterpret_cast<const Bits*>(a);
   const Bits* bb = reinterpret_cast<const Bits*>(b);
   Bits* ob = reinterpret_cast<Bits*>(out);
-  for (size_t i = 0; i < n; ++i) {
+  constexpr size_t L = kAdasumCombineBlock;
+  size_t i = 0;
+  for (; i + L <= n; i += L) {
+    double v[L];
+    for (size_t l = 0; l < L; ++l)
+      v[l] = c.a * static_cast<double>(Traits::load(ab[i + l])) +
+             c.b * static_cast<double>(Traits::load(bb[i + l]));
+    for (size_t l = 0; l < L; ++l) ob[i + l] = Traits::store(static_cast<Compute>(v[l]));
+  }
+  for (; i < n; ++i) {
     double v = c.a * static_cast<double>(Traits::load(ab[i])) +
                c.b * static_cast<double>(Traits::load(bb[i]));
     ob[i] = Traits::store(static_cast<Compute>(v));
