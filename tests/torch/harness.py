@@ -90,3 +90,27 @@ def nranks_from_argv():
     if len(sys.argv) != 2 or not sys.argv[1].isdigit():
         sys.exit(f"usage: {sys.argv[0]} NRANKS")
     return int(sys.argv[1])
+
+
+# torch 2.x calls a Python backend's single-tensor forms by their new names; the old ones are
+# aliases (ringcc/_torch_moves.py), so a wrapper replaces both.
+_ALIASES = {"all_gather_single": "_allgather_base", "reduce_scatter_single": "_reduce_scatter_base",
+            "all_to_all_single": "alltoall_base"}
+
+
+def count_backend_calls(names):
+    """Wraps the ringcc backend's methods `names` so that each call counts; returns the
+    counts (a dict, updated in place), for tests that must show torch used ringcc."""
+    from ringcc.torch import ProcessGroupRingcc
+    counts = dict.fromkeys(names, 0)
+    for name in names:
+        original = getattr(ProcessGroupRingcc, name)
+
+        def counted(self, *args, _original=original, _name=name, **kw):
+            counts[_name] += 1
+            return _original(self, *args, **kw)
+
+        setattr(ProcessGroupRingcc, name, counted)
+        if name in _ALIASES:
+            setattr(ProcessGroupRingcc, _ALIASES[name], counted)
+    return counts
