@@ -13,6 +13,11 @@ exact equality of the parameters across ranks (every rank of one run must hold t
 Comm hooks: fp16 and bf16 compression, and PowerSGD (rank 2, compressing from the third step
 on, with error feedback): its callbacks issue the P and Q all-reduces and block on them, on the
 thread that completed the previous future (ringcc's progress thread; _queue's module doc).
+Against Gloo PowerSGD runs with one bucket: with several, Gloo itself deadlocks now and then
+(seen here on torch 2.15: both its worker threads blocked in PowerSGD callbacks, waiting for
+all-reduces that only a free worker would run). With the small buckets it runs on ringcc
+alone (it hung there too before ringcc ran such callbacks' operations at once), checked for
+agreement across ranks and for a model that trained.
 Torch 1.13 refuses the bf16 hook without CUDA and NCCL, whatever the backend: not run there.
 """
 
@@ -46,11 +51,13 @@ def dataset():
     return TensorDataset(torch.randn(256, 16, generator=g), torch.randn(256, 4, generator=g))
 
 
-def train(group, rank, n, *, autocast=False, hook=None, accumulate=1, unused=False):
-    """STEPS optimizer steps of DDP over `group`; returns the parameters after each step."""
+def train(group, rank, n, *, autocast=False, hook=None, accumulate=1, unused=False,
+          bucket_mb=0.01):
+    """STEPS optimizer steps of DDP over `group`; returns the parameters after each step.
+    The default buckets are small: several all-reduces per backward."""
     torch.manual_seed(0)  # the same initial model on both backends
     model = DDP(Net(unused), process_group=group, find_unused_parameters=unused,
-                bucket_cap_mb=0.01)  # small buckets: several all-reduces per backward
+                bucket_cap_mb=bucket_mb)
     if hook == "powersgd":
         # Low-rank compression: two all-reduces (P and Q) per bucket, from the third step
         # on (the first two all-reduce vanilla), with error feedback. The state's seed makes
@@ -125,7 +132,8 @@ def run(rank, n):
         "bf16 autocast": ({"autocast": True}, 1e-7),
         "fp16 compression hook": ({"hook": default_hooks.fp16_compress_hook}, 1e-5),
         "bf16 compression hook": ({"hook": default_hooks.bf16_compress_hook}, 1e-3),
-        "PowerSGD hook": ({"hook": "powersgd"}, 1e-6),
+        "PowerSGD hook, one bucket": ({"hook": "powersgd", "bucket_mb": 25}, 1e-6),
+        "PowerSGD hook": ({"hook": "powersgd"}, None),  # ringcc only (module doc)
         "no_sync accumulation": ({"accumulate": 2}, 1e-7),
         "find_unused_parameters": ({"unused": True}, 1e-7),
     }
@@ -140,13 +148,16 @@ def run(rank, n):
             plain = ours
         elif "hook" in kw:  # the hook ran: its rounding or compression changed the model
             assert not torch.equal(ours[-1][0], plain[-1][0]), f"{name}: same as without it"
-        theirs = train(gloo, rank, n, **kw)
-        exact = compare(name, ours, theirs, n, atol)
+        if atol is None:
+            exact = None
+        else:
+            exact = compare(name, ours, train(gloo, rank, n, **kw), n, atol)
         check_same_on_all_ranks(name, ours[-1], n)
         assert not torch.equal(ours[0][0], ours[-1][0]), f"{name}: the model did not train"
         if rank == 0:
-            print(f"ddp {name}: {STEPS} steps match Gloo "
-                  f"{'exactly' if exact else 'within tolerance'}", flush=True)
+            match = ("not run on Gloo" if exact is None else
+                     f"match Gloo {'exactly' if exact else 'within tolerance'}")
+            print(f"ddp {name}: {STEPS} steps {match}", flush=True)
     unsynced_grads_differ(rank, n, gloo)
 
 
