@@ -7,7 +7,7 @@ Tolerance: on 2 ranks a sum of two is the same in either order, so ringcc's para
 Gloo's bit for bit. On more, the two add in different orders, but under bf16 autocast the
 gradients come out of bf16 matmuls: 8-bit significands, whose sums over 8 ranks fit a float32
 exactly unless their exponents are far apart, so the order rarely matters (measured: equal
-bit for bit at 4 and 8 ranks, on torch 1.13 and 2.15). 1e-5 absolute allows an occasional
+bit for bit at 4 and 8 ranks on torch 2.15; 1.13 passed within it). 1e-5 absolute allows an occasional
 rounding (AdamW's steps are about lr = 1e-3) without letting a wrong sum through. torchrun's
 --tee/--redirects: see test_torchrun.py.
 """
