@@ -8,6 +8,18 @@ its Works (or asks for its future, or whether it is done), when any other operat
 behind it, or when no send or receive has joined it for P2P_IDLE_S (so a send nobody waits
 for still goes out).
 
+Completing an operation's future runs its callbacks (fut.then(...)) on the progress thread. A
+DDP communication hook may issue collectives there and block on them: PowerSGD's callback
+all-reduces P and waits for that future, then the next callback does the same with Q. Queued
+behind, they would wait for the very thread that waits for them (PowerSGD hung so); run by
+another thread, they would race with the caller's next bucket and be issued in a different
+order on different ranks (tried: the ranks' calls did not match). So an operation issued on
+the progress thread runs there at once, before anything queued: every rank runs it right
+after the operation whose callback issued it, and its future is done when the call returns.
+This is NCCL's order too: ProcessGroupNCCL completes a future when it has enqueued the
+kernel, so its callbacks, and what they issue, run in the caller's order. (Sends and
+receives issued there run at once too, each its own group.)
+
 The thread holds the queue and the communicator, never the process group, so the group can be
 collected; then stop() lets the thread destroy the communicator and waits for it.
 """
@@ -62,12 +74,21 @@ class OpQueue:
 
     # --- caller side -----------------------------------------------------------------
 
+    def _on_progress_thread(self, job):
+        return isinstance(job, Job) and threading.current_thread() is self._thread
+
     def put(self, job):
+        if self._on_progress_thread(job):
+            self._run_one(job)  # issued by a callback (module doc)
+            return
         with self._lock:
             self._flush_locked()  # earlier sends and receives go first
             self._jobs.put(job)
 
     def add_p2p(self, job):
+        if self._on_progress_thread(job):
+            self._run_group([job])
+            return
         with self._lock:
             self._batch.append(job)
             self._last_added = time.monotonic()

@@ -7,6 +7,7 @@ run is killed (and fails) after `timeout` seconds, so a hang is a failure, never
 run_all, once one rank has failed the others are killed soon after, not at the timeout.
 """
 
+import faulthandler
 import os
 import socket
 import sys
@@ -26,7 +27,10 @@ def free_port():
         return s.getsockname()[1]
 
 
-def _entry(fn, rank, n, port, backend, env, args):
+def _entry(fn, rank, n, port, backend, env, args, timeout):
+    # A rank still running shortly before the run is killed prints where each of its threads
+    # is: a hang's report then says where it hung.
+    faulthandler.dump_traceback_later(max(1, timeout - 5), exit=False)
     os.environ.update(env)
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port), RANK=str(rank),
                       WORLD_SIZE=str(n))
@@ -52,7 +56,7 @@ def launch(fn, n, *args, backend="ringcc", env=None, timeout=180, fail_fast=Fals
     are killed (they would wait for it until `timeout`); their exit codes are then -9."""
     ctx = mp.get_context("spawn")
     port = free_port()
-    procs = [ctx.Process(target=_entry, args=(fn, r, n, port, backend, env or {}, args))
+    procs = [ctx.Process(target=_entry, args=(fn, r, n, port, backend, env or {}, args, timeout))
              for r in range(n)]
     for p in procs:
         p.start()
@@ -90,3 +94,27 @@ def nranks_from_argv():
     if len(sys.argv) != 2 or not sys.argv[1].isdigit():
         sys.exit(f"usage: {sys.argv[0]} NRANKS")
     return int(sys.argv[1])
+
+
+# torch 2.x calls a Python backend's single-tensor forms by their new names; the old ones are
+# aliases (ringcc/_torch_moves.py), so a wrapper replaces both.
+_ALIASES = {"all_gather_single": "_allgather_base", "reduce_scatter_single": "_reduce_scatter_base",
+            "all_to_all_single": "alltoall_base"}
+
+
+def count_backend_calls(names):
+    """Wraps the ringcc backend's methods `names` so that each call counts; returns the
+    counts (a dict, updated in place), for tests that must show torch used ringcc."""
+    from ringcc.torch import ProcessGroupRingcc
+    counts = dict.fromkeys(names, 0)
+    for name in names:
+        original = getattr(ProcessGroupRingcc, name)
+
+        def counted(self, *args, _original=original, _name=name, **kw):
+            counts[_name] += 1
+            return _original(self, *args, **kw)
+
+        setattr(ProcessGroupRingcc, name, counted)
+        if name in _ALIASES:
+            setattr(ProcessGroupRingcc, _ALIASES[name], counted)
+    return counts
