@@ -16,3 +16,10 @@
 // inlined loop would not vectorize.
 #define RINGCC_LOOP inline __attribute__((noinline))
 #endif
+
+// A loop of a compile-time trip count, unrolled so that its loads can all be in flight.
+#if defined(__CUDACC__)
+#define RINGCC_UNROLL _Pragma("unroll")
+#else
+#define RINGCC_UNROLL _Pragma("GCC unroll 16")
+#endif

@@ -382,34 +382,77 @@ RINGCC_INLINE void storePack(void* p, const Pack16& v) {
   __builtin_memcpy(__builtin_assume_aligned(p, sizeof(Pack16)), &v, sizeof v);
 }
 
-// Packs first, first + step, ... < packs of pointers at a 16-byte boundary: each source pack
-// loaded whole, its elements through reduceValue (the element walk's arithmetic), the result
-// stored whole. A thread reads a pack before it writes it, so an in-place alias is harmless.
+// One pack's result from its source packs: the elements through reduceValue (the element
+// walk's arithmetic); a copy moves the pack's bits untouched.
 template <class T, class Fn, int kSrc>
-RINGCC_HOST_DEVICE inline void reducePacks(const Fn& fn, const T* local, const T* peer, T* dst0,
-                                           T* dst1, size_t first, size_t step, size_t packs) {
-  constexpr size_t kPer = sizeof(Pack16) / sizeof(T);
-  for (size_t p = first; p < packs; p += step) {
-    const size_t at = p * kPer;
+RINGCC_INLINE Pack16 reducePackValue(const Fn& fn, const Pack16& a, const Pack16& b) {
+  if constexpr (Fn::kIsCopy) {
+    return b;
+  } else {
+    constexpr size_t kPer = sizeof(Pack16) / sizeof(T);
+    T x[kPer] = {}, y[kPer] = {}, r[kPer];
+    if constexpr (kSrc != kPeerOnly) __builtin_memcpy(x, &a, sizeof a);
+    if constexpr (kSrc != kLocalOnly) __builtin_memcpy(y, &b, sizeof b);
+    for (size_t j = 0; j < kPer; ++j) r[j] = reduceValue<T, Fn, kSrc>(fn, x, y, j);
     Pack16 out;
-    if constexpr (Fn::kIsCopy) {
-      out = loadPack(peer + at);  // bits move untouched, so the pack does too
-    } else {
-      T a[kPer] = {}, b[kPer] = {}, r[kPer];
-      if constexpr (kSrc != kPeerOnly) {
-        const Pack16 v = loadPack(local + at);
-        __builtin_memcpy(a, &v, sizeof v);
-      }
-      if constexpr (kSrc != kLocalOnly) {
-        const Pack16 v = loadPack(peer + at);
-        __builtin_memcpy(b, &v, sizeof v);
-      }
-      for (size_t j = 0; j < kPer; ++j) r[j] = reduceValue<T, Fn, kSrc>(fn, a, b, j);
-      __builtin_memcpy(&out, r, sizeof out);
-    }
+    __builtin_memcpy(&out, r, sizeof out);
+    return out;
+  }
+}
+
+// Packs p, p + step, ..., p + (kU - 1) * step: every source pack loaded first, then every
+// result stored, so that a thread has 2 * kU loads in flight instead of one (a GPU thread
+// waits a memory latency per dependent load). kInPlace: the local source is dst0 itself, read
+// through dst0 (restrict forbids two names for it); each pack is read before it is written.
+template <class T, class Fn, int kSrc, bool kInPlace, int kU>
+RINGCC_INLINE void reducePackGroup(const Fn& fn, const T* __restrict__ local,
+                                   const T* __restrict__ peer, T* __restrict__ dst0,
+                                   T* __restrict__ dst1, size_t p, size_t step) {
+  constexpr size_t kPer = sizeof(Pack16) / sizeof(T);
+  const T* src = kInPlace ? dst0 : local;
+  Pack16 a[kU] = {}, b[kU] = {};
+  RINGCC_UNROLL
+  for (int u = 0; u < kU; ++u) {
+    const size_t at = (p + u * step) * kPer;
+    if constexpr (kSrc != kPeerOnly) a[u] = loadPack(src + at);
+    if constexpr (kSrc != kLocalOnly) b[u] = loadPack(peer + at);
+  }
+  RINGCC_UNROLL
+  for (int u = 0; u < kU; ++u) {
+    const size_t at = (p + u * step) * kPer;
+    const Pack16 out = reducePackValue<T, Fn, kSrc>(fn, a[u], b[u]);
     storePack(dst0 + at, out);
     if (dst1 != nullptr) storePack(dst1 + at, out);
   }
+}
+
+// Packs in flight per thread: two sources load twice as many, so they take half the groups.
+template <int kSrc>
+constexpr int kPackUnroll = kSrc == kBoth ? 4 : 8;
+
+// Packs first, first + step, ... < packs of pointers at a 16-byte boundary, in groups of
+// kPackUnroll, the last few one at a time. The same packs, the same arithmetic, in the same
+// thread as a walk of one pack at a time: only the order of independent loads changes.
+template <class T, class Fn, int kSrc, bool kInPlace>
+RINGCC_HOST_DEVICE inline void reducePacksAs(const Fn& fn, const T* __restrict__ local,
+                                             const T* __restrict__ peer, T* __restrict__ dst0,
+                                             T* __restrict__ dst1, size_t first, size_t step,
+                                             size_t packs) {
+  constexpr int kU = kPackUnroll<kSrc>;
+  size_t p = first;
+  for (; p + (kU - 1) * step < packs; p += kU * step)
+    reducePackGroup<T, Fn, kSrc, kInPlace, kU>(fn, local, peer, dst0, dst1, p, step);
+  for (; p < packs; p += step)
+    reducePackGroup<T, Fn, kSrc, kInPlace, 1>(fn, local, peer, dst0, dst1, p, step);
+}
+
+template <class T, class Fn, int kSrc>
+RINGCC_HOST_DEVICE inline void reducePacks(const Fn& fn, const T* local, const T* peer, T* dst0,
+                                           T* dst1, size_t first, size_t step, size_t packs) {
+  if (kSrc != kPeerOnly && local == dst0)
+    reducePacksAs<T, Fn, kSrc, true>(fn, nullptr, peer, dst0, dst1, first, step, packs);
+  else
+    reducePacksAs<T, Fn, kSrc, false>(fn, local, peer, dst0, dst1, first, step, packs);
 }
 
 template <class T>
