@@ -24,8 +24,10 @@
 //
 // The host's policy (src/exec/host_sync.h) stores with seq_cst and makes a futex wake when
 // c->waiters is non-zero; a sleeper increments `waiters` with a seq_cst RMW before it
-// re-checks the counter, so no wake-up is lost. A device policy fences (__threadfence_system)
-// before its store and never wakes: host sleepers of GPU connections nap with a timeout.
+// re-checks the counter, so no wake-up is lost. The device's (kernels/cuda/device_sync.h)
+// loads relaxed, fences once when a slice can move (acquired()), fences before a Simple or
+// Direct publish, at GPU scope where the connection stays on one GPU, and never wakes: host
+// sleepers of GPU connections nap with a timeout.
 //
 // Protocols, per call, each in a file of its own (the runner only dispatches):
 //   Simple  kernels/prims_simple.h: elements in the slots, size and signature in meta[slot]
@@ -117,6 +119,15 @@ RINGCC_INLINE void syncPublish(Sync& sync, const ConnectorView& v, FifoCounter* 
     sync.publish(v, c, value, ordered);
   else
     sync.publish(c, value);
+}
+
+// The elements of one LL line (at most 8 bytes) in reduceCopyBlock: the element walk (the
+// same arithmetic as every other walk), out of line, so that the unrolled loop over a thread's
+// lines carries one call instead of a copy of every datatype and operator per line.
+RINGCC_NOINLINE inline void llLineReduceCopy(ncclDataType_t type, const RedOp& op,
+                                             const void* local, const void* peer, void* out,
+                                             void* send, size_t elems, bool post) {
+  reduceCopyStrided(type, op, local, peer, out, send, elems, post, 0, 1);
 }
 
 // Data lines of an LL slice each thread polls and keeps at once (ProgramRunner::
@@ -800,12 +811,12 @@ class ProgramRunner {
         if (i >= nLines) continue;
         const uint32_t at = i * kLlLineData;
         const uint32_t bytes = s.bytes - at < kLlLineData ? s.bytes - at : kLlLineData;
-        // 16-byte aligned: the widest element (8 bytes) loads from here as from memory.
-        alignas(16) uint32_t in[4] = {line[u].x, line[u].z, 0, 0};
-        alignas(16) uint32_t res[4] = {0, 0, 0, 0};
-        reduceCopyPacked(args_.type, op, local ? local + at : nullptr, peer ? in : nullptr,
+        // 8-byte aligned: the widest element loads from here as from memory.
+        alignas(8) uint32_t in[2] = {line[u].x, line[u].z};
+        alignas(8) uint32_t res[2] = {0, 0};
+        llLineReduceCopy(args_.type, op, local ? local + at : nullptr, peer ? in : nullptr,
                          out ? out + at : nullptr, send ? res : nullptr, bytes / args_.elemSize,
-                         s.post != 0, 0, 1);
+                         s.post != 0);
         if (send) stVolatile16(&send[i], Word4{res[0], s.sendEpoch, res[1], s.sendEpoch});
       }
     }

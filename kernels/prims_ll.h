@@ -99,9 +99,10 @@ RINGCC_HOST_DEVICE inline const LlLine* llReceive(const ConnectorView& v, uint32
 
 // The receive side of slot c when the block's threads poll the data lines themselves
 // (ProgramRunner::reduceCopyBlock): false while a line of the signature is not yet flagged
-// with c + 1, else the sender's call in *sig, each line read by one 16-byte load. The sender
-// signs a slot after all of its data lines were written, so a signed slot's data lines are
-// on their way: a receiver may commit to the slot once its signature is there.
+// with c + 1, else the sender's call in *sig, each line read by one 16-byte load. Whoever fills
+// a slot writes its signature with or after its data (a sender signs in publish, after its
+// block's data lines; a network proxy copies whole slots), so a signed slot's data lines are
+// on their way, needing nobody's further step: a receiver may commit to it and wait for them.
 RINGCC_HOST_DEVICE inline bool llSigReady(const ConnectorView& v, uint32_t c, OpSig* sig) {
   const LlLine* lines = llSlotLines(v, c);
   uint32_t words[2 * kLlSigLines];

@@ -48,8 +48,10 @@
 // every non-null pointer at the same distance m from a boundary, a whole number of elements;
 // otherwise the whole range takes the element walk, still dealt out element by element. So
 // every element is the one reduceCopy computes, bit for bit, for any alignment and count, and
-// the aliasing rules above hold unchanged. The kernels use the packed form; the host keeps
-// reduceCopy, whose loops GCC vectorizes itself, and runs the packed form in the tests.
+// the aliasing rules above hold unchanged. A worker loads kPackUnroll packs of each source
+// before it stores any (reducePacksGrouped), so that several loads are in flight per thread.
+// The kernels use the packed form; the host keeps reduceCopy, whose loops GCC vectorizes
+// itself, and runs the packed form in the tests (and in the SIMT test, tests/support/simt.h).
 #pragma once
 
 #include <stddef.h>
@@ -400,59 +402,52 @@ RINGCC_INLINE Pack16 reducePackValue(const Fn& fn, const Pack16& a, const Pack16
   }
 }
 
-// Packs p, p + step, ..., p + (kU - 1) * step: every source pack loaded first, then every
-// result stored, so that a thread has 2 * kU loads in flight instead of one (a GPU thread
-// waits a memory latency per dependent load). kInPlace: the local source is dst0 itself, read
-// through dst0 (restrict forbids two names for it); each pack is read before it is written.
-template <class T, class Fn, int kSrc, bool kInPlace, int kU>
-RINGCC_INLINE void reducePackGroup(const Fn& fn, const T* __restrict__ local,
-                                   const T* __restrict__ peer, T* __restrict__ dst0,
-                                   T* __restrict__ dst1, size_t p, size_t step) {
-  constexpr size_t kPer = sizeof(Pack16) / sizeof(T);
-  const T* src = kInPlace ? dst0 : local;
-  Pack16 a[kU] = {}, b[kU] = {};
-  RINGCC_UNROLL
-  for (int u = 0; u < kU; ++u) {
-    const size_t at = (p + u * step) * kPer;
-    if constexpr (kSrc != kPeerOnly) a[u] = loadPack(src + at);
-    if constexpr (kSrc != kLocalOnly) b[u] = loadPack(peer + at);
-  }
-  RINGCC_UNROLL
-  for (int u = 0; u < kU; ++u) {
-    const size_t at = (p + u * step) * kPer;
-    const Pack16 out = reducePackValue<T, Fn, kSrc>(fn, a[u], b[u]);
-    storePack(dst0 + at, out);
-    if (dst1 != nullptr) storePack(dst1 + at, out);
-  }
-}
-
-// Packs in flight per thread: two sources load twice as many, so they take half the groups.
-template <int kSrc>
-constexpr int kPackUnroll = kSrc == kBoth ? 4 : 8;
+// Packs in flight per thread: a GPU thread waits a memory latency per dependent load, so it
+// loads this many packs of each source before it stores any (NCCL's Simple unroll).
+constexpr int kPackUnroll = 4;
 
 // Packs first, first + step, ... < packs of pointers at a 16-byte boundary, in groups of
-// kPackUnroll, the last few one at a time. The same packs, the same arithmetic, in the same
-// thread as a walk of one pack at a time: only the order of independent loads changes.
-template <class T, class Fn, int kSrc, bool kInPlace>
-RINGCC_HOST_DEVICE inline void reducePacksAs(const Fn& fn, const T* __restrict__ local,
-                                             const T* __restrict__ peer, T* __restrict__ dst0,
-                                             T* __restrict__ dst1, size_t first, size_t step,
-                                             size_t packs) {
-  constexpr int kU = kPackUnroll<kSrc>;
-  size_t p = first;
-  for (; p + (kU - 1) * step < packs; p += kU * step)
-    reducePackGroup<T, Fn, kSrc, kInPlace, kU>(fn, local, peer, dst0, dst1, p, step);
-  for (; p < packs; p += step)
-    reducePackGroup<T, Fn, kSrc, kInPlace, 1>(fn, local, peer, dst0, dst1, p, step);
+// kPackUnroll: every source pack of a group loaded, then every result stored (a group past the
+// end is cut short by predicates, not by a second loop, to keep the kernel small). The same
+// packs, the same arithmetic, in the same thread as one pack at a time: only the order of
+// independent loads changes. The destinations are __restrict__ (the sources' loads may move
+// above their stores); the sources are not: a slot is rewritten by its sender while the
+// kernel runs, and const __restrict__ lets nvcc read through the non-coherent read-only
+// cache. In place the local source is dst0 itself and is read through it (local null here),
+// so that nothing reaches dst0's memory but through dst0; each pack is read before written.
+template <class T, class Fn, int kSrc>
+RINGCC_HOST_DEVICE inline void reducePacksGrouped(const Fn& fn, const T* local, const T* peer,
+                                                  T* __restrict__ dst0, T* __restrict__ dst1,
+                                                  size_t first, size_t step, size_t packs) {
+  constexpr size_t kPer = sizeof(Pack16) / sizeof(T);
+  constexpr int kU = kPackUnroll;
+  const T* src = local != nullptr ? local : dst0;
+  for (size_t p = first; p < packs; p += kU * step) {
+    Pack16 a[kU] = {}, b[kU] = {};
+    RINGCC_UNROLL
+    for (int u = 0; u < kU; ++u) {
+      const size_t q = p + u * step;
+      if (q >= packs) break;
+      if constexpr (kSrc != kPeerOnly) a[u] = loadPack(src + q * kPer);
+      if constexpr (kSrc != kLocalOnly) b[u] = loadPack(peer + q * kPer);
+    }
+    RINGCC_UNROLL
+    for (int u = 0; u < kU; ++u) {
+      const size_t q = p + u * step;
+      if (q >= packs) break;
+      const Pack16 out = reducePackValue<T, Fn, kSrc>(fn, a[u], b[u]);
+      storePack(dst0 + q * kPer, out);
+      if (dst1 != nullptr) storePack(dst1 + q * kPer, out);
+    }
+  }
 }
 
 template <class T, class Fn, int kSrc>
 RINGCC_HOST_DEVICE inline void reducePacks(const Fn& fn, const T* local, const T* peer, T* dst0,
                                            T* dst1, size_t first, size_t step, size_t packs) {
-  if (kSrc != kPeerOnly && local == dst0)
-    reducePacksAs<T, Fn, kSrc, true>(fn, nullptr, peer, dst0, dst1, first, step, packs);
-  else
-    reducePacksAs<T, Fn, kSrc, false>(fn, local, peer, dst0, dst1, first, step, packs);
+  const bool inPlace = kSrc != kPeerOnly && local == dst0;
+  reducePacksGrouped<T, Fn, kSrc>(fn, inPlace ? nullptr : local, peer, dst0, dst1, first, step,
+                                  packs);
 }
 
 template <class T>

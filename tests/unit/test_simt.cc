@@ -4,7 +4,7 @@
 // compared bit for bit with the host runner's (the simulator's default one-thread run), which
 // the schedule tests check against directly computed results. And the emulation itself:
 // divergent barriers, barrier kinds that do not match, a barrier nobody completes, the votes.
-#include <catch2/catch_test_macros.hpp>
+#include <catch2/catch.hpp>
 
 #include <atomic>
 #include <cstring>
