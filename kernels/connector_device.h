@@ -166,6 +166,10 @@ struct ConnectorView {
   // publishes on this connection also bumps it and wakes its sleepers. Null for transports
   // whose FIFO memory is shared (p2p, shm).
   FifoCounter* doorbell;
+  // Non-zero: both sides run on one GPU and nothing outside it reads the counters or the
+  // slots while they run (p2p in that GPU's memory), so the device's fences may stop at GPU
+  // scope (kernels/cuda/device_sync.h). 0: system scope (the host or another GPU looks).
+  uint32_t oneGpu;
 };
 
 // Bytes needed for a FifoControl with `nSlots` slot records.

@@ -8,6 +8,8 @@
 #define RINGCC_INLINE __host__ __device__ __forceinline__
 // Hot loops: inlined on the device; on the host kept out of line (below).
 #define RINGCC_LOOP __host__ __device__ inline
+// Kept out of line on both sides: code called from an unrolled loop, once, not once per copy.
+#define RINGCC_NOINLINE __host__ __device__ __noinline__
 #else
 #define RINGCC_HOST_DEVICE
 #define RINGCC_INLINE inline __attribute__((always_inline))
@@ -15,4 +17,12 @@
 // `restrict` when it inlines, and at -O2 it will not add run-time alias checks, so an
 // inlined loop would not vectorize.
 #define RINGCC_LOOP inline __attribute__((noinline))
+#define RINGCC_NOINLINE __attribute__((noinline))
+#endif
+
+// A loop of a compile-time trip count, unrolled so that its loads can all be in flight.
+#if defined(__CUDACC__)
+#define RINGCC_UNROLL _Pragma("unroll")
+#else
+#define RINGCC_UNROLL _Pragma("GCC unroll 16")
 #endif

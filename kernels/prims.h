@@ -24,8 +24,10 @@
 //
 // The host's policy (src/exec/host_sync.h) stores with seq_cst and makes a futex wake when
 // c->waiters is non-zero; a sleeper increments `waiters` with a seq_cst RMW before it
-// re-checks the counter, so no wake-up is lost. A device policy fences (__threadfence_system)
-// before its store and never wakes: host sleepers of GPU connections nap with a timeout.
+// re-checks the counter, so no wake-up is lost. The device's (kernels/cuda/device_sync.h)
+// loads relaxed, fences once when a slice can move (acquired()), fences before a Simple or
+// Direct publish, at GPU scope where the connection stays on one GPU, and never wakes: host
+// sleepers of GPU connections nap with a timeout.
 //
 // Protocols, per call, each in a file of its own (the runner only dispatches):
 //   Simple  kernels/prims_simple.h: elements in the slots, size and signature in meta[slot]
@@ -72,6 +74,66 @@
 
 namespace ringcc {
 
+// What ProgramRunner::reduceCopyBlock needs of the threads that share a slice (a CUDA block;
+// the emulated ones of tests/support/simt.h): thread(), threads(), barrier(), and the votes
+// barrierAnd(p) / barrierOr(p) (__syncthreads_and / _or: a barrier that also tells every
+// thread whether p held on all / on any of them). A Block without the votes must be a single
+// thread (the emulated driver's: tests/support/fake_cuda.cc): its vote is its own p.
+template <class Block>
+RINGCC_INLINE bool blockAll(Block& blk, bool p) {
+  if constexpr (requires { blk.barrierAnd(p); }) {
+    return blk.barrierAnd(p);
+  } else {
+    blk.barrier();
+    return p;
+  }
+}
+
+template <class Block>
+RINGCC_INLINE bool blockAny(Block& blk, bool p) {
+  if constexpr (requires { blk.barrierOr(p); }) {
+    return blk.barrierOr(p);
+  } else {
+    blk.barrier();
+    return p;
+  }
+}
+
+// Optional parts of a Sync policy (the host's have neither; the device's, kernels/cuda/
+// device_sync.h, both):
+//   void acquired(bool system)   a fence after relaxed counter loads let a slice move: called
+//                                once per slice that needed it, never per poll; `system`:
+//                                one of the connections is seen from outside this GPU
+//   void publish(view, c, v, ordered)   publish with the connection at hand: `ordered` asks
+//                                that every earlier store (the slot's data) be seen first,
+//                                at the view's scope; LL needs no order (flags ride with data)
+template <class Sync>
+RINGCC_INLINE void syncAcquired(Sync& sync, bool system) {
+  if constexpr (requires { sync.acquired(system); }) sync.acquired(system);
+}
+
+template <class Sync>
+RINGCC_INLINE void syncPublish(Sync& sync, const ConnectorView& v, FifoCounter* c, uint32_t value,
+                               bool ordered) {
+  if constexpr (requires { sync.publish(v, c, value, ordered); })
+    sync.publish(v, c, value, ordered);
+  else
+    sync.publish(c, value);
+}
+
+// The elements of one LL line (at most 8 bytes) in reduceCopyBlock: the element walk (the
+// same arithmetic as every other walk), out of line, so that the unrolled loop over a thread's
+// lines carries one call instead of a copy of every datatype and operator per line.
+RINGCC_NOINLINE inline void llLineReduceCopy(ncclDataType_t type, const RedOp& op,
+                                             const void* local, const void* peer, void* out,
+                                             void* send, size_t elems, bool post) {
+  reduceCopyStrided(type, op, local, peer, out, send, elems, post, 0, 1);
+}
+
+// Data lines of an LL slice each thread polls and keeps at once (ProgramRunner::
+// reduceCopyBlock): 512 threads cover a whole slice (1,024 data lines) in one round.
+constexpr uint32_t kLlLinesPerThread = 4;
+
 struct RunArgs {
   const Program* program;
   const ConnectorView* ports;  // [program->nPorts], resolved from program->ports
@@ -96,6 +158,10 @@ struct RunArgs {
   const int* ringRanks;
   uint32_t nRingRanks;
   const PeerMapper* mapper;  // host runners on mapped connections; null elsewhere
+  // The block's threads poll a received LL slice's data lines themselves, in
+  // reduceCopyBlock (the batch kernel): acquire checks only the signature's lines. 0: acquire
+  // checks every line, and reduceCopy unpacks them (the host engine).
+  uint8_t llByLines;
 };
 
 // One slice between acquire and publish.
@@ -111,11 +177,13 @@ struct Slice {
   uint64_t elems;
   uint32_t bytes;
   uint32_t sendEpoch;  // LL flag to write into the sent lines
+  uint32_t recvEpoch;  // LL flag the received lines carry once they are there
   uint16_t lane;
   uint8_t recvPort;  // kNoPort if none
   uint8_t sendPort;  // kNoPort if none
   uint8_t post;      // apply the op's post
   uint8_t noPre;     // `local` is a partial result: the op's pre was applied already
+  uint8_t llLines;   // LL receive with RunArgs::llByLines: the data lines are still to poll
 };
 
 enum RunStatus : uint8_t { kRunReady, kRunBlocked, kRunDone, kRunError };
@@ -244,7 +312,12 @@ class ProgramRunner {
   RINGCC_HOST_DEVICE RunStatus acquire(Sync& sync, Slice* s, RunError* error) {
     const Program& g = *args_.program;
     if (!started_) start(sync);
-    if (lanesDone()) return refs_.drain(sync, args_.ports, g.nPorts) ? kRunDone : kRunBlocked;
+    if (lanesDone()) {
+      if (refs_.draining()) unfenced_ |= kFenceSystem;  // drain() loads the heads
+      if (!refs_.drain(sync, args_.ports, g.nPorts)) return kRunBlocked;
+      fenceLoads(sync);  // the receivers are done with our buffers: the next job may write them
+      return kRunDone;
+    }
     for (int tries = 0; tries < g.nLanes; tries++) {
       const int i = cursor_;
       LaneState& st = lanes_[i];
@@ -254,6 +327,7 @@ class ProgramRunner {
           st.wait = kLaneWaitLane;
         } else {
           RunStatus r = tryLane(sync, i, s, error);
+          if (r == kRunReady) fenceLoads(sync);
           if (r != kRunBlocked) return r;
         }
       }
@@ -327,6 +401,35 @@ class ProgramRunner {
     return kRunOk;
   }
 
+  // Phase 2 as the batch kernel runs it: every thread of `blk` calls it with the same slice.
+  // Simple and Direct: 16-byte packs dealt out over the threads (reduceCopyPacked, several in
+  // flight per thread). LL: line i of the slice is thread i % n's, which polls it with one
+  // 16-byte load until both flags carry the slice's epoch (a slice acquired with
+  // RunArgs::llByLines: only its signature was checked), keeps what that load returned, and
+  // computes the line's elements from it: the block agrees that every line of a round is there
+  // (blockAll) before any thread uses one, since a round stops as a whole. While lines are
+  // missing thread 0 calls wait(polls); when it returns true the block gives up (false, with
+  // *error kRunOk). Same elements, same arithmetic as reduceCopy. False with *error set: a
+  // reference into another process could not be read (host only).
+  template <class Block, class Wait>
+  RINGCC_HOST_DEVICE bool reduceCopyBlock(Block& blk, const Slice& s, Wait&& wait,
+                                          RunError* error) {
+    *error = kRunOk;
+    const uint32_t t = blk.thread(), n = blk.threads();
+    if (args_.protocol == kProtoLL) return llBlock(blk, s, wait);
+#if !defined(__CUDA_ARCH__)
+    if (s.peerPid != 0) {  // another process's memory (host only): read as reduceCopy does
+      const RunError e = reduceCopy(s, t, n);
+      if (!blockAny(blk, e != kRunOk)) return true;
+      *error = kRunErrRefRead;
+      return false;
+    }
+#endif
+    reduceCopyPacked(args_.type, opOf(s.noPre != 0), s.local, s.peer, s.out, s.send,
+                     (size_t)s.elems, s.post != 0, t, n);
+    return true;
+  }
+
   // Phase 3 (one worker, after every share of the slice is done): hands the slots on.
   template <class Sync>
   RINGCC_HOST_DEVICE void publish(Sync& sync, const Slice& s) {
@@ -344,15 +447,19 @@ class ProgramRunner {
       else
         simpleSign(v, c, size, laneSig(s.lane));
       counter_[s.sendPort] = c + 1;
-      sync.publish(&v.control->tail, c + 1);
-      if (v.doorbell) sync.publish(v.doorbell, c + 1);
+      // Simple and Direct: the slot's data and meta before tail. LL lines carry their flags.
+      syncPublish(sync, v, &v.control->tail, c + 1, args_.protocol != kProtoLL);
+      if (v.doorbell) syncPublish(sync, v, v.doorbell, c + 1, true);
     }
     if (s.recvPort != kNoPort) {
       const ConnectorView& v = args_.ports[s.recvPort];
       uint32_t c = counter_[s.recvPort] + 1;
       counter_[s.recvPort] = c;
-      sync.publish(&v.control->head, c);
-      if (v.doorbell) sync.publish(v.doorbell, c);
+      // Our reads of the slot before head, which lets the sender overwrite it. LL: every read
+      // of its lines returned (their data is used) before the block's barrier that precedes
+      // this publish.
+      syncPublish(sync, v, &v.control->head, c, args_.protocol != kProtoLL);
+      if (v.doorbell) syncPublish(sync, v, v.doorbell, c, true);
     }
     LaneState& st = lanes_[s.lane];
     st.stepDone += s.elems;
@@ -454,6 +561,7 @@ class ProgramRunner {
         counter_[i] = sync.load(&c->head.value);
         seen_[i] = counter_[i];  // no filled slot known yet
       }
+      markLoad(args_.ports[i]);
     }
     started_ = true;
   }
@@ -519,6 +627,7 @@ class ProgramRunner {
     uint32_t sendKind = kRefNone;  // the send port's RefKind, read for Direct's references
 
     Slice& w = *out;
+    w.llLines = 0;
     w.peer = nullptr;
     w.send = nullptr;
     w.sendRef = nullptr;
@@ -536,13 +645,24 @@ class ProgramRunner {
         // message. A tail already past c while the lines stay unready (a mismatched call
         // wrote fewer) is the waiting executor's to notice (src/exec/wait_policy.cc).
         OpSig sig;
-        const LlLine* data = llReceive(v, c, bytes, &sig);
-        if (!data) return block(st, kLaneWaitRecv, s.recvPort, &v.control->tail, c);
+        const LlLine* data;
+        if (args_.llByLines) {  // the data lines are the block's to poll (reduceCopyBlock)
+          if (!llSigReady(v, c, &sig))
+            return block(st, kLaneWaitRecv, s.recvPort, &v.control->tail, c);
+          data = llSlotLines(v, c) + kLlSigLines;
+        } else {
+          data = llReceive(v, c, bytes, &sig);
+          if (!data) return block(st, kLaneWaitRecv, s.recvPort, &v.control->tail, c);
+        }
         if (!checkSig(i, sig, s.recvPort, error)) return kRunError;
         w.peer = data;
+        w.recvEpoch = c + 1;
+        w.llLines = args_.llByLines;
       } else {
+        if (!counterReached(seen_[s.recvPort], c + 1)) markLoad(v);  // simpleFilled loads tail
         if (!simpleFilled(sync, v, c, &seen_[s.recvPort]))
           return block(st, kLaneWaitRecv, s.recvPort, &v.control->tail, seen_[s.recvPort]);
+        fenceLoads(sync);  // before the meta and data that tail announced are read
         const SlotMeta& meta = simpleMeta(v, c);
         if (!checkSig(i, meta.sig, s.recvPort, error)) return kRunError;
         const uint32_t size = meta.size;
@@ -564,6 +684,9 @@ class ProgramRunner {
       const uint32_t c = counter_[s.sendPort];
       if (c - seen_[s.sendPort] >= v.nSlots) {
         seen_[s.sendPort] = sync.load(&v.control->head.value);
+        // Simple and Direct overwrite the slot with plain stores once head says it is free;
+        // LL's volatile line stores follow the load they depend on (as NCCL's LL relies on).
+        if (!ll) markLoad(v);
         if (c - seen_[s.sendPort] >= v.nSlots)
           return block(st, kLaneWaitSend, s.sendPort, &v.control->head, seen_[s.sendPort]);
       }
@@ -636,6 +759,70 @@ class ProgramRunner {
 
   RINGCC_HOST_DEVICE const RedOp& opOf(bool noPre) const { return noPre ? opNoPre_ : args_.op; }
 
+  // Counter loads not yet followed by a fence (kFence* bits): a relaxed load (the device's)
+  // orders nothing by itself, so the first slice that moves after such loads fences once, at
+  // the widest scope among their connections.
+  static constexpr uint8_t kFenceGpu = 1, kFenceSystem = 2;
+  RINGCC_INLINE void markLoad(const ConnectorView& v) {
+    unfenced_ |= v.oneGpu ? kFenceGpu : kFenceSystem;
+  }
+  template <class Sync>
+  RINGCC_INLINE void fenceLoads(Sync& sync) {
+    if (unfenced_ == 0) return;
+    syncAcquired(sync, (unfenced_ & kFenceSystem) != 0);
+    unfenced_ = 0;
+  }
+
+  // reduceCopyBlock's LL slices: rounds of kLlLinesPerThread lines per thread, thread t's
+  // lines of a round at t, t + n, ... (neighbouring threads, neighbouring lines). A line's
+  // 8 data bytes are whole elements (elemSize divides 8); a short last line has the rest.
+  template <class Block, class Wait>
+  RINGCC_HOST_DEVICE bool llBlock(Block& blk, const Slice& s, Wait& wait) {
+    constexpr uint32_t kU = kLlLinesPerThread;
+    const uint32_t t = blk.thread(), n = blk.threads();
+    const uint32_t nLines = (s.bytes + kLlLineData - 1) / kLlLineData;
+    const LlLine* peer = static_cast<const LlLine*>(s.peer);
+    LlLine* send = static_cast<LlLine*>(s.send);
+    const char* local = static_cast<const char*>(s.local);
+    char* out = static_cast<char*>(s.out);
+    const RedOp& op = opOf(s.noPre != 0);
+    for (uint32_t round = 0; round < nLines; round += n * kU) {
+      Word4 line[kU] = {};
+      if (peer) {
+        bool have[kU];
+        RINGCC_UNROLL
+        for (uint32_t u = 0; u < kU; ++u) have[u] = round + u * n + t >= nLines;
+        for (unsigned polls = 0;; ++polls) {
+          bool mine = true;
+          RINGCC_UNROLL
+          for (uint32_t u = 0; u < kU; ++u) {
+            if (have[u]) continue;
+            line[u] = ldVolatile16(&peer[round + u * n + t]);
+            have[u] = !s.llLines || llLineReady(line[u], s.recvEpoch);
+            mine = mine && have[u];
+          }
+          if (blockAll(blk, mine)) break;
+          if (blockAny(blk, t == 0 && wait(polls))) return false;
+        }
+      }
+      RINGCC_UNROLL
+      for (uint32_t u = 0; u < kU; ++u) {
+        const uint32_t i = round + u * n + t;
+        if (i >= nLines) continue;
+        const uint32_t at = i * kLlLineData;
+        const uint32_t bytes = s.bytes - at < kLlLineData ? s.bytes - at : kLlLineData;
+        // 8-byte aligned: the widest element loads from here as from memory.
+        alignas(8) uint32_t in[2] = {line[u].x, line[u].z};
+        alignas(8) uint32_t res[2] = {0, 0};
+        llLineReduceCopy(args_.type, op, local ? local + at : nullptr, peer ? in : nullptr,
+                         out ? out + at : nullptr, send ? res : nullptr, bytes / args_.elemSize,
+                         s.post != 0);
+        if (send) stVolatile16(&send[i], Word4{res[0], s.sendEpoch, res[1], s.sendEpoch});
+      }
+    }
+    return true;
+  }
+
   // One worker's contiguous share. The device walks it in 16-byte packs (one worker of one:
   // the share is this thread's alone).
   RINGCC_HOST_DEVICE void reduceCopyRange(const void* local, const void* peer, void* out,
@@ -655,6 +842,7 @@ class ProgramRunner {
   int nDone_ = 0;
   int cursor_ = 0;  // the lane acquire tries first: the last one that moved
   bool started_ = false;
+  uint8_t unfenced_ = 0;  // kFence* bits: counter loads since the last fence
   OpSig mismatchGot_ = {};  // kRunErrMismatch: the sender's call ...
   uint16_t mismatchLane_ = 0;
   uint8_t mismatchPort_ = kNoPort;  // ... and where it came from

@@ -12,6 +12,7 @@
 
 #include "kernels/connector_device.h"
 #include "kernels/device_clean.h"
+#include "kernels/device_ops.h"
 
 namespace ringcc {
 
@@ -24,21 +25,15 @@ RINGCC_INLINE uint32_t llSlotData(uint32_t llSlotBytes) {
 // Most data bytes of one LL slice. Bounds the runner's LL staging buffers.
 constexpr uint32_t kLlMaxSliceBytes = 8192;
 
-RINGCC_INLINE uint64_t llLoadHalf(const uint32_t* p) {
-#if defined(__CUDA_ARCH__)
-  return *(const volatile uint64_t*)p;
-#else
-  return __atomic_load_n((const uint64_t*)p, __ATOMIC_RELAXED);
-#endif
-}
+RINGCC_INLINE uint64_t llLoadHalf(const uint32_t* p) { return ldVolatile64(p); }
 
 RINGCC_INLINE void llStoreHalf(uint32_t* p, uint32_t data, uint32_t flag) {
-  uint64_t v = (uint64_t)data | ((uint64_t)flag << 32);
-#if defined(__CUDA_ARCH__)
-  *(volatile uint64_t*)p = v;
-#else
-  __atomic_store_n((uint64_t*)p, v, __ATOMIC_RELAXED);
-#endif
+  stVolatile64(p, (uint64_t)data | ((uint64_t)flag << 32));
+}
+
+// A line as one 16-byte load returned it carries `epoch` in both flags: both halves are there.
+RINGCC_INLINE bool llLineReady(const Word4& l, uint32_t epoch) {
+  return l.y == epoch && l.w == epoch;
 }
 
 // Every line holding one of `bytes` data bytes carries `epoch` in both flags.
@@ -100,6 +95,25 @@ RINGCC_HOST_DEVICE inline const LlLine* llReceive(const ConnectorView& v, uint32
   if (!llReady(lines, bytes + (uint32_t)sizeof(OpSig), c + 1)) return nullptr;
   llUnpack(lines, 0, sizeof(OpSig), (char*)sig);
   return lines + kLlSigLines;
+}
+
+// The receive side of slot c when the block's threads poll the data lines themselves
+// (ProgramRunner::reduceCopyBlock): false while a line of the signature is not yet flagged
+// with c + 1, else the sender's call in *sig, each line read by one 16-byte load. Whoever fills
+// a slot writes its signature with or after its data (a sender signs in publish, after its
+// block's data lines; a network proxy copies whole slots), so a signed slot's data lines are
+// on their way, needing nobody's further step: a receiver may commit to it and wait for them.
+RINGCC_HOST_DEVICE inline bool llSigReady(const ConnectorView& v, uint32_t c, OpSig* sig) {
+  const LlLine* lines = llSlotLines(v, c);
+  uint32_t words[2 * kLlSigLines];
+  for (uint32_t i = 0; i < kLlSigLines; i++) {
+    const Word4 l = ldVolatile16(&lines[i]);
+    if (!llLineReady(l, c + 1)) return false;
+    words[2 * i] = l.x;
+    words[2 * i + 1] = l.z;
+  }
+  __builtin_memcpy(sig, words, sizeof(OpSig));
+  return true;
 }
 
 // The send side of slot c: where its data lines start.

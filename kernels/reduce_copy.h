@@ -48,8 +48,10 @@
 // every non-null pointer at the same distance m from a boundary, a whole number of elements;
 // otherwise the whole range takes the element walk, still dealt out element by element. So
 // every element is the one reduceCopy computes, bit for bit, for any alignment and count, and
-// the aliasing rules above hold unchanged. The kernels use the packed form; the host keeps
-// reduceCopy, whose loops GCC vectorizes itself, and runs the packed form in the tests.
+// the aliasing rules above hold unchanged. A worker loads kPackUnroll packs of each source
+// before it stores any (reducePacksGrouped), so that several loads are in flight per thread.
+// The kernels use the packed form; the host keeps reduceCopy, whose loops GCC vectorizes
+// itself, and runs the packed form in the tests (and in the SIMT test, tests/support/simt.h).
 #pragma once
 
 #include <stddef.h>
@@ -382,34 +384,70 @@ RINGCC_INLINE void storePack(void* p, const Pack16& v) {
   __builtin_memcpy(__builtin_assume_aligned(p, sizeof(Pack16)), &v, sizeof v);
 }
 
-// Packs first, first + step, ... < packs of pointers at a 16-byte boundary: each source pack
-// loaded whole, its elements through reduceValue (the element walk's arithmetic), the result
-// stored whole. A thread reads a pack before it writes it, so an in-place alias is harmless.
+// One pack's result from its source packs: the elements through reduceValue (the element
+// walk's arithmetic); a copy moves the pack's bits untouched.
+template <class T, class Fn, int kSrc>
+RINGCC_INLINE Pack16 reducePackValue(const Fn& fn, const Pack16& a, const Pack16& b) {
+  if constexpr (Fn::kIsCopy) {
+    return b;
+  } else {
+    constexpr size_t kPer = sizeof(Pack16) / sizeof(T);
+    T x[kPer] = {}, y[kPer] = {}, r[kPer];
+    if constexpr (kSrc != kPeerOnly) __builtin_memcpy(x, &a, sizeof a);
+    if constexpr (kSrc != kLocalOnly) __builtin_memcpy(y, &b, sizeof b);
+    for (size_t j = 0; j < kPer; ++j) r[j] = reduceValue<T, Fn, kSrc>(fn, x, y, j);
+    Pack16 out;
+    __builtin_memcpy(&out, r, sizeof out);
+    return out;
+  }
+}
+
+// Packs in flight per thread: a GPU thread waits a memory latency per dependent load, so it
+// loads this many packs of each source before it stores any (NCCL's Simple unroll).
+constexpr int kPackUnroll = 4;
+
+// Packs first, first + step, ... < packs of pointers at a 16-byte boundary, in groups of
+// kPackUnroll: every source pack of a group loaded, then every result stored (a group past the
+// end is cut short by predicates, not by a second loop, to keep the kernel small). The same
+// packs, the same arithmetic, in the same thread as one pack at a time: only the order of
+// independent loads changes. The destinations are __restrict__ (the sources' loads may move
+// above their stores); the sources are not: a slot is rewritten by its sender while the
+// kernel runs, and const __restrict__ lets nvcc read through the non-coherent read-only
+// cache. In place the local source is dst0 itself and is read through it (local null here),
+// so that nothing reaches dst0's memory but through dst0; each pack is read before written.
+template <class T, class Fn, int kSrc>
+RINGCC_HOST_DEVICE inline void reducePacksGrouped(const Fn& fn, const T* local, const T* peer,
+                                                  T* __restrict__ dst0, T* __restrict__ dst1,
+                                                  size_t first, size_t step, size_t packs) {
+  constexpr size_t kPer = sizeof(Pack16) / sizeof(T);
+  constexpr int kU = kPackUnroll;
+  const T* src = local != nullptr ? local : dst0;
+  for (size_t p = first; p < packs; p += kU * step) {
+    Pack16 a[kU] = {}, b[kU] = {};
+    RINGCC_UNROLL
+    for (int u = 0; u < kU; ++u) {
+      const size_t q = p + u * step;
+      if (q >= packs) break;
+      if constexpr (kSrc != kPeerOnly) a[u] = loadPack(src + q * kPer);
+      if constexpr (kSrc != kLocalOnly) b[u] = loadPack(peer + q * kPer);
+    }
+    RINGCC_UNROLL
+    for (int u = 0; u < kU; ++u) {
+      const size_t q = p + u * step;
+      if (q >= packs) break;
+      const Pack16 out = reducePackValue<T, Fn, kSrc>(fn, a[u], b[u]);
+      storePack(dst0 + q * kPer, out);
+      if (dst1 != nullptr) storePack(dst1 + q * kPer, out);
+    }
+  }
+}
+
 template <class T, class Fn, int kSrc>
 RINGCC_HOST_DEVICE inline void reducePacks(const Fn& fn, const T* local, const T* peer, T* dst0,
                                            T* dst1, size_t first, size_t step, size_t packs) {
-  constexpr size_t kPer = sizeof(Pack16) / sizeof(T);
-  for (size_t p = first; p < packs; p += step) {
-    const size_t at = p * kPer;
-    Pack16 out;
-    if constexpr (Fn::kIsCopy) {
-      out = loadPack(peer + at);  // bits move untouched, so the pack does too
-    } else {
-      T a[kPer] = {}, b[kPer] = {}, r[kPer];
-      if constexpr (kSrc != kPeerOnly) {
-        const Pack16 v = loadPack(local + at);
-        __builtin_memcpy(a, &v, sizeof v);
-      }
-      if constexpr (kSrc != kLocalOnly) {
-        const Pack16 v = loadPack(peer + at);
-        __builtin_memcpy(b, &v, sizeof v);
-      }
-      for (size_t j = 0; j < kPer; ++j) r[j] = reduceValue<T, Fn, kSrc>(fn, a, b, j);
-      __builtin_memcpy(&out, r, sizeof out);
-    }
-    storePack(dst0 + at, out);
-    if (dst1 != nullptr) storePack(dst1 + at, out);
-  }
+  const bool inPlace = kSrc != kPeerOnly && local == dst0;
+  reducePacksGrouped<T, Fn, kSrc>(fn, inPlace ? nullptr : local, peer, dst0, dst1, first, step,
+                                  packs);
 }
 
 template <class T>

@@ -6,7 +6,8 @@
 // Block c runs, in table order, the launch's jobs whose channel is c. Per job: the job's
 // words are copied next to the channel's runner (which reads them through pointers); thread 0
 // binds the runner; then, per slice, thread 0 acquires it (waiting, and watching the abort
-// flag, until one can move), every thread takes its share of the reduce-copy, and thread 0
+// flag, until one can move), every thread takes its share (ProgramRunner::reduceCopyBlock:
+// Simple in 16-byte packs, LL by lines that each thread polls itself), and thread 0
 // publishes it. A block that stops early writes why into status[block] and returns.
 //
 // A block that stops also marks its job's connections failed (FifoControl::failReason), and a
@@ -17,6 +18,8 @@
 // The Block policy supplies:
 //   uint32_t index(), thread(), threads()   blockIdx.x, threadIdx.x, blockDim.x
 //   void barrier()                          __syncthreads()
+//   bool barrierAnd(bool), barrierOr(bool)  __syncthreads_and / _or (optional for a block of
+//                                           one thread: kernels/prims.h, blockAll)
 //   void nap(unsigned polls)                pause after `polls` fruitless polls
 //   uint64_t nanos()                        a clock in nanoseconds (the GPU's global timer)
 //   Slice* slice(); int* word()             block-shared storage
@@ -27,23 +30,28 @@
 
 #include "kernels/cuda/batch_args.h"
 #include "kernels/device_clean.h"
+#include "kernels/device_ops.h"
 
 namespace ringcc {
 
 constexpr int kBlockStop = 0xff;  // block state: stop here (aborted or failed)
 
+// A waiting block reads the abort flag, its peers' failures and the clock once every this many
+// fruitless polls: the flag is host-mapped (a read crosses PCIe), the failures may be too.
+constexpr unsigned kBatchCheckPolls = 64;
+
 RINGCC_INLINE bool batchAbortRaised(const uint32_t* flag) {
-  return flag != nullptr && *(const volatile uint32_t*)flag != 0;
+  return flag != nullptr && ldVolatile32(flag) != 0;
 }
 
 RINGCC_INLINE void batchSetStatus(const BatchArgs& args, uint32_t block, uint32_t status) {
-  *(volatile uint32_t*)&args.status[block] = status;
+  stVolatile32(&args.status[block], status);
 }
 
 // Thread 0 of a block that stops: tells the peers on every connection of its job.
 RINGCC_INLINE void batchMarkFailed(const DeviceJob& job, uint32_t reason) {
   for (int i = 0; i < job.program->nPorts; ++i)
-    *(volatile uint32_t*)&job.ports[i].control->failReason = reason;
+    stVolatile32(&job.ports[i].control->failReason, reason);
 }
 
 // How much a FailReason tells: mismatched calls name the cause, a death names the peer, a
@@ -57,19 +65,10 @@ RINGCC_INLINE int batchFailWeight(uint32_t r) {
 RINGCC_INLINE uint32_t batchPeerFailed(const DeviceJob& job) {
   uint32_t found = kFailNone;
   for (int i = 0; i < job.program->nPorts; ++i) {
-    const uint32_t r = *(const volatile uint32_t*)&job.ports[i].control->failReason;
+    const uint32_t r = ldVolatile32(&job.ports[i].control->failReason);
     if (batchFailWeight(r) > batchFailWeight(found)) found = r;
   }
   return found;
-}
-
-// Orders a block's earlier stores before its later ones, as the host and peers see them.
-RINGCC_INLINE void batchFenceSystem() {
-#if defined(__CUDA_ARCH__)
-  __threadfence_system();
-#else
-  __atomic_thread_fence(__ATOMIC_SEQ_CST);
-#endif
 }
 
 // Thread 0: the block tells its job's peers why it stops, then stops with `status`. In that
@@ -78,7 +77,7 @@ RINGCC_INLINE void batchFenceSystem() {
 RINGCC_INLINE void batchStop(const BatchArgs& args, const DeviceJob& job, uint32_t block,
                              uint32_t status, uint32_t reason) {
   batchMarkFailed(job, reason);
-  batchFenceSystem();
+  fenceSystem();
   batchSetStatus(args, block, status);
 }
 
@@ -107,20 +106,56 @@ RINGCC_INLINE bool batchBindJob(const BatchArgs& args, const DeviceJob& job, Cha
   a.sig = OpSig{0, job.sigRoot, job.sigColl, (uint8_t)job.type, job.sigOp, 0};
   a.ringRanks = job.ringRanks;
   a.nRingRanks = job.nRingRanks;
+  a.llByLines = 1;  // reduceCopyBlock polls an LL slice's lines on every thread
   const RunError e = s->runner.init(a);
   if (e == kRunOk) return true;
   batchStop(args, job, block, kBlockRunError | (static_cast<uint32_t>(e) << 8), batchFailReason(e));
   return false;
 }
 
-// Thread 0: the next slice that can move, waiting (and watching the abort flag and the peers'
-// failures) until one can, or until nothing moved for args.timeoutNs (NCCL_TIMEOUT, as the
-// host engine's waits: a peer that never makes its call, or a network path gone silent).
+// Thread 0's bookkeeping of one wait (for a slice to acquire, or for an LL slice's lines):
+// after each fruitless poll, every kBatchCheckPolls polls the abort flag, the peers' failures
+// and the clock (a wait in which nothing moved for args.timeoutNs, NCCL_TIMEOUT, as the host
+// engine's waits: a peer that never makes its call, or a network path gone silent), then a nap.
+struct BatchWait {
+  uint64_t waitingSince = 0;  // read at the first check: a wait that ends soon reads no clock
+
+  // True when the block must stop (its status and its peers' failReason written).
+  template <class Block>
+  RINGCC_INLINE bool fruitless(const BatchArgs& args, const DeviceJob& job, Block& blk,
+                               unsigned polls) {
+    if (polls % kBatchCheckPolls == kBatchCheckPolls - 1) {
+      if (batchAbortRaised(args.abortFlag)) {
+        batchStop(args, job, blk.index(), kBlockAborted, kFailStopped);
+        return true;
+      }
+      if (const uint32_t reason = batchPeerFailed(job); reason != kFailNone) {
+        // Passed on with the same reason, so that ranks waiting on this one stop too (a
+        // ring's far side never sees the rank that failed or died).
+        batchStop(args, job, blk.index(), kBlockPeerFailed | (reason << 8), reason);
+        return true;
+      }
+      if (args.timeoutNs != 0) {
+        const uint64_t now = blk.nanos();
+        if (waitingSince == 0) {
+          waitingSince = now;
+        } else if (now - waitingSince > args.timeoutNs) {
+          batchStop(args, job, blk.index(), kBlockTimeout, kFailStopped);
+          return true;
+        }
+      }
+    }
+    blk.nap(polls);
+    return false;
+  }
+};
+
+// Thread 0: the next slice that can move, waiting (BatchWait) until one can.
 template <class Block>
 RINGCC_INLINE int batchAcquire(const BatchArgs& args, const DeviceJob& job, Block& blk,
                                ChannelScratch* s) {
   typename Block::Sync sync;
-  uint64_t waitingSince = 0;  // read at the first check: a wait that ends soon reads no clock
+  BatchWait wait;
   for (unsigned polls = 0;; ++polls) {
     RunError error = kRunOk;
     const RunStatus st = s->runner.acquire(sync, blk.slice(), &error);
@@ -130,28 +165,7 @@ RINGCC_INLINE int batchAcquire(const BatchArgs& args, const DeviceJob& job, Bloc
                 batchFailReason(error));
       return kBlockStop;
     }
-    if (batchAbortRaised(args.abortFlag)) {
-      batchStop(args, job, blk.index(), kBlockAborted, kFailStopped);
-      return kBlockStop;
-    }
-    if (polls % 64 == 63) {
-      if (const uint32_t reason = batchPeerFailed(job); reason != kFailNone) {
-        // Passed on with the same reason, so that ranks waiting on this one stop too (a
-        // ring's far side never sees the rank that failed or died).
-        batchStop(args, job, blk.index(), kBlockPeerFailed | (reason << 8), reason);
-        return kBlockStop;
-      }
-      if (args.timeoutNs != 0) {
-        const uint64_t now = blk.nanos();
-        if (waitingSince == 0) {
-          waitingSince = now;
-        } else if (now - waitingSince > args.timeoutNs) {
-          batchStop(args, job, blk.index(), kBlockTimeout, kFailStopped);
-          return kBlockStop;
-        }
-      }
-    }
-    blk.nap(polls);
+    if (wait.fruitless(args, job, blk, polls)) return kBlockStop;
   }
 }
 
@@ -184,7 +198,16 @@ RINGCC_INLINE void runBatchBlock(const BatchArgs& args, Block& blk) {
     while (state == kRunReady) {
       state = batchFromThread0(blk, lead ? batchAcquire(args, job, blk, s) : 0);
       if (state != kRunReady) break;
-      s->runner.reduceCopy(*blk.slice(), blk.thread(), blk.threads());
+      BatchWait wait;  // thread 0's, while an LL slice's lines are on their way
+      RunError error = kRunOk;
+      if (!s->runner.reduceCopyBlock(
+              blk, *blk.slice(),
+              [&](unsigned polls) { return wait.fruitless(args, job, blk, polls); }, &error)) {
+        if (lead && error != kRunOk)
+          batchStop(args, job, block, kBlockRunError | (static_cast<uint32_t>(error) << 8),
+                    batchFailReason(error));
+        return;  // every thread: the block agreed to stop
+      }
       blk.barrier();  // every share done before the slice is handed on
       if (lead) {
         typename Block::Sync sync;

@@ -1,20 +1,21 @@
 // The CUDA executor's one kernel: runs a batch's planner jobs (kernels/cuda/batch_args.h), one
 // block per channel, each block's threads driving ProgramRunner<DeviceSync> through its three
-// phases: thread 0 acquires a slice, every thread takes its share of the reduce-copy (warps
-// side by side, 16-byte packs: ProgramRunner::reduceCopy), thread 0 publishes it. The block's
-// loop is kernels/cuda/batch_block.h, shared with the host tests' emulated driver.
+// phases: thread 0 acquires a slice, every thread takes its share (warps side by side:
+// ProgramRunner::reduceCopyBlock, Simple in 16-byte packs, several in flight per thread, LL
+// by lines each thread polls with one 16-byte load), thread 0 publishes it. The block's loop
+// is kernels/cuda/batch_block.h, shared with the host tests' emulated driver and the SIMT test.
 //
 // Waiting: when no lane can move, thread 0 polls the connection counters again, napping with
-// __nanosleep after a short spin, and reads the communicator's abort flag (host-mapped) between
-// polls, so ncclCommAbort frees a blocked kernel; a wait longer than NCCL_TIMEOUT (the GPU's
-// global timer) stops the block too. A block that stops early (abort, a runner
+// __nanosleep after a short spin, and every 64 polls reads the communicator's abort flag
+// (host-mapped), so ncclCommAbort frees a blocked kernel; a wait longer than NCCL_TIMEOUT (the
+// GPU's global timer) stops the block too. A block that stops early (abort, a runner
 // error) writes why to status[block] (host-mapped) and returns; the engine reads it.
 //
 // Built into a fatbin (sm_80, sm_90, compute_90 PTX) that libnccl.so.2 embeds and loads with
 // cuModuleLoadData: the kernel's name is unmangled so that cuModuleGetFunction finds it.
 #include "kernels/cuda/batch_args.h"
 #include "kernels/cuda/batch_block.h"
-#include "kernels/cuda/device_sync.cuh"
+#include "kernels/cuda/device_sync.h"
 
 namespace ringcc {
 namespace {
@@ -28,6 +29,8 @@ struct DeviceBlock {
   __device__ uint32_t thread() const { return threadIdx.x; }
   __device__ uint32_t threads() const { return blockDim.x; }
   __device__ void barrier() const { __syncthreads(); }
+  __device__ bool barrierAnd(bool p) const { return __syncthreads_and(p) != 0; }
+  __device__ bool barrierOr(bool p) const { return __syncthreads_or(p) != 0; }
   __device__ void nap(unsigned polls) const {
     if (polls > 64) __nanosleep(polls > 4096 ? 1000 : 100);
   }

@@ -3,7 +3,7 @@
 // and the 16-byte packed form the kernels use) and drive the runner's three phases the way a
 // channel's block will, so nvcc checks the whole header set for every target architecture.
 // Nothing launches them yet; the CUDA executor's kernels will include the same headers.
-#include "kernels/cuda/device_sync.cuh"
+#include "kernels/cuda/device_sync.h"
 #include "kernels/prims.h"
 #include "kernels/reduce_copy.h"
 

@@ -10,10 +10,13 @@
 #include <random>
 #include <tuple>
 
+#include "kernels/cuda/batch_args.h"
+#include "kernels/cuda/batch_block.h"
 #include "kernels/dtypes.h"
 #include "kernels/prims.h"
 #include "src/base/error.h"
 #include "src/plan/planner.h"
+#include "support/simt.h"
 
 namespace ringcc {
 
@@ -83,6 +86,7 @@ struct EngineOptions {
   uint32_t slicesPerTurn;
   uint32_t seed;
   uint32_t lagCounters;
+  uint32_t simtThreads;
 };
 
 std::string stepFlagsText(uint8_t f) {
@@ -178,6 +182,91 @@ std::string deadlockReport(const Queues& queues, const std::vector<size_t>& head
   return out;
 }
 
+// One rank's launch of the batch kernel in the SIMT emulation: its jobs in table order, the
+// scratch of every channel, the status words.
+struct SimtLaunch {
+  BatchArgs args{};
+  std::vector<ChannelScratch> scratch;
+  std::vector<uint32_t> status;
+};
+
+// Runs every rank's jobs as one batch kernel launch per rank (SimSpec::simtThreads), all
+// ranks at once. "" or why it failed.
+std::string runSimt(const std::vector<std::unique_ptr<SimJob>>& jobs, const EngineOptions& o) {
+  std::vector<std::unique_ptr<SimtLaunch>> launches(static_cast<size_t>(o.nranks));
+  for (auto& l : launches) l = std::make_unique<SimtLaunch>();
+  std::vector<const SimJob*> ordered;
+  for (const auto& j : jobs) ordered.push_back(j.get());
+  // Per rank in case order (the jobs of one case in the planner's order), as a batch runs.
+  std::stable_sort(ordered.begin(), ordered.end(), [](const SimJob* a, const SimJob* b) {
+    return a->rank != b->rank ? a->rank < b->rank : a->caseIndex < b->caseIndex;
+  });
+  for (const SimJob* j : ordered) {
+    SimtLaunch& l = *launches[static_cast<size_t>(j->rank)];
+    BatchArgs& a = l.args;
+    const Program& p = j->program;
+    const uint32_t nWords = 2u * p.nBuffers + p.nCounts;
+    uint32_t at = 0;
+    for (uint32_t k = 0; k < a.nJobs; ++k) at += 2u * a.jobs[k].nBuffers + a.jobs[k].nCounts;
+    if (a.nJobs == kLaunchMaxJobs || at + nWords > kLaunchWords)
+      return "rank " + std::to_string(j->rank) + ": the batch does not fit one launch";
+    DeviceJob& d = a.jobs[a.nJobs++];
+    const PlanJob& pj = j->job;
+    d.program = &p;
+    d.ports = j->views.data();
+    d.ringRanks = pj.ringRanks;
+    d.op = pj.op;
+    d.sliceElems = pj.sliceElems;
+    d.chunkElems = pj.chunkElems;
+    d.type = pj.type;
+    d.elemSize = pj.elemSize;
+    d.nChannels = pj.nChannels;
+    d.channel = static_cast<uint32_t>(pj.channel);
+    d.sigRoot = pj.sig.root;
+    d.nRingRanks = pj.nRingRanks;
+    d.wordsAt = static_cast<uint16_t>(at);
+    d.nBuffers = p.nBuffers;
+    d.nCounts = p.nCounts;
+    d.protocol = pj.protocol;
+    d.sigColl = pj.sig.coll;
+    d.sigOp = pj.sig.op;
+    for (uint32_t b = 0; b < p.nBuffers; ++b) {
+      a.words[at + b] = reinterpret_cast<uintptr_t>(pj.inputs[b]);
+      a.words[at + p.nBuffers + b] = reinterpret_cast<uintptr_t>(pj.outputs[b]);
+    }
+    for (uint32_t c = 0; c < p.nCounts; ++c) a.words[at + 2u * p.nBuffers + c] = pj.counts[c];
+    a.nBlocks = std::max(a.nBlocks, d.channel + 1);
+  }
+  std::vector<simt::Launch> grid;
+  for (auto& l : launches) {
+    BatchArgs& a = l->args;
+    if (a.nBlocks == 0) continue;
+    l->scratch.resize(a.nBlocks);
+    l->status.assign(a.nBlocks, 0);
+    a.scratch = l->scratch.data();
+    a.abortFlag = nullptr;
+    a.status = l->status.data();
+    a.timeoutNs = 60ull * 1000 * 1000 * 1000;  // a hang stops the blocks, with a status
+    grid.push_back(simt::Launch{[&a](simt::Thread& t) { runBatchBlock(a, t); }, a.nBlocks,
+                                o.simtThreads});
+  }
+  if (std::string error = simt::runGrid(grid); !error.empty()) return "SIMT: " + error;
+  for (size_t r = 0; r < launches.size(); ++r)
+    for (size_t b = 0; b < launches[r]->status.size(); ++b)
+      if (const uint32_t st = launches[r]->status[b]; st != kBlockOk)
+        return "rank " + std::to_string(r) + " block " + std::to_string(b) + " stopped: status " +
+               std::to_string(st & 0xff) + " (" +
+               ((st & 0xff) == kBlockRunError ? runErrorText(static_cast<RunError>(st >> 8))
+                                              : "see BlockStatus") +
+               ")";
+  return "";
+}
+
+using FifoMap = std::map<std::tuple<int, int, int, int>, std::unique_ptr<SimFifo>>;
+void runTurns(const EngineOptions& o,
+              std::map<std::pair<int, int>, std::vector<SimJob*>>& byRankChannel, SimResult* res);
+void checkLeftovers(const FifoMap& fifos, SimResult* res);
+
 // Connects, checks and runs `jobs` to completion or failure.
 void runJobs(std::vector<std::unique_ptr<SimJob>>& jobs, const EngineOptions& o, SimResult* res) {
   auto failWith = [&](const std::string& why) {
@@ -189,7 +278,7 @@ void runJobs(std::vector<std::unique_ptr<SimJob>>& jobs, const EngineOptions& o,
       return failWith(where(*j, 0) + ": invalid program: " + why);
 
   // One FIFO per (channel, kind, sender, receiver) that some port names.
-  std::map<std::tuple<int, int, int, int>, std::unique_ptr<SimFifo>> fifos;
+  FifoMap fifos;
   for (auto& j : jobs) {
     const Program& p = j->program;
     j->views.resize(p.nPorts);
@@ -222,7 +311,7 @@ void runJobs(std::vector<std::unique_ptr<SimJob>>& jobs, const EngineOptions& o,
         for (size_t i = 0; i < llBytes / sizeof(LlLine); i++)
           lines[i] = LlLine{0, o.counterStart, 0, o.counterStart};
         f->view = ConnectorView{f->slots.data(),  f->control.get(), o.nSlots, o.slotBytes,
-                                f->llSlots.get(), o.llSlotBytes,    0,        nullptr};
+                                f->llSlots.get(), o.llSlotBytes,    0,        nullptr, 0};
       }
       j->views[i] = f->view;
     }
@@ -239,6 +328,22 @@ void runJobs(std::vector<std::unique_ptr<SimJob>>& jobs, const EngineOptions& o,
     if (!checkBounds(*j, &error)) return failWith(error);
     byRankChannel[{j->rank, j->channel()}].push_back(j.get());
   }
+  if (o.simtThreads != 0) {
+    if (std::string error = runSimt(jobs, o); !error.empty()) return failWith(error);
+  } else {
+    runTurns(o, byRankChannel, res);
+    if (res->result != ncclSuccess) return;
+  }
+  checkLeftovers(fifos, res);
+}
+
+// The one-thread round robin over the bound runners (the default).
+void runTurns(const EngineOptions& o,
+              std::map<std::pair<int, int>, std::vector<SimJob*>>& byRankChannel, SimResult* res) {
+  auto failWith = [&](const std::string& why) {
+    res->result = ncclInternalError;
+    res->error = why;
+  };
   Queues queues;
   for (auto& [key, list] : byRankChannel) {
     std::stable_sort(list.begin(), list.end(),
@@ -282,7 +387,14 @@ void runJobs(std::vector<std::unique_ptr<SimJob>>& jobs, const EngineOptions& o,
     if (allDone) break;
     if (!progressed && !hadPending) return failWith(deadlockReport(queues, head));
   }
+}
 
+// Data no receive took: a send that no receive matched.
+void checkLeftovers(const FifoMap& fifos, SimResult* res) {
+  auto failWith = [&](const std::string& why) {
+    res->result = ncclInternalError;
+    res->error = why;
+  };
   for (const auto& [key, f] : fifos) {
     uint32_t left = f->control->tail.value - f->control->head.value;
     if (left != 0)
@@ -550,7 +662,8 @@ SimResult simulateBatch(std::vector<SimCase>* cases) {
     }
   }
   EngineOptions o{first.nranks,       first.nSlots,        slotBytes,  llSlotBytes,
-                  first.counterStart, first.slicesPerTurn, first.seed, first.lagCounters};
+                  first.counterStart, first.slicesPerTurn, first.seed, first.lagCounters,
+                  first.simtThreads};
   runJobs(jobs, o, &res);
   if (res.result != ncclSuccess) return res;
   for (size_t i = 0; i < cases->size(); i++) {
@@ -623,7 +736,8 @@ SimResult simulateP2p(const SimP2pSpec& spec, const std::vector<std::vector<SimP
     }
   }
   EngineOptions o{spec.nranks,       spec.nSlots,        slotBytes, llSlotBytes,
-                  spec.counterStart, spec.slicesPerTurn, spec.seed, spec.lagCounters};
+                  spec.counterStart, spec.slicesPerTurn, spec.seed, spec.lagCounters,
+                  spec.simtThreads};
   runJobs(jobs, o, &res);
   return res;
 }

@@ -66,6 +66,12 @@ struct SimSpec {
   std::function<void(int rank, int channel, Program* program)> mutate;
   // Test hook: change a planned job's run-time arguments (counts, chunk) after planning.
   std::function<void(int rank, PlanJob* job)> mutateJob;
+  // Non-zero: run the jobs as the CUDA batch kernel does instead (runBatchBlock with
+  // DeviceSync: kernels/cuda/batch_block.h), each rank one launch with a block per channel of
+  // this many emulated threads (tests/support/simt.h), all ranks at once. Turn order, slices
+  // per turn and counter lag do not apply; a batch must fit one launch (kLaunchMaxJobs jobs,
+  // kLaunchWords words).
+  uint32_t simtThreads = 0;
 };
 
 struct SimResult {
@@ -113,6 +119,7 @@ struct SimP2pSpec {
   uint32_t slicesPerTurn = 1;
   uint32_t seed = 0;
   uint32_t lagCounters = 0;  // as SimSpec::lagCounters
+  uint32_t simtThreads = 0;  // as SimSpec::simtThreads
 };
 
 struct SimP2pOp {

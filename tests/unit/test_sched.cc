@@ -424,7 +424,8 @@ struct Fifo {
                          nullptr,
                          0,
                          0,
-                         nullptr};
+                         nullptr,
+                         0};
   }
 };
 

@@ -34,6 +34,9 @@ struct alignas(64) P2pBlock {
   FifoLayout layout;  // within fifo
   FifoMemory fifo;
   uint64_t serial;
+  // Both ranks on one GPU with the FIFO in its memory: kernels fence at GPU scope
+  // (ConnectorView::oneGpu).
+  bool oneGpu;
 };
 
 // Blocks whose receiving side still lives, by serial number (see p2p_transport.h).
@@ -72,7 +75,9 @@ OpenBlocks& openBlocks() {
 
 ConnectorView blockView(const P2pBlock* b) {
   const ConnGeometry g{b->nSlots, b->slotBytes, b->llSlotBytes, 0};
-  return fifoView(b->fifo.base, b->layout, g);
+  ConnectorView v = fifoView(b->fifo.base, b->layout, g);
+  v.oneGpu = b->oneGpu ? 1 : 0;
+  return v;
 }
 
 // One side's reference to a block. Releasing it (destruction) tells the other side, and frees
@@ -254,6 +259,8 @@ class P2pTransport final : public Transport {
     block->llSlotBytes = spec.llSlotBytes;
     block->layout = l;
     block->fifo = fifo;
+    block->oneGpu = spec.self.memory == MemoryKind::Cuda &&
+                    spec.self.cudaDev == spec.peer.cudaDev && fifo.pinned == nullptr;
     block->serial = openBlocks().add(block);
     // The pending side owns the block from here on, also if packing the info fails.
     auto recv = std::make_unique<P2pPendingRecv>(spec, block);
