@@ -1,12 +1,19 @@
 // Communicator calls of NCCL 2.29-2.32 beyond init and teardown: suspending its memory, and
 // what memory it holds. (Growing, ncclCommGetUniqueId and ncclCommGrow, is in init_api.cc.)
 //
-// ncclCommMemStats is answered truthfully where ringcc knows: a host communicator holds no GPU
-// memory, and none is ever suspended. Suspending is not implemented yet: its
-// arguments are checked as NCCL checks them (ncclInvalidArgument naming the argument), then
-// they answer ncclInvalidUsage with a WARN saying so; never a silent success.
+// ncclCommSuspend is collective, between operations: every rank calls it once its operations
+// on the communicator are done (as NCCL requires: its peers' memory is registered with it).
+// With NCCL_SUSPEND_MEM a host communicator closes every connection (FIFO memory, shared-memory
+// segments, network endpoints) and frees its workspace after a barrier of the ranks, so no
+// peer still waits on a connection; until ncclCommResume every call that would use it answers
+// ncclInvalidUsage saying it is suspended, and the first operation after the resume makes the
+// connections anew. ncclCommMemStats counts the communicator's memory in its own kind: a host
+// communicator's stats are host memory (the memory NCCL's stats would count is the memory the
+// communicator runs on). CUDA communicators answer "not implemented yet" to both, by name.
 #include "src/api/api.h"
+#include "src/bootstrap/bootstrap.h"
 #include "src/core/config.h"
+#include "src/core/engine.h"
 
 using namespace ringcc;
 
@@ -14,6 +21,13 @@ namespace {
 
 ncclResult_t notImplemented(const char* name, const char* why) {
   return fail(ncclInvalidUsage, name, "%s is not implemented in ringcc yet (%s)", name, why);
+}
+
+// Bytes the communicator would free when suspended, and what it keeps.
+CommEngine::Memory commMemory(const ncclComm* comm) {
+  CommEngine::Memory m = comm->engine ? comm->engine->memory() : CommEngine::Memory{};
+  m.releasable += comm->hostScratch.capacity();  // Adasum's workspace
+  return m;
 }
 
 }  // namespace
@@ -25,14 +39,30 @@ NCCL_API(ncclResult_t, ncclCommSuspend, ncclComm_t comm, int flags) {
   if ((flags & ~NCCL_SUSPEND_MEM) != 0)
     return fail(ncclInvalidArgument, where, "flags 0x%x: only NCCL_SUSPEND_MEM (0x%x) is known",
                 flags, NCCL_SUSPEND_MEM);
-  return notImplemented(where, "its memory stays allocated");
+  if (flags & NCCL_SUSPEND_MEM) {
+    if (comm->memKind == MemoryKind::Cuda)
+      return notImplemented(where, "a CUDA communicator's device memory stays allocated; host "
+                                   "communicators suspend");
+    // Every rank is past its last operation before any connection closes: a peer still
+    // inside one would see this side close and fail.
+    RINGCC_CHECK(comm->bootstrap->barrier());
+    RINGCC_CHECK(comm->engine->releaseMemory());
+    std::vector<unsigned char>().swap(comm->hostScratch);
+  }
+  comm->suspended.store(true);
+  return ncclSuccess;
 }
 
 NCCL_API(ncclResult_t, ncclCommResume, ncclComm_t comm) {
   const char* where = "ncclCommResume";
   ApiGuard guard;
-  RINGCC_CHECK(guard.enterReady(comm, where));
-  return notImplemented(where, "no communicator is ever suspended");
+  RINGCC_CHECK(guard.enterReady(comm, where, /*suspendedOk=*/true));
+  if (!comm->suspended.load())
+    return fail(ncclInvalidUsage, where, "communicator is not suspended (no ncclCommSuspend)");
+  // Nothing to restore up front: each connection is made again by the first operation that
+  // needs it, with its peer, as at init.
+  comm->suspended.store(false);
+  return ncclSuccess;
 }
 
 NCCL_API(ncclResult_t, ncclCommMemStats, ncclComm_t comm, ncclCommMemStat_t stat, uint64_t* value) {
@@ -49,8 +79,22 @@ NCCL_API(ncclResult_t, ncclCommMemStats, ncclComm_t comm, ncclCommMemStat_t stat
     return notImplemented(where,
                           "the GPU memory of CUDA communicators is not counted yet; host "
                           "communicators answer");
-  // A host communicator's slots, segments and workspaces are host memory: it holds no GPU
-  // memory, and nothing is ever suspended.
-  *value = 0;
+  if (comm->asyncError.load() == ncclInProgress)
+    return fail(ncclInvalidUsage, where, "communicator is still initializing");
+  const CommEngine::Memory m = commMemory(comm);
+  switch (which) {
+    case ncclStatGpuMemSuspend:
+      *value = m.releasable;
+      break;
+    case ncclStatGpuMemSuspended:
+      *value = comm->suspended.load() ? 1 : 0;
+      break;
+    case ncclStatGpuMemPersist:
+      *value = m.persistent;
+      break;
+    default:  // ncclStatGpuMemTotal
+      *value = m.releasable + m.persistent;
+      break;
+  }
   return ncclSuccess;
 }

@@ -81,6 +81,7 @@ struct ncclComm {
   std::atomic<bool> abortFlag{false};
   std::atomic<bool> revoked{false};
   std::atomic<bool> finalized{false};
+  std::atomic<bool> suspended{false};  // ncclCommSuspend until ncclCommResume
   std::atomic<int> asyncError{ncclSuccess};  // ncclInProgress while a non-blocking init runs
   std::thread initThread;                    // the non-blocking init, joined before freeing
 

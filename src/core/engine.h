@@ -67,6 +67,22 @@ class CommEngine {
   // Stops operations in flight (they return an error); the engine stays destroyable.
   virtual void abortOps() = 0;
 
+  // What the engine holds for operations, in bytes of the communicator's memory kind:
+  // `releasable` is what releaseMemory() frees (connections' FIFO control blocks and slots as
+  // this rank maps them), `persistent` what it keeps.
+  struct Memory {
+    uint64_t releasable = 0;
+    uint64_t persistent = 0;
+  };
+  virtual Memory memory() const = 0;
+  // ncclCommSuspend(NCCL_SUSPEND_MEM): closes every connection (FIFO memory, shared-memory
+  // segments, network endpoints) and forgets the plans bound to them; the next operation
+  // makes what it needs anew. Collective, and only between operations: every rank calls it
+  // once all of them are past their last operation (the caller has passed a barrier), so
+  // no peer waits on a connection that closes. An engine that cannot answers
+  // ncclInvalidUsage naming what is missing.
+  virtual ncclResult_t releaseMemory() = 0;
+
   // An error that work already handed off found since (a CUDA kernel that stopped), for
   // ncclCommGetAsyncError; raised with its cause. Host engines report at wait() and have none.
   virtual ncclResult_t pollAsyncError() { return ncclSuccess; }

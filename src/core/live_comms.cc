@@ -102,7 +102,7 @@ bool ApiGuard::tryEnter(Communicator* comm) {
   return true;
 }
 
-ncclResult_t ApiGuard::enterReady(Communicator* comm, const char* where) {
+ncclResult_t ApiGuard::enterReady(Communicator* comm, const char* where, bool suspendedOk) {
   RINGCC_CHECK(enter(comm, where));
   int state = comm->asyncError.load();
   if (state == ncclInProgress)
@@ -110,6 +110,9 @@ ncclResult_t ApiGuard::enterReady(Communicator* comm, const char* where) {
   if (comm->abortFlag.load()) return fail(ncclInvalidUsage, where, "communicator was aborted");
   if (comm->revoked.load()) return fail(ncclInvalidUsage, where, "communicator was revoked");
   if (comm->finalized.load()) return fail(ncclInvalidUsage, where, "communicator was finalized");
+  if (!suspendedOk && comm->suspended.load())
+    return fail(ncclInvalidUsage, where,
+                "communicator is suspended (ncclCommSuspend): call ncclCommResume first");
   if (state != ncclSuccess)
     return fail(static_cast<ncclResult_t>(state), where,
                 "communicator has an error from earlier: %s", comm->firstError().message.c_str());

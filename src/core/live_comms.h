@@ -31,8 +31,10 @@ class ApiGuard {
   ncclResult_t enter(Communicator* comm, const char* where);
   // As enter, but quiet: false, with no error raised, unless `comm` is live.
   bool tryEnter(Communicator* comm);
-  // As enter, plus: the communicator finished init and may run operations.
-  ncclResult_t enterReady(Communicator* comm, const char* where);
+  // As enter, plus: the communicator finished init and may run operations (it is not
+  // aborted, revoked, finalized, failed or suspended). ncclCommResume passes
+  // `suspendedOk`: it is the call a suspended communicator takes.
+  ncclResult_t enterReady(Communicator* comm, const char* where, bool suspendedOk = false);
 
  private:
   Communicator* comm_ = nullptr;

@@ -150,6 +150,14 @@ void CudaEngine::abortOps() {
   if (mapped_ != nullptr) __atomic_store_n(&mapped_[0], 1u, __ATOMIC_RELEASE);
 }
 
+ncclResult_t CudaEngine::releaseMemory() {
+  // Its kernels may still run on the user's stream when the API returns, and what they use
+  // (FIFOs, the upload arena) would need a stream-ordered release.
+  return fail(ncclInvalidUsage, "ncclCommSuspend",
+              "suspending a CUDA communicator's memory is not implemented in ringcc yet (host "
+              "communicators suspend)");
+}
+
 ncclResult_t CudaEngine::pollAsyncError() {
   {
     // Found before: raised again without a second WARN (users poll ncclCommGetAsyncError).

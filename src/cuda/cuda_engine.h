@@ -74,6 +74,10 @@ class CudaEngine final : public CommEngine {
   void abortOps() override;
   ncclResult_t pollAsyncError() override;
   const PlanContext& planContext() const override { return planner_.context(); }
+  // Not counted or released yet: its FIFOs, staging and upload arena are device memory that
+  // ncclCommMemStats and ncclCommSuspend do not track yet (src/api/comm_state_api.cc says so).
+  Memory memory() const override { return Memory{}; }
+  ncclResult_t releaseMemory() override;
 
   size_t launches() const { return launches_; }  // kernels queued so far (tests)
 

@@ -163,4 +163,14 @@ const Connector* ConnectionTable::find(const PortKey& key) const {
   return it == conns_.end() ? nullptr : it->second.get();
 }
 
+uint64_t ConnectionTable::mappedBytes() const {
+  uint64_t bytes = 0;
+  for (const auto& entry : conns_) {
+    const ConnectorView v = entry.second->view();
+    bytes += fifoControlBytes(v.nSlots) + uint64_t{v.nSlots} * v.slotBytes;
+    if (v.llSlots != nullptr) bytes += uint64_t{v.nSlots} * v.llSlotBytes;
+  }
+  return bytes;
+}
+
 }  // namespace ringcc

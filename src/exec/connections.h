@@ -89,6 +89,9 @@ class ConnectionTable {
   const Connector* find(const PortKey& key) const;
 
   size_t size() const { return conns_.size(); }
+  // Bytes of FIFO memory this rank's side of every connection maps: control block, Simple
+  // and LL slots (the peer maps the same memory, or for a network connection its own copy).
+  uint64_t mappedBytes() const;
 
  private:
   ncclResult_t connectionSpec(const PortKey& key, ConnSpec* spec) const;

@@ -85,6 +85,18 @@ void HostEngine::abortOps() {
   watch_.stopAll();
 }
 
+ncclResult_t HostEngine::releaseMemory() {
+  // Between batches (the API thread waited for the last one), so the engine thread is idle
+  // and its state is ours until the next enqueue. Every peer is past its last operation too
+  // (the caller's barrier): closing waits on nobody, and nobody waits on us.
+  conns_.closeAll();
+  // The runners and the reusable plan point into the connections just closed.
+  bound_.clear();
+  plan_.clear();
+  planner_.forgetLast();
+  return ncclSuccess;
+}
+
 bool HostEngine::stopRequested() const {
   return abortOps_.load(std::memory_order_relaxed) ||
          comm_->abortFlag.load(std::memory_order_relaxed);

@@ -53,6 +53,8 @@ class HostEngine final : public CommEngine {
   ncclResult_t wait(EngineHandle handle) override;
   void abortOps() override;
   const PlanContext& planContext() const override { return planner_.context(); }
+  Memory memory() const override { return Memory{conns_.mappedBytes(), 0}; }
+  ncclResult_t releaseMemory() override;
 
  private:
   // A planned job bound to its connections.

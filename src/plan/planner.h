@@ -111,6 +111,10 @@ class Planner {
 
   const PlanContext& context() const { return ctx_; }
 
+  // The next batch is planned afresh, never reused: the connections the last plan's jobs were
+  // bound to are gone (the engine released its memory, ncclCommSuspend).
+  void forgetLast() { lastPlan_ = nullptr; }
+
  private:
   ncclResult_t planCollective(const CollArgs& a, int opIndex, Plan* plan);
   ncclResult_t planP2p(const std::vector<const CollArgs*>& ops, Plan* plan);

@@ -164,7 +164,9 @@ TEST_CASE("ncclParamDumpAll reports every parameter", "[api_params]") {
   CHECK(log.contains("NCCL_TIMEOUT = "));
 }
 
-TEST_CASE("ncclCommMemStats: a host communicator holds no GPU memory", "[api_232]") {
+TEST_CASE("ncclCommMemStats: a one-rank host communicator holds no connection memory",
+          "[api_232]") {
+  // (Communicators with peers count their connections: tests/coll/test_suspend.cc.)
   ncclComm_t comm = oneRankComm();
   for (ncclCommMemStat_t stat : {ncclStatGpuMemSuspend, ncclStatGpuMemSuspended,
                                  ncclStatGpuMemPersist, ncclStatGpuMemTotal}) {
@@ -182,10 +184,8 @@ TEST_CASE("ncclCommMemStats: a host communicator holds no GPU memory", "[api_232
   CHECK(ncclCommDestroy(comm) == ncclSuccess);
 }
 
-TEST_CASE(
-    "grow checks its arguments as NCCL documents them; suspend and resume say they are "
-    "not implemented",
-    "[api_232]") {
+TEST_CASE("grow, suspend and resume check their arguments as NCCL documents them",
+          "[api_232]") {
   ncclComm_t comm = oneRankComm();
   ncclUniqueId plain{};
   REQUIRE(ncclGetUniqueId(&plain) == ncclSuccess);
@@ -225,10 +225,9 @@ TEST_CASE(
   CHECK(out == nullptr);
   EXPECT_REFUSED(ncclCommSuspend(comm, 0x6), ncclInvalidArgument, "flags 0x6");
   EXPECT_REFUSED(ncclCommSuspend(nullptr, NCCL_SUSPEND_MEM), ncclInvalidArgument, "comm is NULL");
-  EXPECT_REFUSED(ncclCommSuspend(comm, NCCL_SUSPEND_MEM), ncclInvalidUsage,
-                 "ncclCommSuspend is not implemented in ringcc yet");
   EXPECT_REFUSED(ncclCommResume(comm), ncclInvalidUsage,
-                 "ncclCommResume is not implemented in ringcc yet");
+                 "communicator is not suspended (no ncclCommSuspend)");
+  EXPECT_REFUSED(ncclCommResume(nullptr), ncclInvalidArgument, "comm is NULL");
   // Refusals leave the communicator usable.
   float x = 1;
   CHECK(ncclAllReduce(&x, &x, 1, ncclFloat, ncclSum, comm, nullptr) == ncclSuccess);
