@@ -19,6 +19,7 @@
 #include "src/plan/ring_order.h"
 #include "src/trace/hang_report.h"
 #include "transports/fifo_host.h"
+#include "transports/proxy/proxy.h"
 #include "transports/shm/mapped_buffers.h"
 
 namespace ringcc {
@@ -33,6 +34,8 @@ const PeerMapper kShmMapper{&findMappable, &mapPeerRegion};
 // over the bootstrap (src/exec/call_watch.h) before it reports the close: a mismatch found
 // by the peer is then named as one, not as a peer that left.
 constexpr auto kToldCallGrace = std::chrono::milliseconds(200);
+// A proxy sweep that has run this long is stuck (sweeps never wait: transports/proxy/proxy.h).
+constexpr long long kStuckSweepMs = 1000;
 
 int64_t positive(const char* name) { return std::max<int64_t>(1, paramInt(name)); }
 
@@ -372,11 +375,23 @@ void HostEngine::postStuckCall() {
 
 ncclResult_t HostEngine::timedOut() const {
   const std::string first = reportStuck();
+  reportStuckProxy();
   reportHangNow(comm_);  // every rank's state, so that the rank everyone waits for is named
   return fail(ncclRemoteError, "collective",
               "no progress for %lld ms (NCCL_TIMEOUT): %s (every waiting lane and a hang "
               "report naming where each rank is are logged, unless NCCL_DEBUG=VERSION)",
               static_cast<long long>(params_.timeout.count()), first.c_str());
+}
+
+void HostEngine::reportStuckProxy() const {
+  bool network = false;
+  conns_.forEach([&](const Connector& c) { network |= c.needsProgress(); });
+  if (!network) return;
+  const long long ms = Proxy::get().sweepRunningFor().count();
+  if (ms >= kStuckSweepMs)
+    LOG_REPORT("network proxy: its current sweep has run for %lld ms: it is stuck in a network "
+               "transport's call, and no network connection of this process moves meanwhile",
+               ms);
 }
 
 ncclResult_t HostEngine::findMismatchedPeer() {

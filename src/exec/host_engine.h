@@ -141,6 +141,9 @@ class HostEngine final : public CommEngine {
   // Logs every lane that has not finished and what it waits for; returns the line of the
   // first one waiting on a peer, for the error text.
   std::string reportStuck() const;
+  // With network connections: a WARN if the process's proxy, which moves their data, is stuck
+  // inside one sweep (a network library's call that blocks), which a lane's wait cannot show.
+  void reportStuckProxy() const;
   bool stopRequested() const;
   // The error of an operation stopped by abort or revoke (ncclInvalidUsage), logged.
   ncclResult_t stopped(const char* phase) const;

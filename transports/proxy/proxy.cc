@@ -148,7 +148,28 @@ uint64_t Proxy::sleeps() const {
   return sleeps_;
 }
 
+namespace {
+int64_t steadyNs() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(
+             std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+}  // namespace
+
+std::chrono::milliseconds Proxy::sweepRunningFor() const {
+  const int64_t start = sweepStartNs_.load(std::memory_order_relaxed);
+  if (start == 0) return std::chrono::milliseconds(0);
+  return std::chrono::milliseconds((steadyNs() - start) / 1000000);
+}
+
 bool Proxy::sweep() {
+  sweepStartNs_.store(steadyNs(), std::memory_order_relaxed);
+  bool moved = sweepOnce();
+  sweepStartNs_.store(0, std::memory_order_relaxed);
+  return moved;
+}
+
+bool Proxy::sweepOnce() {
   bool moved = false;
   for (WakeSource* s : sources_) moved |= s->poll();
   for (size_t i = 0; i < conns_.size();) {

@@ -80,11 +80,17 @@ class Proxy {
   // eventfd ended (for tests: an idle proxy sleeps, and a publish wakes it).
   uint64_t sleeps() const;
   uint64_t doorbellWakes() const { return doorbellWakes_.load(std::memory_order_relaxed); }
+  // How long the sweep running now has run (0 when none runs): sweeps never block, so one
+  // that has run for seconds is stuck inside a transport's progress (a network library's
+  // call that blocks), and every network connection of the process waits with it. Any thread;
+  // for the error an operation that times out reports.
+  std::chrono::milliseconds sweepRunningFor() const;
 
  private:
   Proxy();
   void run();
   bool sweep();  // under mu_: one round over sources and connectors; true if anything moved
+  bool sweepOnce();  // sweep()'s round, timed by sweep() (sweepRunningFor)
   void startLocked();
 
   mutable std::mutex mu_;
@@ -96,6 +102,7 @@ class Proxy {
   int eventFd_ = -1;
   uint64_t sleeps_ = 0;
   std::atomic<uint64_t> doorbellWakes_{0};
+  std::atomic<int64_t> sweepStartNs_{0};  // steady clock at the running sweep's start; 0: none
   FifoCounter doorbell_{};
 };
 

@@ -24,6 +24,8 @@ constexpr uint64_t kNoStepMask = ~uint64_t{0xffffffffu};
 // still write).
 constexpr auto kCloseSendWait = std::chrono::milliseconds(500);
 constexpr auto kReleaseWait = std::chrono::seconds(2);
+// A first message this long after the endpoint was made is worth a WARN (firstMessage()).
+constexpr auto kSlowFirstMessage = std::chrono::seconds(5);
 
 // The UCX transports and devices an endpoint's lanes use ("tcp/eth0"), from
 // ucp_ep_print_info, whose lane lines name them as "<transport>/<device>".
@@ -173,8 +175,20 @@ void* UcxLink::postSend(const void* buf, size_t bytes, uint64_t tag, bool regist
   return ucp_tag_send_nbx(ep_, buf, bytes, tag, &p);
 }
 
+void UcxLink::firstMessage(const char* what) {
+  firstSeen_ = true;
+  const auto waited = std::chrono::steady_clock::now() - startedAt_;
+  if (waited < kSlowFirstMessage) return;
+  LOG_WARN("ucx: channel %d %s rank %d: the first message %s %lld ms after the endpoint was "
+           "made (UCX's connection set-up between the workers was slow)",
+           channel_, side_ == ConnSide::Recv ? "recv from" : "send to", peerRank_, what,
+           static_cast<long long>(
+               std::chrono::duration_cast<std::chrono::milliseconds>(waited).count()));
+}
+
 ncclResult_t UcxLink::start() {
   started_ = true;
+  startedAt_ = std::chrono::steady_clock::now();
   // The slots are registered once, here, for the life of the link.
   ucp_mem_map_params_t mp{};
   mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
@@ -297,6 +311,7 @@ ncclResult_t UcxLink::progressRecv(bool* moved) {
                   static_cast<size_t>(info.length), control_->meta[slot].size);
     ++completed_;
     publishCounter(&control_->tail, completed_);
+    if (!firstSeen_) firstMessage("arrived");
     *moved = true;
   }
   // Credits: the runner's head, one message in flight at a time.
@@ -403,6 +418,7 @@ ncclResult_t UcxLink::finishSends(bool quiet, bool* moved) {
     if (st == UCS_OK) st = finish(req);
     if (st != UCS_OK) return fail("sending step %u failed: %s", completed_, ucs_status_string(st));
     ++completed_;
+    if (!firstSeen_) firstMessage("left");
     *moved = true;
   }
   // A slot, or the user's buffer its reference names, is free once UCX no longer reads it:

@@ -89,6 +89,10 @@ class UcxLink {
   // Send side: completed sends, then head. quiet: stop at a failed send without a WARN.
   ncclResult_t finishSends(bool quiet, bool* moved);
   ncclResult_t fail(const char* fmt, ...) __attribute__((format(printf, 2, 3)));
+  // The first message received (recv) or sent and completed (send): a WARN if it came
+  // kSlowFirstMessage or more after start(), naming the link: UCX's connection set-up (its
+  // own sockets between the workers) stalled, and every rank waiting on this one may time out.
+  void firstMessage(const char* what);
   void* postRecv(void* buf, size_t bytes, uint64_t tag, uint64_t mask, bool registered);
   void* postSend(const void* buf, size_t bytes, uint64_t tag, bool registered);
   static void onEpError(void* arg, ucp_ep_h ep, ucs_status_t status);
@@ -110,6 +114,8 @@ class UcxLink {
   HostMapping device_;  // a CUDA rank's registration of block_ (released before it is freed)
 
   bool started_ = false;
+  std::chrono::steady_clock::time_point startedAt_{};
+  bool firstSeen_ = false;  // firstMessage() ran
   ucp_mem_h memh_ = nullptr;
   ucp_ep_h ep_ = nullptr;
   std::vector<void*> slotReqs_;  // per slot: the posted receive (recv) or the send (send)
