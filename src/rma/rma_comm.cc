@@ -68,9 +68,12 @@ int resolvedContexts(const CommConfig& config) {
 
 const char* rmaPathName(RmaPath path) {
   switch (path) {
-    case RmaPath::kDirect: return "direct";
-    case RmaPath::kKernel: return "process_vm_writev";
-    case RmaPath::kMessage: return "message";
+    case RmaPath::kDirect:
+      return "direct";
+    case RmaPath::kKernel:
+      return "process_vm_writev";
+    case RmaPath::kMessage:
+      return "message";
   }
   return "?";
 }
@@ -104,10 +107,11 @@ struct CommRma::Inbound {
       auto it = targets.find(m.windowId);
       if (it == targets.end() || m.offset > it->second.size ||
           m.bytes > it->second.size - m.offset) {
-        LOG_WARN("rma: dropped a put from rank %d into window %u (deregistered, or %llu bytes at "
-                 "offset %llu do not fit)",
-                 from, m.windowId, static_cast<unsigned long long>(m.bytes),
-                 static_cast<unsigned long long>(m.offset));
+        LOG_WARN(
+            "rma: dropped a put from rank %d into window %u (deregistered, or %llu bytes at "
+            "offset %llu do not fit)",
+            from, m.windowId, static_cast<unsigned long long>(m.bytes),
+            static_cast<unsigned long long>(m.offset));
         return;
       }
       if (m.bytes) std::memcpy(it->second.base + m.offset, data.data() + sizeof(m), m.bytes);
@@ -149,8 +153,8 @@ ncclResult_t CommRma::setup(Communicator* comm, std::unique_ptr<CommRma>* out) {
   RINGCC_CHECK(SignalRegion::create(g, &rma->inbound_->signals));
   // Before the exchange: once a peer has our info it may send.
   std::shared_ptr<Inbound> in = rma->inbound_;
-  comm->bootstrap->onMessage(kTagRma,
-                             [in](int from, const std::vector<char>& data) { in->receive(from, data); });
+  comm->bootstrap->onMessage(
+      kTagRma, [in](int from, const std::vector<char>& data) { in->receive(from, data); });
   std::vector<SetupInfo> infos(comm->nranks);
   SetupInfo& mine = infos[comm->rank];
   mine.signals = in->signals->desc();
@@ -178,8 +182,8 @@ ncclResult_t CommRma::setup(Communicator* comm, std::unique_ptr<CommRma>* out) {
     uint64_t magic = 0;
     std::memcpy(&magic, p.signals->view().base(), sizeof(magic));
     if (!peerWrite(p.pid, infos[r].signalsBase, &magic, sizeof(magic))) {
-      LOG_INFO(kLogShm, "rma: cannot write into rank %d's memory (%s): puts to it go by message",
-               r, strerror(errno));
+      LOG_INFO(kLogShm, "rma: cannot write into rank %d's memory (%s): puts to it go by message", r,
+               strerror(errno));
       p.path = RmaPath::kMessage;
     }
   }
@@ -348,7 +352,8 @@ ncclResult_t CommRma::wait(std::span<const ncclWaitSignalDesc_t> descs) {
   for (size_t i = 0; i < descs.size(); ++i) {
     const ncclWaitSignalDesc_t& d = descs[i];
     const size_t index = geometry_.index(d.peer, d.ctx, d.sigIdx);
-    auto it = std::find_if(wants.begin(), wants.end(), [&](const Want& w) { return w.index == index; });
+    auto it =
+        std::find_if(wants.begin(), wants.end(), [&](const Want& w) { return w.index == index; });
     if (it == wants.end()) {
       wants.push_back({index, d.peer, d.sigIdx, d.ctx, consumed_[index]});
       it = wants.end() - 1;
@@ -365,9 +370,8 @@ ncclResult_t CommRma::wait(std::span<const ncclWaitSignalDesc_t> descs) {
     // The bell before the counters: a signal after this read changes the bell, so the nap
     // below returns at once instead of sleeping through it.
     const uint32_t rung = std::atomic_ref<uint32_t>(bell->value).load(std::memory_order_acquire);
-    while (pending < wants.size() &&
-           ours.count(wants[pending].peer, wants[pending].ctx, wants[pending].sigIdx) >=
-               wants[pending].target)
+    while (pending < wants.size() && ours.count(wants[pending].peer, wants[pending].ctx,
+                                                wants[pending].sigIdx) >= wants[pending].target)
       ++pending;
     if (pending == wants.size()) break;
     if (polls < spins) continue;

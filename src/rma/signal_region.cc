@@ -54,7 +54,9 @@ uint64_t SignalView::count(int sender, int ctx, int sigIdx) const {
       .load(std::memory_order_acquire);
 }
 
-FifoCounter* SignalView::bell() const { return reinterpret_cast<FifoCounter*>(base_ + kBellOffset); }
+FifoCounter* SignalView::bell() const {
+  return reinterpret_cast<FifoCounter*>(base_ + kBellOffset);
+}
 
 SignalRegion::~SignalRegion() {
   if (mapped_) {

@@ -28,8 +28,8 @@ using ringcc::test::ScopedEnv;
 
 namespace {
 
-constexpr size_t kSlot = 3000;   // floats each peer writes per put (not a multiple of a page)
-constexpr int kPuts = 3;         // puts per peer before one wait
+constexpr size_t kSlot = 3000;  // floats each peer writes per put (not a multiple of a page)
+constexpr int kPuts = 3;        // puts per peer before one wait
 constexpr size_t kRoundFloats = size_t{1} << 18;  // 1 MiB: a put the reader could catch half done
 
 bool netForced() {
@@ -210,6 +210,45 @@ TEST_CASE("one thread drives every rank: windows, puts and waits inside groups",
   REQUIRE(ncclGroupStart() == ncclSuccess);
   for (int r = 0; r < n; ++r) REQUIRE(ncclCommWindowDeregister(comms[r], wins[r]) == ncclSuccess);
   REQUIRE(ncclGroupEnd() == ncclSuccess);
+  for (ncclComm_t c : comms) CHECK(ncclCommDestroy(c) == ncclSuccess);
+}
+
+TEST_CASE("signals are counted per ctx with config numRmaCtx 2", "[rma]") {
+  const int n = 2;
+  ncclUniqueId id = newUniqueId();
+  std::vector<ncclComm_t> comms(n, nullptr);
+  std::vector<int> bad(n, 0);
+  runThreads(n, [&](int r) {
+    ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
+    config.numRmaCtx = 2;
+    if (ncclCommInitRankConfig(&comms[r], n, id, r, &config) != ncclSuccess) {
+      bad[r] = 100;
+      return;
+    }
+    int32_t buf[8] = {};
+    ncclWindow_t w = nullptr;
+    if (ncclCommWindowRegister(comms[r], buf, sizeof(buf), &w, 0) != ncclSuccess) {
+      bad[r] = 101;
+      return;
+    }
+    const int peer = 1 - r;
+    // Two on ctx 1, one on ctx 0, same sigIdx: the counts do not mix.
+    const int32_t v = 7 + r;
+    bad[r] +=
+        ncclPutSignal(&v, 1, ncclInt32, peer, w, 4, 0, 1, 0, comms[r], nullptr) != ncclSuccess;
+    bad[r] += ncclSignal(peer, 0, 1, 0, comms[r], nullptr) != ncclSuccess;
+    bad[r] += ncclSignal(peer, 0, 0, 0, comms[r], nullptr) != ncclSuccess;
+    ncclWaitSignalDesc_t d[2] = {{2, peer, 0, 1}, {1, peer, 0, 0}};
+    bad[r] += ncclWaitSignal(2, d, comms[r], nullptr) != ncclSuccess;
+    bad[r] += buf[1] != 7 + peer;
+    bad[r] += ncclSignal(peer, 0, 2, 0, comms[r], nullptr) != ncclInvalidArgument;  // ctx 2
+    // Both ranks are done with the other's window before either frees it.
+    bad[r] += ncclCommWindowDeregister(comms[r], w) != ncclSuccess;
+  });
+  for (int r = 0; r < n; ++r) {
+    INFO("rank " << r);
+    CHECK(bad[r] == 0);
+  }
   for (ncclComm_t c : comms) CHECK(ncclCommDestroy(c) == ncclSuccess);
 }
 
