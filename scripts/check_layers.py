@@ -29,6 +29,7 @@ LAYERS = [
     "src/core",       # the communicator: config, peers, topology, engine interface, errors
     "src/monitor",    # the hang watcher thread
     "src/exec",       # group layer, host engine, connections
+    "src/rma",        # one-sided windows, puts and signals on host communicators
     "src/cuda",       # CUDA engine: kernels on streams, memory kinds
     "src/init",       # making communicators (init, split, shrink) and their engines
     "src/adasum",     # Adasum over grouped send/recv

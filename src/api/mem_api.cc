@@ -5,12 +5,13 @@
 // protocol then reads it in place between processes, one copy instead of two through the shm
 // segment. Where a memfd cannot be made it is ordinary memory. Registration has nothing to
 // pin, so a registration handle only records the range (and is checked on deregistration).
-// Window registration belongs to NCCL's device API, which ringcc does not provide.
+// Windows (ncclCommWindowRegister) are checked here and made by src/rma (rma_ops.h).
 #include <cstdlib>
 #include <mutex>
 #include <unordered_set>
 
 #include "src/api/api.h"
+#include "src/rma/rma_ops.h"
 #include "transports/shm/mapped_buffers.h"
 
 using namespace ringcc;
@@ -89,14 +90,24 @@ NCCL_API(ncclResult_t, ncclCommDeregister, const ncclComm_t comm, void* handle) 
 
 NCCL_API(ncclResult_t, ncclCommWindowRegister, ncclComm_t comm, void* buff, size_t size,
          ncclWindow_t* win, int winFlags) {
-  (void)comm, (void)buff, (void)size, (void)winFlags;
-  if (win) *win = nullptr;
-  return fail(ncclInvalidUsage, "ncclCommWindowRegister",
-              "symmetric memory windows (NCCL's device API) are not provided by ringcc");
+  const char* where = "ncclCommWindowRegister";
+  ApiGuard guard;
+  RINGCC_CHECK(guard.enterReady(comm, where));
+  RINGCC_CHECK(checkNotNull(win, "win", where));
+  *win = nullptr;
+  RINGCC_CHECK(checkNotNull(buff, "buff", where));
+  if (size == 0) return fail(ncclInvalidArgument, where, "size is 0");
+  constexpr int kKnownFlags =
+      NCCL_WIN_COLL_SYMMETRIC | NCCL_WIN_STRICT_ORDERING | NCCL_WIN_GIN_ONLY | NCCL_WIN_CFT_COUNTED;
+  if ((winFlags & ~kKnownFlags) != 0)
+    return fail(ncclInvalidArgument, where, "winFlags 0x%x has unknown bits 0x%x", winFlags,
+                winFlags & ~kKnownFlags);
+  return rmaWindowRegister(comm, buff, size, winFlags, win);
 }
 
 NCCL_API(ncclResult_t, ncclCommWindowDeregister, ncclComm_t comm, ncclWindow_t win) {
-  (void)comm, (void)win;
-  return fail(ncclInvalidUsage, "ncclCommWindowDeregister",
-              "symmetric memory windows (NCCL's device API) are not provided by ringcc");
+  const char* where = "ncclCommWindowDeregister";
+  ApiGuard guard;
+  RINGCC_CHECK(guard.enter(comm, where));
+  return rmaWindowDeregister(comm, win);
 }

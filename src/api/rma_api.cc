@@ -1,21 +1,16 @@
-// NCCL's one-sided calls (ncclPutSignal, ncclSignal, ncclWaitSignal) and window pointers.
-// They work on memory windows (ncclCommWindowRegister), which ringcc does not provide: the
-// arguments are checked (ncclInvalidArgument naming the argument), then each call answers
-// ncclInvalidUsage with a WARN saying it is not implemented; never a silent success.
+// NCCL's one-sided calls (ncclPutSignal, ncclSignal, ncclWaitSignal) and window pointers:
+// the arguments are checked here (ncclInvalidArgument naming the argument), then handed to
+// src/rma (rma_ops.h), which checks what needs the windows and runs or groups the call.
+#include <cstdint>
 #include <cstring>
 
+#include "kernels/dtypes.h"
 #include "src/api/api.h"
+#include "src/rma/rma_ops.h"
 
 using namespace ringcc;
 
 namespace {
-
-ncclResult_t notImplemented(const char* name) {
-  return fail(ncclInvalidUsage, name,
-              "%s is not implemented in ringcc yet (one-sided operations need memory windows, "
-              "which ringcc does not provide)",
-              name);
-}
 
 ncclResult_t checkPeer(const ncclComm* comm, int peer, const char* what, const char* where) {
   if (peer < 0 || peer >= comm->nranks)
@@ -40,7 +35,7 @@ ncclResult_t checkFlags(unsigned int flags, const char* where) {
 NCCL_API(ncclResult_t, ncclPutSignal, const void* localbuff, size_t count, ncclDataType_t datatype,
          int peer, ncclWindow_t peerWin, size_t peerWinOffset, int sigIdx, int ctx,
          unsigned int flags, ncclComm_t comm, cudaStream_t stream) {
-  (void)peerWinOffset, (void)stream;
+  (void)stream;  // host communicators: the put is done when the call returns
   const char* where = "ncclPutSignal";
   ApiGuard guard;
   RINGCC_CHECK(guard.enterReady(comm, where));
@@ -53,7 +48,11 @@ NCCL_API(ncclResult_t, ncclPutSignal, const void* localbuff, size_t count, ncclD
   RINGCC_CHECK(checkNotNull(peerWin, "peerWin", where));
   RINGCC_CHECK(checkSignal(sigIdx, ctx, where));
   RINGCC_CHECK(checkFlags(flags, where));
-  return notImplemented(where);
+  const size_t elem = dataTypeSize(datatype);
+  if (count > SIZE_MAX / elem)
+    return fail(ncclInvalidArgument, where, "count %zu of %zu-byte elements overflows", count,
+                elem);
+  return rmaPutSignal(comm, localbuff, count * elem, peer, peerWin, peerWinOffset, sigIdx, ctx);
 }
 
 NCCL_API(ncclResult_t, ncclSignal, int peer, int sigIdx, int ctx, unsigned int flags,
@@ -65,35 +64,33 @@ NCCL_API(ncclResult_t, ncclSignal, int peer, int sigIdx, int ctx, unsigned int f
   RINGCC_CHECK(checkPeer(comm, peer, "peer", where));
   RINGCC_CHECK(checkSignal(sigIdx, ctx, where));
   RINGCC_CHECK(checkFlags(flags, where));
-  return notImplemented(where);
+  return rmaPutSignal(comm, nullptr, 0, peer, nullptr, 0, sigIdx, ctx);
 }
 
 NCCL_API(ncclResult_t, ncclWaitSignal, int nDesc, ncclWaitSignalDesc_t* signalDescs,
          ncclComm_t comm, cudaStream_t stream) {
-  (void)stream;
+  (void)stream;  // host communicators: the signals have arrived when the call returns
   const char* where = "ncclWaitSignal";
   ApiGuard guard;
   RINGCC_CHECK(guard.enterReady(comm, where));
-  if (nDesc < 0) return fail(ncclInvalidArgument, where, "nDesc %d must be >= 0", nDesc);
-  if (nDesc > 0) RINGCC_CHECK(checkNotNull(signalDescs, "signalDescs", where));
+  if (nDesc <= 0) return fail(ncclInvalidArgument, where, "nDesc %d must be > 0", nDesc);
+  RINGCC_CHECK(checkNotNull(signalDescs, "signalDescs", where));
   for (int i = 0; i < nDesc; ++i) {
     const ncclWaitSignalDesc_t& d = signalDescs[i];
-    if (d.opCnt < 0)
-      return fail(ncclInvalidArgument, where, "signalDescs[%d].opCnt %d must be >= 0", i, d.opCnt);
+    if (d.opCnt <= 0)
+      return fail(ncclInvalidArgument, where, "signalDescs[%d].opCnt %d must be > 0", i, d.opCnt);
     RINGCC_CHECK(checkPeer(comm, d.peer, "signalDescs[].peer", where));
     RINGCC_CHECK(checkSignal(d.sigIdx, d.ctx, where));
   }
-  return notImplemented(where);
+  return rmaWaitSignal(comm, {signalDescs, static_cast<size_t>(nDesc)});
 }
 
 NCCL_API(ncclResult_t, ncclWinGetUserPtr, ncclComm_t comm, ncclWindow_t win, void** outUserPtr) {
   const char* where = "ncclWinGetUserPtr";
   ApiGuard guard;
   RINGCC_CHECK(guard.enter(comm, where));
-  RINGCC_CHECK(checkNotNull(win, "win", where));
   RINGCC_CHECK(checkNotNull(outUserPtr, "outUserPtr", where));
   *outUserPtr = nullptr;
-  return fail(ncclInvalidUsage, where,
-              "ncclWinGetUserPtr is not implemented in ringcc yet (ncclCommWindowRegister makes "
-              "no windows, so no window has a user pointer)");
+  RINGCC_CHECK(checkNotNull(win, "win", where));
+  return rmaWindowUserPtr(comm, win, outUserPtr);
 }

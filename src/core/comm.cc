@@ -12,6 +12,7 @@ ncclComm::ncclComm() = default;
 
 ncclComm::~ncclComm() {
   if (initThread.joinable()) initThread.join();
+  rma.reset();     // windows and signals: their message handler is the bootstrap's
   engine.reset();  // connectors before the bootstrap they were set up with
   if (bootstrap && unwatch) unwatch(this);
   bootstrap.reset();

@@ -45,6 +45,7 @@
 namespace ringcc {
 class Bootstrap;
 class CommEngine;
+class CommRma;
 }  // namespace ringcc
 
 struct ncclComm {
@@ -69,6 +70,10 @@ struct ncclComm {
   // bootstrap goes, so that core needs to know nothing of the watcher.
   void (*unwatch)(ncclComm* comm) = nullptr;
   std::unique_ptr<ringcc::CommEngine> engine;
+  // One-sided windows and signals (src/rma/rma_comm.h), made by the first
+  // ncclCommWindowRegister with the deleter of its layer; freed before the engine and the
+  // bootstrap its message handler is registered with.
+  std::unique_ptr<ringcc::CommRma, void (*)(ringcc::CommRma*)> rma{nullptr, nullptr};
   ringcc::UserOpTable userOps;             // ncclRedOpCreatePreMulSum handles
   ringcc::CallState calls;                 // the call it runs, for hang reports
   std::unique_ptr<ringcc::Tracer> tracer;  // RINGCC_TRACE; null (the default): off

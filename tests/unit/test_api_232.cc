@@ -234,45 +234,97 @@ TEST_CASE("grow, suspend and resume check their arguments as NCCL documents them
   CHECK(ncclCommDestroy(comm) == ncclSuccess);
 }
 
-TEST_CASE("one-sided calls and window pointers check arguments, then say not implemented",
-          "[api_232]") {
+TEST_CASE("one-sided calls and window pointers check their arguments", "[api_232]") {
   ncclComm_t comm = oneRankComm();
   float buf[4] = {};
-  ncclWindow_t win = reinterpret_cast<ncclWindow_t>(buf);  // any non-NULL handle
-  EXPECT_REFUSED(ncclPutSignal(buf, 4, ncclFloat, 1, win, 0, 0, 0, 0, comm, nullptr),
+  ncclWindow_t fake = reinterpret_cast<ncclWindow_t>(buf);  // not a window of anyone's
+  EXPECT_REFUSED(ncclPutSignal(buf, 4, ncclFloat, 1, fake, 0, 0, 0, 0, comm, nullptr),
                  ncclInvalidArgument, "peer 1 is out of range");
-  EXPECT_REFUSED(ncclPutSignal(nullptr, 4, ncclFloat, 0, win, 0, 0, 0, 0, comm, nullptr),
+  EXPECT_REFUSED(ncclPutSignal(nullptr, 4, ncclFloat, 0, fake, 0, 0, 0, 0, comm, nullptr),
                  ncclInvalidArgument, "localbuff is NULL");
   EXPECT_REFUSED(ncclPutSignal(buf, 4, ncclFloat, 0, nullptr, 0, 0, 0, 0, comm, nullptr),
                  ncclInvalidArgument, "peerWin is NULL");
   EXPECT_REFUSED(
-      ncclPutSignal(buf, 4, static_cast<ncclDataType_t>(40), 0, win, 0, 0, 0, 0, comm, nullptr),
+      ncclPutSignal(buf, 4, static_cast<ncclDataType_t>(40), 0, fake, 0, 0, 0, 0, comm, nullptr),
       ncclInvalidArgument, "datatype 40");
-  EXPECT_REFUSED(ncclPutSignal(buf, 4, ncclFloat, 0, win, 0, -1, 0, 0, comm, nullptr),
+  EXPECT_REFUSED(ncclPutSignal(buf, 4, ncclFloat, 0, fake, 0, -1, 0, 0, comm, nullptr),
                  ncclInvalidArgument, "sigIdx -1");
-  EXPECT_REFUSED(ncclPutSignal(buf, 4, ncclFloat, 0, win, 0, 0, 0, 3, comm, nullptr),
+  EXPECT_REFUSED(ncclPutSignal(buf, 4, ncclFloat, 0, fake, 0, 0, 0, 3, comm, nullptr),
                  ncclInvalidArgument, "flags 0x3");
-  EXPECT_REFUSED(ncclPutSignal(buf, 4, ncclFloat, 0, win, 0, 0, 0, 0, comm, nullptr),
-                 ncclInvalidUsage, "ncclPutSignal is not implemented in ringcc yet");
+  // Signals are set up by the first window registration (collective).
+  EXPECT_REFUSED(ncclPutSignal(buf, 4, ncclFloat, 0, fake, 0, 0, 0, 0, comm, nullptr),
+                 ncclInvalidUsage, "no window was registered on this communicator");
   EXPECT_REFUSED(ncclSignal(0, 0, -2, 0, comm, nullptr), ncclInvalidArgument, "ctx -2");
   EXPECT_REFUSED(ncclSignal(0, 0, 0, 0, nullptr, nullptr), ncclInvalidArgument, "comm is NULL");
   EXPECT_REFUSED(ncclSignal(0, 0, 0, 0, comm, nullptr), ncclInvalidUsage,
-                 "ncclSignal is not implemented in ringcc yet");
+                 "no window was registered on this communicator");
   ncclWaitSignalDesc_t desc = {1, 0, 0, 0};
   EXPECT_REFUSED(ncclWaitSignal(-1, &desc, comm, nullptr), ncclInvalidArgument, "nDesc -1");
+  EXPECT_REFUSED(ncclWaitSignal(0, &desc, comm, nullptr), ncclInvalidArgument, "nDesc 0");
   EXPECT_REFUSED(ncclWaitSignal(1, nullptr, comm, nullptr), ncclInvalidArgument,
                  "signalDescs is NULL");
   ncclWaitSignalDesc_t badPeer = {1, 5, 0, 0};
   EXPECT_REFUSED(ncclWaitSignal(1, &badPeer, comm, nullptr), ncclInvalidArgument,
                  "signalDescs[].peer 5");
+  ncclWaitSignalDesc_t noCount = {0, 0, 0, 0};
+  EXPECT_REFUSED(ncclWaitSignal(1, &noCount, comm, nullptr), ncclInvalidArgument,
+                 "signalDescs[0].opCnt 0 must be > 0");
   EXPECT_REFUSED(ncclWaitSignal(1, &desc, comm, nullptr), ncclInvalidUsage,
-                 "ncclWaitSignal is not implemented in ringcc yet");
+                 "no window was registered on this communicator");
   void* ptr = buf;
   EXPECT_REFUSED(ncclWinGetUserPtr(comm, nullptr, &ptr), ncclInvalidArgument, "win is NULL");
-  EXPECT_REFUSED(ncclWinGetUserPtr(comm, win, nullptr), ncclInvalidArgument, "outUserPtr is NULL");
-  EXPECT_REFUSED(ncclWinGetUserPtr(comm, win, &ptr), ncclInvalidUsage,
-                 "ncclWinGetUserPtr is not implemented in ringcc yet");
   CHECK(ptr == nullptr);
+  EXPECT_REFUSED(ncclWinGetUserPtr(comm, fake, nullptr), ncclInvalidArgument,
+                 "outUserPtr is NULL");
+  EXPECT_REFUSED(ncclWinGetUserPtr(comm, fake, &ptr), ncclInvalidArgument,
+                 "is not a registered window of this communicator");
+
+  // Registration's own arguments.
+  ncclWindow_t win = fake;
+  EXPECT_REFUSED(ncclCommWindowRegister(comm, buf, sizeof(buf), nullptr, 0), ncclInvalidArgument,
+                 "win is NULL");
+  EXPECT_REFUSED(ncclCommWindowRegister(comm, nullptr, sizeof(buf), &win, 0),
+                 ncclInvalidArgument, "buff is NULL");
+  CHECK(win == nullptr);
+  EXPECT_REFUSED(ncclCommWindowRegister(comm, buf, 0, &win, 0), ncclInvalidArgument, "size is 0");
+  EXPECT_REFUSED(ncclCommWindowRegister(comm, buf, sizeof(buf), &win, 0x30), ncclInvalidArgument,
+                 "winFlags 0x30 has unknown bits 0x30");
+  EXPECT_REFUSED(ncclCommWindowRegister(nullptr, buf, sizeof(buf), &win, 0), ncclInvalidArgument,
+                 "comm is NULL");
+  REQUIRE(ncclCommWindowRegister(comm, buf, sizeof(buf), &win, NCCL_WIN_COLL_SYMMETRIC) ==
+          ncclSuccess);
+  REQUIRE(win != nullptr);
+  CHECK(ncclWinGetUserPtr(comm, win, &ptr) == ncclSuccess);
+  CHECK(ptr == buf);
+  // With a window: what needs it is checked against it.
+  float src[4] = {1, 2, 3, 4};
+  EXPECT_REFUSED(ncclPutSignal(src, 4, ncclFloat, 0, fake, 0, 0, 0, 0, comm, nullptr),
+                 ncclInvalidArgument, "peerWin");
+  EXPECT_REFUSED(ncclPutSignal(src, 4, ncclFloat, 0, win, 4, 0, 0, 0, comm, nullptr),
+                 ncclInvalidArgument, "peerWinOffset 4 + 16 bytes is beyond peer 0's window of 16");
+  EXPECT_REFUSED(ncclPutSignal(src, 1, ncclFloat, 0, win, ~size_t{0}, 0, 0, 0, comm, nullptr),
+                 ncclInvalidArgument, "is beyond peer 0's window");
+  EXPECT_REFUSED(ncclPutSignal(src, 4, ncclFloat, 0, win, 0, 8, 0, 0, comm, nullptr),
+                 ncclInvalidArgument, "sigIdx 8 is out of range [0, 8)");
+  EXPECT_REFUSED(ncclPutSignal(src, 4, ncclFloat, 0, win, 0, 0, 1, 0, comm, nullptr),
+                 ncclInvalidArgument, "ctx 1 is out of range [0, 1)");
+  ncclWaitSignalDesc_t badCtx = {1, 0, 0, 1};
+  EXPECT_REFUSED(ncclWaitSignal(1, &badCtx, comm, nullptr), ncclInvalidArgument,
+                 "signalDescs[].ctx 1 is out of range");
+  // A put to this rank itself, and its signal.
+  CHECK(ncclPutSignal(src, 4, ncclFloat, 0, win, 0, 0, 0, 0, comm, nullptr) == ncclSuccess);
+  CHECK(ncclWaitSignal(1, &desc, comm, nullptr) == ncclSuccess);
+  CHECK(buf[3] == 4.0f);
+  // Deregistration: NULL is nothing to do; a window once only.
+  CHECK(ncclCommWindowDeregister(comm, nullptr) == ncclSuccess);
+  CHECK(ncclCommWindowDeregister(comm, win) == ncclSuccess);
+  EXPECT_REFUSED(ncclCommWindowDeregister(comm, win), ncclInvalidArgument,
+                 "is not a registered window of this communicator");
+  EXPECT_REFUSED(ncclPutSignal(src, 4, ncclFloat, 0, win, 0, 0, 0, 0, comm, nullptr),
+                 ncclInvalidArgument, "peerWin");
+  // Refusals leave the communicator usable.
+  float x = 1;
+  CHECK(ncclAllReduce(&x, &x, 1, ncclFloat, ncclSum, comm, nullptr) == ncclSuccess);
   CHECK(ncclCommDestroy(comm) == ncclSuccess);
 }
 

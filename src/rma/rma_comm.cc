@@ -1,0 +1,400 @@
+#include "src/rma/rma_comm.h"
+
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <chrono>
+#include <cstring>
+#include <thread>
+
+#include "src/base/error.h"
+#include "src/base/log.h"
+#include "src/base/param.h"
+#include "src/base/peer_info.h"
+#include "src/bootstrap/bootstrap.h"
+#include "transports/fifo_host.h"
+#include "transports/ucx/ucx_transport.h"
+
+namespace ringcc {
+namespace {
+
+constexpr int kTagRma = kBootstrapReservedTag - 4;
+constexpr size_t kMessageChunkBytes = size_t{4} << 20;
+constexpr int kLongestNapMicros = 2000;
+
+// The message path's header; the data follows it.
+struct RmaMessage {
+  uint32_t windowId;
+  uint32_t hasWindow;  // 0: a signal without data (ncclSignal)
+  uint64_t offset;
+  uint64_t bytes;
+  int32_t sigIdx;
+  int32_t ctx;
+  uint32_t signal;  // 1: add to (sender, ctx, sigIdx) after the data
+  uint32_t pad;
+};
+
+// At setup, from every rank.
+struct SetupInfo {
+  SignalRegionDesc signals;
+  uint64_t signalsBase;  // our address of the region (kKernel's write probe)
+  int32_t nCtx;
+  int32_t nSig;
+};
+
+// Writes `bytes` from `src` to address `remote` of process `pid` (same pid namespace).
+bool peerWrite(int pid, uint64_t remote, const void* src, uint64_t bytes) {
+  const char* from = static_cast<const char*>(src);
+  while (bytes > 0) {
+    iovec l{const_cast<char*>(from), bytes};
+    iovec r{reinterpret_cast<void*>(remote), bytes};
+    const ssize_t n = process_vm_writev(pid, &l, 1, &r, 1, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    from += n;
+    remote += static_cast<uint64_t>(n);
+    bytes -= static_cast<uint64_t>(n);
+  }
+  return true;
+}
+
+int resolvedContexts(const CommConfig& config) {
+  return config.numRmaCtx == NCCL_CONFIG_UNDEF_INT ? 1 : config.numRmaCtx;
+}
+
+}  // namespace
+
+const char* rmaPathName(RmaPath path) {
+  switch (path) {
+    case RmaPath::kDirect:
+      return "direct";
+    case RmaPath::kKernel:
+      return "process_vm_writev";
+    case RmaPath::kMessage:
+      return "message";
+  }
+  return "?";
+}
+
+// The windows the listener may write into (id -> this rank's buffer) and our counters.
+struct CommRma::Inbound {
+  struct Target {
+    char* base;
+    size_t size;
+  };
+  std::mutex mu;
+  std::map<uint32_t, Target> targets;
+  std::unique_ptr<SignalRegion> signals;
+  SignalGeometry geometry;
+
+  // The receive side of kMessage, on the listener thread. Nothing here may block, and nothing
+  // from the wire is trusted: a bad message is dropped with a WARN (the waiter then times out).
+  void receive(int from, const std::vector<char>& data) {
+    RmaMessage m;
+    if (data.size() < sizeof(m) || from < 0 || from >= geometry.nranks) {
+      LOG_WARN("rma: dropped a malformed message from rank %d", from);
+      return;
+    }
+    std::memcpy(&m, data.data(), sizeof(m));
+    if (m.bytes != data.size() - sizeof(m)) {
+      LOG_WARN("rma: dropped a message from rank %d: size does not match its header", from);
+      return;
+    }
+    if (m.hasWindow) {
+      std::lock_guard<std::mutex> lock(mu);
+      auto it = targets.find(m.windowId);
+      if (it == targets.end() || m.offset > it->second.size ||
+          m.bytes > it->second.size - m.offset) {
+        LOG_WARN(
+            "rma: dropped a put from rank %d into window %u (deregistered, or %llu bytes at "
+            "offset %llu do not fit)",
+            from, m.windowId, static_cast<unsigned long long>(m.bytes),
+            static_cast<unsigned long long>(m.offset));
+        return;
+      }
+      if (m.bytes) std::memcpy(it->second.base + m.offset, data.data() + sizeof(m), m.bytes);
+    }
+    if (!m.signal) return;
+    if (m.ctx < 0 || m.ctx >= geometry.nCtx || m.sigIdx < 0 || m.sigIdx >= geometry.nSig) {
+      LOG_WARN("rma: dropped a signal from rank %d with sigIdx %d ctx %d", from, m.sigIdx, m.ctx);
+      return;
+    }
+    signals->view().bump(from, m.ctx, m.sigIdx);
+  }
+};
+
+CommRma::CommRma(Communicator* comm, const SignalGeometry& g)
+    : comm_(comm),
+      geometry_(g),
+      inbound_(std::make_shared<Inbound>()),
+      peers_(g.nranks),
+      consumed_(static_cast<size_t>(g.nranks) * g.nCtx * g.nSig, 0) {
+  inbound_->geometry = g;
+}
+
+CommRma::~CommRma() {
+  // The handler may still run on its copy: it holds inbound_ itself.
+  if (comm_->bootstrap) comm_->bootstrap->onMessage(kTagRma, nullptr);
+}
+
+ncclResult_t CommRma::setup(Communicator* comm, std::unique_ptr<CommRma>* out) {
+  const char* where = "ncclCommWindowRegister";
+  const int nCtx = resolvedContexts(comm->config);
+  if (nCtx <= 0)
+    return fail(ncclInvalidUsage, where,
+                "config numRmaCtx is %d: one-sided operations are off on this communicator", nCtx);
+  if (nCtx > kRmaMaxContexts)
+    return fail(ncclInvalidArgument, where, "config numRmaCtx %d: ringcc has at most %d", nCtx,
+                kRmaMaxContexts);
+  const SignalGeometry g{comm->nranks, nCtx, kRmaSignalIndices};
+  std::unique_ptr<CommRma> rma(new CommRma(comm, g));
+  RINGCC_CHECK(SignalRegion::create(g, &rma->inbound_->signals));
+  // Before the exchange: once a peer has our info it may send.
+  std::shared_ptr<Inbound> in = rma->inbound_;
+  comm->bootstrap->onMessage(
+      kTagRma, [in](int from, const std::vector<char>& data) { in->receive(from, data); });
+  std::vector<SetupInfo> infos(comm->nranks);
+  SetupInfo& mine = infos[comm->rank];
+  mine.signals = in->signals->desc();
+  mine.signalsBase = reinterpret_cast<uintptr_t>(in->signals->view().base());
+  mine.nCtx = g.nCtx;
+  mine.nSig = g.nSig;
+  RINGCC_CHECK(comm->bootstrap->allGather(infos.data(), sizeof(SetupInfo)));
+  std::vector<SignalRegionDesc> descs(comm->nranks);
+  for (int r = 0; r < comm->nranks; ++r) {
+    if (infos[r].nCtx != g.nCtx || infos[r].nSig != g.nSig)
+      return fail(ncclInvalidUsage, where,
+                  "rank %d has %d RMA contexts, rank %d has %d: numRmaCtx must be the same on "
+                  "every rank",
+                  r, infos[r].nCtx, comm->rank, g.nCtx);
+    descs[r] = infos[r].signals;
+  }
+  bool forced = false;
+  RINGCC_CHECK(netForced(&forced));
+  RINGCC_CHECK(rma->connectPeers(descs, forced));
+  // kKernel's probe: an 8-byte write into the peer's region header (its own magic, so a
+  // concurrent probe by another rank changes nothing).
+  for (int r = 0; r < comm->nranks; ++r) {
+    Peer& p = rma->peers_[r];
+    if (p.path != RmaPath::kKernel) continue;
+    uint64_t magic = 0;
+    std::memcpy(&magic, p.signals->view().base(), sizeof(magic));
+    if (!peerWrite(p.pid, infos[r].signalsBase, &magic, sizeof(magic))) {
+      LOG_INFO(kLogShm, "rma: cannot write into rank %d's memory (%s): puts to it go by message", r,
+               strerror(errno));
+      p.path = RmaPath::kMessage;
+    }
+  }
+  for (int r = 0; r < comm->nranks; ++r)
+    LOG_INFO(kLogInit, "rma: rank %d -> rank %d by %s", comm->rank, r,
+             rmaPathName(rma->peers_[r].path));
+  *out = std::move(rma);
+  return ncclSuccess;
+}
+
+ncclResult_t CommRma::connectPeers(const std::vector<SignalRegionDesc>& descs, bool netForced) {
+  const PeerInfo& me = comm_->peers[comm_->rank];
+  for (int r = 0; r < comm_->nranks; ++r) {
+    const PeerInfo& info = comm_->peers[r];
+    Peer& p = peers_[r];
+    p.pid = info.pid;
+    const bool process = r == comm_->rank || sameProcess(me, info);
+    const bool host = sameHost(me, info) && me.pidNamespace == info.pidNamespace;
+    if (!process && sameHost(me, info)) p.watch = ProcessWatch(info.pid);
+    // NCCL_NET=ucx: every peer by message, as every connection goes by the network then.
+    if (r != comm_->rank && (netForced || (!process && !host))) continue;  // kMessage
+    p.signals = SignalRegion::mapPeer(descs[r], geometry_);
+    if (!p.signals) {
+      LOG_INFO(kLogShm, "rma: cannot map rank %d's signals: its puts go by message", r);
+      continue;
+    }
+    p.path = process ? RmaPath::kDirect : RmaPath::kKernel;
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t CommRma::registerWindow(void* buff, size_t size, int flags, RmaWindow** out) {
+  const char* where = "ncclCommWindowRegister";
+  auto win = std::make_unique<RmaWindow>();
+  win->id = nextId_++;
+  win->buff = buff;
+  win->size = size;
+  win->flags = flags;
+  win->ranks.resize(comm_->nranks);
+  win->ranks[comm_->rank] = {reinterpret_cast<uintptr_t>(buff), size, win->id, flags};
+  {
+    // Before the exchange, as at setup: a peer may put once it has our buffer.
+    std::lock_guard<std::mutex> lock(inbound_->mu);
+    inbound_->targets[win->id] = {static_cast<char*>(buff), size};
+  }
+  auto forget = [&] {
+    std::lock_guard<std::mutex> lock(inbound_->mu);
+    inbound_->targets.erase(win->id);
+  };
+  ncclResult_t r = comm_->bootstrap->allGather(win->ranks.data(), sizeof(RmaWindowDesc));
+  if (r != ncclSuccess) {
+    forget();
+    return r;
+  }
+  for (int peer = 0; peer < comm_->nranks; ++peer) {
+    if (win->ranks[peer].id == win->id) continue;
+    forget();
+    return fail(ncclInvalidUsage, where,
+                "rank %d registered its window number %u while rank %d registered number %u: "
+                "every rank must register (and deregister) windows in the same order",
+                peer, win->ranks[peer].id, comm_->rank, win->id);
+  }
+  *out = win.get();
+  windows_[win.get()] = std::move(win);
+  return ncclSuccess;
+}
+
+ncclResult_t CommRma::deregisterWindow(RmaWindow* win) {
+  // Every rank has stopped putting into it once all have arrived here (NCCL's contract: the
+  // puts were waited for before).
+  RINGCC_CHECK(comm_->bootstrap->barrier());
+  {
+    std::lock_guard<std::mutex> lock(inbound_->mu);
+    inbound_->targets.erase(win->id);
+  }
+  windows_.erase(win);
+  return ncclSuccess;
+}
+
+RmaWindow* CommRma::find(const void* handle) const {
+  auto it = windows_.find(handle);
+  return it == windows_.end() ? nullptr : it->second.get();
+}
+
+ncclResult_t CommRma::checkPut(const RmaPut& put, const char* where) const {
+  RINGCC_CHECK(checkSignal(put.sigIdx, put.ctx, "", where));
+  if (!put.win) return ncclSuccess;
+  const RmaWindowDesc& d = put.win->ranks[put.peer];
+  if (put.offset > d.size || put.bytes > d.size - put.offset)
+    return fail(ncclInvalidArgument, where,
+                "peerWinOffset %zu + %zu bytes is beyond peer %d's window of %llu bytes",
+                put.offset, put.bytes, put.peer, static_cast<unsigned long long>(d.size));
+  return ncclSuccess;
+}
+
+ncclResult_t CommRma::put(const RmaPut& put) {
+  const char* where = put.win ? "ncclPutSignal" : "ncclSignal";
+  Peer& p = peers_[put.peer];
+  if (p.path == RmaPath::kMessage) return putByMessage(put);
+  if (put.win && put.bytes > 0) {
+    const uint64_t to = put.win->ranks[put.peer].base + put.offset;
+    if (p.path == RmaPath::kDirect) {
+      std::memcpy(reinterpret_cast<void*>(to), put.src, put.bytes);
+    } else if (!peerWrite(p.pid, to, put.src, put.bytes)) {
+      return failPeer(ncclRemoteError, put.peer, where,
+                      "cannot write %zu bytes into peer %d's window (pid %d): %s", put.bytes,
+                      put.peer, p.pid, strerror(errno));
+    }
+  }
+  p.signals->view().bump(comm_->rank, put.ctx, put.sigIdx);
+  return ncclSuccess;
+}
+
+ncclResult_t CommRma::putByMessage(const RmaPut& put) {
+  size_t done = 0;
+  std::vector<char> buf;
+  do {
+    const size_t n = std::min(put.bytes - done, kMessageChunkBytes);
+    RmaMessage m{};
+    m.windowId = put.win ? put.win->id : 0;
+    m.hasWindow = put.win ? 1 : 0;
+    m.offset = put.offset + done;
+    m.bytes = n;
+    m.sigIdx = put.sigIdx;
+    m.ctx = put.ctx;
+    m.signal = done + n == put.bytes ? 1 : 0;
+    buf.resize(sizeof(m) + n);
+    std::memcpy(buf.data(), &m, sizeof(m));
+    if (n) std::memcpy(buf.data() + sizeof(m), static_cast<const char*>(put.src) + done, n);
+    RINGCC_CHECK(comm_->bootstrap->send(put.peer, kTagRma, buf.data(), buf.size()));
+    done += n;
+  } while (done < put.bytes);
+  return ncclSuccess;
+}
+
+ncclResult_t CommRma::waitFailed(const char* why, int peer, int sigIdx, int ctx, uint64_t got,
+                                 uint64_t want) const {
+  return failPeer(ncclRemoteError, peer, "ncclWaitSignal",
+                  "%s: rank %d waited for signal (sigIdx %d, ctx %d) from peer %d and got %llu "
+                  "of %llu",
+                  why, comm_->rank, sigIdx, ctx, peer, static_cast<unsigned long long>(got),
+                  static_cast<unsigned long long>(want));
+}
+
+ncclResult_t CommRma::checkSignal(int sigIdx, int ctx, const char* what, const char* where) const {
+  if (ctx >= geometry_.nCtx)
+    return fail(ncclInvalidArgument, where,
+                "%sctx %d is out of range [0, %d) (config numRmaCtx, default 1)", what, ctx,
+                geometry_.nCtx);
+  if (sigIdx >= geometry_.nSig)
+    return fail(ncclInvalidArgument, where, "%ssigIdx %d is out of range [0, %d)", what, sigIdx,
+                geometry_.nSig);
+  return ncclSuccess;
+}
+
+ncclResult_t CommRma::wait(std::span<const ncclWaitSignalDesc_t> descs) {
+  const char* where = "ncclWaitSignal";
+  // Targets per counter: what earlier waits consumed plus this wait's opCnt (summed when a
+  // counter is named twice).
+  struct Want {
+    size_t index;
+    int peer, sigIdx, ctx;
+    uint64_t target;
+  };
+  std::vector<Want> wants;
+  for (size_t i = 0; i < descs.size(); ++i) {
+    const ncclWaitSignalDesc_t& d = descs[i];
+    const size_t index = geometry_.index(d.peer, d.ctx, d.sigIdx);
+    auto it =
+        std::find_if(wants.begin(), wants.end(), [&](const Want& w) { return w.index == index; });
+    if (it == wants.end()) {
+      wants.push_back({index, d.peer, d.sigIdx, d.ctx, consumed_[index]});
+      it = wants.end() - 1;
+    }
+    it->target += static_cast<uint64_t>(d.opCnt);
+  }
+  const SignalView ours = inbound_->signals->view();
+  FifoCounter* bell = ours.bell();
+  const int spins = static_cast<int>(std::max<int64_t>(0, paramInt("SPIN_COUNT")));
+  const int64_t timeoutMs = paramInt("TIMEOUT");
+  const auto deadline = WaitClock::now() + std::chrono::milliseconds(timeoutMs);
+  size_t pending = 0;  // wants before it are reached
+  for (int polls = 0;; ++polls) {
+    // The bell before the counters: a signal after this read changes the bell, so the nap
+    // below returns at once instead of sleeping through it.
+    const uint32_t rung = std::atomic_ref<uint32_t>(bell->value).load(std::memory_order_acquire);
+    while (pending < wants.size() && ours.count(wants[pending].peer, wants[pending].ctx,
+                                                wants[pending].sigIdx) >= wants[pending].target)
+      ++pending;
+    if (pending == wants.size()) break;
+    if (polls < spins) continue;
+    const Want& w = wants[pending];
+    const uint64_t got = ours.count(w.peer, w.ctx, w.sigIdx);
+    if (comm_->abortFlag.load() || comm_->revoked.load())
+      return fail(ncclInvalidUsage, where,
+                  "stopped waiting for signal (sigIdx %d, ctx %d) from peer %d: the communicator "
+                  "was %s",
+                  w.sigIdx, w.ctx, w.peer, comm_->revoked.load() ? "revoked" : "aborted");
+    if (WaitClock::now() >= deadline) {
+      char why[96];
+      snprintf(why, sizeof(why), "timed out after NCCL_TIMEOUT (%lld ms)",
+               static_cast<long long>(timeoutMs));
+      return waitFailed(why, w.peer, w.sigIdx, w.ctx, got, w.target);
+    }
+    if (!peers_[w.peer].watch.alive())
+      return waitFailed("the peer's process has exited", w.peer, w.sigIdx, w.ctx, got, w.target);
+    const int nap = std::min(kLongestNapMicros, 50 * (polls - spins + 1));
+    napOnCounter(bell, rung, nap);
+  }
+  for (const Want& w : wants) consumed_[w.index] = w.target;
+  return ncclSuccess;
+}
+
+}  // namespace ringcc

@@ -1,0 +1,138 @@
+// One-sided operations of one host communicator: NCCL's memory windows
+// (ncclCommWindowRegister), ncclPutSignal, ncclSignal and ncclWaitSignal.
+//
+// Made at the communicator's first window registration (collective), kept until the
+// communicator is destroyed (ncclComm::rma). What it promises:
+//
+//   - A window is registered by every rank, in the same order (each rank numbers its
+//     registrations; the numbers are compared when the ranks exchange their buffers: address,
+//     size, flags). Its handle (ncclWindow_t) is this rank's; it names every rank's buffer, so a
+//     put names the peer and the window, and the offset is in bytes from the peer's buffer.
+//   - A put writes count elements into the peer's window and then, for ncclPutSignal, adds one
+//     to the peer's counter of (this rank, ctx, sigIdx); ncclSignal adds one without data. The
+//     data is in the peer's window before the signal can be seen. A put is complete at the
+//     source when the call returns (localbuff may be reused).
+//   - A wait for opCnt signals from peer on (sigIdx, ctx) waits until that counter has reached
+//     what earlier waits consumed plus opCnt, then consumes those (NCCL's count: signals beyond
+//     it are left for the next wait). It ends with ncclRemoteError naming the peer and the signal
+//     at NCCL_TIMEOUT, when a peer process on this host has exited, and with ncclInvalidUsage when
+//     the communicator is aborted or revoked. It spins NCCL_SPIN_COUNT polls, then naps on the
+//     bell of our counters (2 ms at most per nap).
+//
+// How a put reaches each peer (RmaPath, chosen at setup, per peer):
+//   kDirect   same process (threads, or this rank): memcpy into the window, atomic add on the
+//             peer's counters (its memfd, mapped here).
+//   kKernel   another process on this host, same pid namespace: process_vm_writev into the
+//             window, atomic add on the peer's counters (its memfd, mapped here). Both probed
+//             at setup (a mapping and an 8-byte write); a refusal falls back to kMessage.
+//   kMessage  everyone else (other hosts; every peer under NCCL_NET/RINGCC_NET=ucx): the slow
+//             path. The data and the signal go as tagged bootstrap messages (chunks of 4 MiB, the
+//             signal with the last); the peer's bootstrap listener copies them into the window
+//             and adds to the counter, in arrival order, which is send order.
+//
+// Threads: NCCL's rule, one thread calls on a communicator at a time; the listener thread runs
+// the message path's receive side at any time (the windows it may write are kept under a lock,
+// so a deregistration never races a copy into a buffer being given back).
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <vector>
+
+#include "nccl.h"
+#include "src/core/comm.h"
+#include "src/rma/signal_region.h"
+#include "transports/shm/process_watch.h"
+
+namespace ringcc {
+
+enum class RmaPath : uint8_t { kDirect, kKernel, kMessage };
+const char* rmaPathName(RmaPath path);
+
+// The signal indices each (peer, ctx) has (NCCL 2.30 accepts sigIdx 0 only).
+inline constexpr int kRmaSignalIndices = 8;
+// The contexts at most (config.numRmaCtx; NCCL's default, 1, when unset).
+inline constexpr int kRmaMaxContexts = 8;
+
+// One rank's buffer of a window, as every rank knows it.
+struct RmaWindowDesc {
+  uint64_t base = 0;
+  uint64_t size = 0;
+  uint32_t id = 0;  // the registration's number on its rank
+  int32_t flags = 0;
+};
+
+// What ncclWindow_t points to.
+struct RmaWindow {
+  uint32_t id = 0;
+  void* buff = nullptr;
+  size_t size = 0;
+  int flags = 0;
+  std::vector<RmaWindowDesc> ranks;  // by rank
+};
+
+// One put or signal (bytes may be 0; signal false only for chunks before the last).
+struct RmaPut {
+  const void* src = nullptr;
+  size_t bytes = 0;
+  int peer = 0;
+  const RmaWindow* win = nullptr;  // null: ncclSignal
+  size_t offset = 0;
+  int sigIdx = 0;
+  int ctx = 0;
+};
+
+class CommRma {
+ public:
+  // The collective setup at the first window: our counters, the message handler, the peers'
+  // counters mapped where they can be, a path per peer.
+  static ncclResult_t setup(Communicator* comm, std::unique_ptr<CommRma>* out);
+  ~CommRma();
+  CommRma(const CommRma&) = delete;
+  CommRma& operator=(const CommRma&) = delete;
+
+  int contexts() const { return geometry_.nCtx; }
+  RmaPath path(int peer) const { return peers_[peer].path; }
+
+  // Collective. ncclInvalidUsage if the ranks' registration numbers differ.
+  ncclResult_t registerWindow(void* buff, size_t size, int flags, RmaWindow** out);
+  // Collective (a barrier, then the window is gone on this rank).
+  ncclResult_t deregisterWindow(RmaWindow* win);
+  // The window behind `handle` if it is one of this communicator's live windows, else null.
+  RmaWindow* find(const void* handle) const;
+
+  // ncclInvalidArgument unless sigIdx and ctx are in range; `what` prefixes their names.
+  ncclResult_t checkSignal(int sigIdx, int ctx, const char* what, const char* where) const;
+  // ncclInvalidArgument if the bytes at offset do not fit the peer's buffer of win.
+  ncclResult_t checkPut(const RmaPut& put, const char* where) const;
+  ncclResult_t put(const RmaPut& put);
+  ncclResult_t wait(std::span<const ncclWaitSignalDesc_t> descs);
+
+ private:
+  struct Inbound;  // what the listener thread uses (shared with its handler)
+  struct Peer {
+    RmaPath path = RmaPath::kMessage;
+    int32_t pid = 0;
+    std::unique_ptr<SignalRegion> signals;  // mapped: kDirect, kKernel
+    ProcessWatch watch;                     // another process on this host
+  };
+  CommRma(Communicator* comm, const SignalGeometry& g);
+  ncclResult_t connectPeers(const std::vector<SignalRegionDesc>& descs, bool netForced);
+  ncclResult_t putByMessage(const RmaPut& put);
+  ncclResult_t waitFailed(const char* why, int peer, int sigIdx, int ctx, uint64_t got,
+                          uint64_t want) const;
+
+  Communicator* comm_;
+  SignalGeometry geometry_;
+  std::shared_ptr<Inbound> inbound_;
+  std::vector<Peer> peers_;
+  std::vector<uint64_t> consumed_;  // by SignalGeometry::index(peer, ctx, sigIdx)
+  std::map<const void*, std::unique_ptr<RmaWindow>> windows_;
+  uint32_t nextId_ = 0;
+};
+
+}  // namespace ringcc
