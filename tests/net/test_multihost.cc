@@ -517,3 +517,70 @@ TEST_CASE(
   }
   CHECK(describeSegments(shmSegmentsOf(pids)) == "nothing");
 }
+
+TEST_CASE(
+    "one-sided across hosts: every rank puts into every peer's window (shm peer and remote "
+    "peers), then waits for their signals; every element exact",
+    "[net_rma]") {
+  // Hosts 0 and 1, two ranks each: a put to the rank on the same host takes the same-host path,
+  // one to the other host the network's message path (docs/rma.md).
+  const std::vector<int> hostOf = {0, 0, 1, 1};
+  const int n = 4;
+  constexpr size_t kSlot = 1200000;  // floats per sender (4.8 MB): two of the message path's chunks
+  NetnsLab lab(2);
+  REQUIRE(lab.error() == "");
+  SharedArray<Shared> sh(1);
+  SharedArray<NetReport> reps(n);
+  REQUIRE((sh.ok() && reps.ok()));
+  std::vector<int> status = runProcessesStatus(
+      n,
+      [&](int rank) {
+        NetReport* rep = &reps[static_cast<size_t>(rank)];
+        rep->pid = getpid();
+        if (!becomeHost(lab, hostOf[static_cast<size_t>(rank)], 60000)) return 20;
+        ncclComm_t comm = nullptr;
+        rep->initResult = initRank(&sh[0], rank, n, &comm);
+        if (rep->initResult != ncclSuccess) return 10;
+        // Slot s of every window is sender s's; ours stays untouched (-1).
+        std::vector<float> window(kSlot * n, -1.0f), mine(kSlot);
+        for (size_t i = 0; i < kSlot; ++i) mine[i] = static_cast<float>(rank * 1000003 + i % 4099);
+        ncclWindow_t win = nullptr;
+        if (ncclCommWindowRegister(comm, window.data(), window.size() * sizeof(float), &win, 0) !=
+            ncclSuccess) {
+          note(rep->firstBad, sizeof(rep->firstBad), ncclGetLastError(comm));
+          return 11;
+        }
+        for (int peer = 0; peer < n; ++peer) {
+          if (peer == rank) continue;
+          if (ncclPutSignal(mine.data(), kSlot, ncclFloat32, peer, win,
+                            static_cast<size_t>(rank) * kSlot * sizeof(float), 0, 0, 0, comm,
+                            nullptr) != ncclSuccess) {
+            note(rep->firstBad, sizeof(rep->firstBad), ncclGetLastError(comm));
+            return 12;
+          }
+        }
+        std::vector<ncclWaitSignalDesc_t> descs;
+        for (int peer = 0; peer < n; ++peer)
+          if (peer != rank) descs.push_back(ncclWaitSignalDesc_t{1, peer, 0, 0});
+        if (ncclWaitSignal(static_cast<int>(descs.size()), descs.data(), comm, nullptr) !=
+            ncclSuccess) {
+          note(rep->firstBad, sizeof(rep->firstBad), ncclGetLastError(comm));
+          return 13;
+        }
+        for (int s = 0; s < n; ++s)
+          for (size_t i = 0; i < kSlot; ++i) {
+            const float want = s == rank ? -1.0f : static_cast<float>(s * 1000003 + i % 4099);
+            if (window[static_cast<size_t>(s) * kSlot + i] != want) ++rep->badCases;
+          }
+        // Nobody deregisters (collective) before every rank has read its window.
+        if (ncclCommWindowDeregister(comm, win) != ncclSuccess) return 14;
+        return ncclCommDestroy(comm) == ncclSuccess && rep->badCases == 0 ? 0 : 15;
+      },
+      120);
+  for (int r = 0; r < n; ++r) {
+    const NetReport& rep = reps[static_cast<size_t>(r)];
+    INFO("rank " << r << ": " << rep.firstBad);
+    CHECK(status[r] == 0);
+    CHECK(rep.badCases == 0);
+  }
+}
