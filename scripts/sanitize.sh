@@ -36,6 +36,9 @@ TAKE+='|^fault \[fault_(kill|exit|shrink|shm|abort|timeout|init|errors)\]$|^mism
 TAKE+='|^monitor \[(trace|hang)\]$|^net \[net_faults\]$'
 # Grow (threads, processes, timeouts) and the elastic loop end to end, on one host and across hosts.
 TAKE+='|^grow \[|^example_elastic$|^net \[net_elastic\]$'
+# Suspend/resume, windows and one-sided signals (memfd mappings, process_vm_writev, the
+# bootstrap listener's copies), on threads, processes and hosts.
+TAKE+='|^suspend \[|^rma \[|^net \[net_rma\]$'
 mapfile -t tests < <(scripts/select_tests.py "$BUILD" "$TAKE" names)
 [ ${#tests[@]} -gt 0 ] || exit 1
 # Only what those groups run is built (their test programs, the library, the tools they start).
