@@ -1,7 +1,7 @@
-// Reading another process's memory on this host (host only): the receive side of the Direct
-// protocol's kRefProcess references (kernels/prims.h). Cross-memory attach
-// (process_vm_readv) copies straight from the sender's pages into ours in one pass; it needs
-// the right to ptrace the sender (same user, no Yama restriction), which the shm transport
+// Reading and writing another process's memory on this host (host only): the receive side of the
+// Direct protocol's kRefProcess references (kernels/prims.h), and one-sided puts (src/rma). Cross-
+// memory attach (process_vm_readv) copies straight from the sender's pages into ours in one pass;
+// it needs the right to ptrace the sender (same user, no Yama restriction), which the shm transport
 // probes when it connects (peerReadWorks) before it lets the sender send references.
 #pragma once
 
@@ -15,21 +15,34 @@
 
 namespace ringcc {
 
-// Copies `bytes` from address `remote` of process `pid` to `local`. False if the kernel
-// refused or the range is not mapped there (errno tells why).
-inline bool peerRead(int pid, uint64_t remote, void* local, uint64_t bytes) {
-  char* to = static_cast<char*>(local);
+// One cross-memory-attach copy of `bytes` between our `local` and address `remote` of process
+// `pid`, resumed after partial copies and EINTR: `op` is process_vm_readv (read the peer) or
+// process_vm_writev (write it). False if the kernel refused or the range is not mapped there
+// (errno tells why).
+template <typename Op>
+inline bool peerCopy(Op op, int pid, uint64_t remote, char* local, uint64_t bytes) {
   while (bytes > 0) {
-    iovec l{to, bytes};
+    iovec l{local, bytes};
     iovec r{reinterpret_cast<void*>(remote), bytes};
-    const ssize_t n = process_vm_readv(pid, &l, 1, &r, 1, 0);
+    const ssize_t n = op(pid, &l, 1, &r, 1, 0);
     if (n < 0 && errno == EINTR) continue;
     if (n <= 0) return false;
-    to += n;
+    local += n;
     remote += static_cast<uint64_t>(n);
     bytes -= static_cast<uint64_t>(n);
   }
   return true;
+}
+
+// Copies `bytes` from address `remote` of process `pid` to `local`.
+inline bool peerRead(int pid, uint64_t remote, void* local, uint64_t bytes) {
+  return peerCopy(process_vm_readv, pid, remote, static_cast<char*>(local), bytes);
+}
+
+// Copies `bytes` from `local` to address `remote` of process `pid` (one-sided puts, src/rma).
+inline bool peerWrite(int pid, uint64_t remote, const void* local, uint64_t bytes) {
+  return peerCopy(process_vm_writev, pid, remote, const_cast<char*>(static_cast<const char*>(local)),
+                  bytes);
 }
 
 // Staging for a reduction whose peer elements are read from another process: small enough to

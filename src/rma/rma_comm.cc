@@ -13,6 +13,7 @@
 #include "src/base/log.h"
 #include "src/base/param.h"
 #include "src/base/peer_info.h"
+#include "kernels/peer_read.h"
 #include "src/bootstrap/bootstrap.h"
 #include "transports/fifo_host.h"
 #include "transports/ucx/ucx_transport.h"
@@ -43,22 +44,6 @@ struct SetupInfo {
   int32_t nCtx;
   int32_t nSig;
 };
-
-// Writes `bytes` from `src` to address `remote` of process `pid` (same pid namespace).
-bool peerWrite(int pid, uint64_t remote, const void* src, uint64_t bytes) {
-  const char* from = static_cast<const char*>(src);
-  while (bytes > 0) {
-    iovec l{const_cast<char*>(from), bytes};
-    iovec r{reinterpret_cast<void*>(remote), bytes};
-    const ssize_t n = process_vm_writev(pid, &l, 1, &r, 1, 0);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return false;
-    from += n;
-    remote += static_cast<uint64_t>(n);
-    bytes -= static_cast<uint64_t>(n);
-  }
-  return true;
-}
 
 int resolvedContexts(const CommConfig& config) {
   return config.numRmaCtx == NCCL_CONFIG_UNDEF_INT ? 1 : config.numRmaCtx;
