@@ -1,6 +1,6 @@
 // Reading and writing another process's memory on this host (host only): the receive side of the
-// Direct protocol's kRefProcess references (kernels/prims.h), and one-sided puts (src/rma). Cross-
-// memory attach (process_vm_readv) copies straight from the sender's pages into ours in one pass;
+// Direct protocol's kRefProcess references (kernels/prims.h), and one-sided puts (src/rma).
+// Cross-memory attach (process_vm_readv) copies straight from the sender's pages into ours in one pass;
 // it needs the right to ptrace the sender (same user, no Yama restriction), which the shm transport
 // probes when it connects (peerReadWorks) before it lets the sender send references.
 #pragma once
@@ -41,8 +41,8 @@ inline bool peerRead(int pid, uint64_t remote, void* local, uint64_t bytes) {
 
 // Copies `bytes` from `local` to address `remote` of process `pid` (one-sided puts, src/rma).
 inline bool peerWrite(int pid, uint64_t remote, const void* local, uint64_t bytes) {
-  return peerCopy(process_vm_writev, pid, remote, const_cast<char*>(static_cast<const char*>(local)),
-                  bytes);
+  return peerCopy(process_vm_writev, pid, remote,
+                  const_cast<char*>(static_cast<const char*>(local)), bytes);
 }
 
 // Staging for a reduction whose peer elements are read from another process: small enough to

@@ -9,11 +9,11 @@
 #include <cstring>
 #include <thread>
 
+#include "kernels/peer_read.h"
 #include "src/base/error.h"
 #include "src/base/log.h"
 #include "src/base/param.h"
 #include "src/base/peer_info.h"
-#include "kernels/peer_read.h"
 #include "src/bootstrap/bootstrap.h"
 #include "transports/fifo_host.h"
 #include "transports/ucx/ucx_transport.h"
