@@ -1,8 +1,9 @@
 // Reading and writing another process's memory on this host (host only): the receive side of the
 // Direct protocol's kRefProcess references (kernels/prims.h), and one-sided puts (src/rma).
-// Cross-memory attach (process_vm_readv) copies straight from the sender's pages into ours in one pass;
-// it needs the right to ptrace the sender (same user, no Yama restriction), which the shm transport
-// probes when it connects (peerReadWorks) before it lets the sender send references.
+// Cross-memory attach (process_vm_readv) copies straight from the sender's pages into ours in
+// one pass; it needs the right to ptrace the sender (same user, no Yama restriction), which the
+// shm transport probes when it connects (peerReadWorks) before it lets the sender send
+// references.
 #pragma once
 
 #include <errno.h>
