@@ -285,6 +285,7 @@ class ProgramRunner {
       st.loop = 0;
       st.step = 0;
       st.rep = 0;
+      st.count = 0;  // (a lane without steps has no step to load: settle finishes it)
       if (args_.program->lanes[i].nSteps > 0) loadStep(st, args_.program->lanes[i]);
       st.done = 0;
       st.wait = kLaneRunning;
@@ -514,7 +515,7 @@ class ProgramRunner {
     s.rep = st.rep;
     s.loop = st.loop;
     s.stepDone = st.stepDone;
-    s.stepCount = st.done ? 0 : stepCount(st.geo, st.cur, st.loop);
+    s.stepCount = st.done ? 0 : st.count;
     s.counter = s.port != kNoPort ? counter_[s.port] : 0;
     return s;
   }
@@ -539,7 +540,12 @@ class ProgramRunner {
     uint64_t stepDone;
     FifoCounter* waitOn;
     uint32_t waitValue;
-    Step cur;       // the current step, this repetition's (loadStep)
+    Step cur;       // the current step, this repetition's (loadStep) ...
+    // ... resolved once per step, not per slice: the elements it moves in this loop, and
+    // where its local input and its output start (null where the step has none).
+    uint64_t count;
+    const char* local;
+    char* out;
     uint16_t step;  // within the lane's body ...
     uint16_t rep;   // ... and its repetition
     uint8_t done;
@@ -577,18 +583,30 @@ class ProgramRunner {
     return ringOrderHash(a.ringRanks, g.ringSize) == g.ringHash;
   }
 
-  // Resolves the lane's current (step, repetition) into st.cur.
+  // Resolves the lane's current (step, repetition, loop) into st.cur and what follows from it
+  // (st.count, st.local, st.out). The buffer tables stay as they are while a run lasts.
   RINGCC_HOST_DEVICE void loadStep(LaneState& st, const Lane& l) const {
     const Program& g = *args_.program;
     st.cur = stepRepetition(g.steps[l.firstStep + st.step], l.chunksPerLoop, st.rep,
                             args_.ringRanks, g.ringSize);
+    const Step& s = st.cur;
+    const uint32_t es = args_.elemSize;
+    st.count = stepCount(st.geo, s, st.loop);
+    const uint64_t in = stepInOffset(st.geo, s, st.loop) * es;
+    const uint64_t out = stepOutOffset(st.geo, s, st.loop) * es;
+    st.local = (s.flags & kStepLocal)      ? (const char*)args_.inputs[l.inBuf] + in
+               : (s.flags & kStepLocalOut) ? (const char*)args_.outputs[l.outBuf] + out
+                                           : nullptr;
+    st.out = (s.flags & kStepOut) ? (char*)args_.outputs[l.outBuf] + out : nullptr;
   }
 
   // Skips steps that are empty in this loop and finishes the lane at its end.
   RINGCC_HOST_DEVICE void settle(int i) {
     LaneState& st = lanes_[i];
+    // Mid-step (a step of many slices): nothing to settle. st.count > 0 implies the lane
+    // has steps and its loop is below nLoops.
+    if (st.done || st.stepDone < st.count) return;
     const Lane& l = args_.program->lanes[i];
-    if (st.done) return;
     for (;;) {
       if (st.loop >= st.geo.nLoops || l.nSteps == 0) {
         st.done = 1;
@@ -596,7 +614,7 @@ class ProgramRunner {
         nDone_++;
         return;
       }
-      if (st.stepDone < stepCount(st.geo, st.cur, st.loop)) return;
+      if (st.stepDone < st.count) return;
       st.stepDone = 0;
       if (st.rep < args_.program->steps[l.firstStep + st.step].repeat) {
         st.rep++;
@@ -615,11 +633,8 @@ class ProgramRunner {
   template <class Sync>
   RINGCC_HOST_DEVICE RunStatus tryLane(Sync& sync, int i, Slice* out, RunError* error) {
     LaneState& st = lanes_[i];
-    const Program& g = *args_.program;
-    const Lane& l = g.lanes[i];
     const Step& s = st.cur;
-    const uint64_t n = stepCount(st.geo, s, st.loop);
-    uint64_t elems = n - st.stepDone;
+    uint64_t elems = st.count - st.stepDone;
     if (elems > args_.sliceElems) elems = args_.sliceElems;
     const uint32_t es = args_.elemSize;
     const uint32_t bytes = (uint32_t)(elems * es);
@@ -699,15 +714,9 @@ class ProgramRunner {
       }
     }
     const uint64_t at = st.stepDone * es;
-    w.local = (s.flags & kStepLocal)
-                  ? (const char*)args_.inputs[l.inBuf] + stepInOffset(st.geo, s, st.loop) * es + at
-              : (s.flags & kStepLocalOut) ? (const char*)args_.outputs[l.outBuf] +
-                                                stepOutOffset(st.geo, s, st.loop) * es + at
-                                          : nullptr;
+    w.local = st.local ? st.local + at : nullptr;
     w.noPre = (s.flags & kStepLocalOut) != 0;
-    w.out = (s.flags & kStepOut)
-                ? (char*)args_.outputs[l.outBuf] + stepOutOffset(st.geo, s, st.loop) * es + at
-                : nullptr;
+    w.out = st.out ? st.out + at : nullptr;
     if (w.refSlot) {
       // By reference: the output this step writes, or the input it sends as it is (no
       // received data, no pre, no post). Anything else is a new value: copy it.

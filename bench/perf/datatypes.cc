@@ -139,6 +139,9 @@ const char* const kOpNames[kNumOps] = {"sum", "prod", "max", "min", "avg", "muls
 std::span<const TypeInfo> allTypes() { return kTypes; }
 
 const TypeInfo& typeInfo(ncclDataType_t type) {
+  // Asked once per timed call: the table is in enum order, so the entry is usually at `type`.
+  const unsigned at = static_cast<unsigned>(type);
+  if (at < sizeof kTypes / sizeof kTypes[0] && kTypes[at].type == type) return kTypes[at];
   for (const TypeInfo& t : kTypes)
     if (t.type == type) return t;
   return kTypes[7];  // callers only pass types from the table; float keeps them safe

@@ -52,6 +52,15 @@ class CommEngine {
   // Blocks until the batch is done; returns its first error.
   virtual ncclResult_t wait(EngineHandle handle) = 0;
 
+  // One operation outside any group, run to completion (host) or queued (CUDA) before it
+  // returns: enqueue() then wait() of an inline batch of one. The call a repeated small
+  // operation takes, so a host engine runs it without the hand-off's bookkeeping.
+  virtual ncclResult_t runLone(const CollArgs& op) {
+    EngineHandle handle = 0;
+    ncclResult_t r = enqueue(EngineBatch{{&op, 1}, op.stream, true}, &handle);
+    return r == ncclSuccess ? wait(handle) : r;
+  }
+
   // After wait() of a batch enqueued with deferLaunch: queues what it prepared (`launch`), or
   // drops it because another communicator of the group failed to prepare (*dropped: there was
   // work, and it will not run). Host engines have nothing deferred.

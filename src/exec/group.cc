@@ -174,10 +174,7 @@ ncclResult_t enqueueOp(const CollArgs& args) {
   // A lone operation: nothing else must progress meanwhile, so it runs on this thread. The
   // API entry point holds the communicator (ApiGuard) for as long as this runs.
   CommScope scope(args.comm);
-  CommEngine& engine = *args.comm->engine;
-  EngineHandle handle = 0;
-  ncclResult_t r = engine.enqueue(EngineBatch{{&args, 1}, args.stream, true}, &handle);
-  if (r == ncclSuccess) r = engine.wait(handle);
+  ncclResult_t r = args.comm->engine->runLone(args);
   if (r != ncclSuccess) args.comm->recordError(r);
   return r;
 }

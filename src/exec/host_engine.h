@@ -51,6 +51,8 @@ class HostEngine final : public CommEngine {
 
   ncclResult_t enqueue(const EngineBatch& batch, EngineHandle* handle) override;
   ncclResult_t wait(EngineHandle handle) override;
+  // On the calling thread, as an inline batch: the engine thread is idle between batches.
+  ncclResult_t runLone(const CollArgs& op) override { return runBatch({&op, 1}); }
   void abortOps() override;
   const PlanContext& planContext() const override { return planner_.context(); }
   Memory memory() const override { return Memory{conns_.mappedBytes(), 0}; }
