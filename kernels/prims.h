@@ -603,10 +603,8 @@ class ProgramRunner {
   // Skips steps that are empty in this loop and finishes the lane at its end.
   RINGCC_HOST_DEVICE void settle(int i) {
     LaneState& st = lanes_[i];
-    // Mid-step (a step of many slices): nothing to settle. st.count > 0 implies the lane
-    // has steps and its loop is below nLoops.
-    if (st.done || st.stepDone < st.count) return;
     const Lane& l = args_.program->lanes[i];
+    if (st.done) return;
     for (;;) {
       if (st.loop >= st.geo.nLoops || l.nSteps == 0) {
         st.done = 1;
