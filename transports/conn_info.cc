@@ -26,6 +26,7 @@ ConnInfoHeader connInfoHeader(const ConnInfo& info) {
   h.version = info.version;
   h.side = static_cast<uint8_t>(info.side);
   h.payloadBytes = info.payload.size();
+  h.geometry = info.geometry;
   return h;
 }
 
@@ -46,6 +47,7 @@ ncclResult_t connInfoFromHeader(const ConnInfoHeader& h, int peerRank, ConnInfo*
   std::memcpy(info->transport, h.transport, sizeof(info->transport));
   info->version = h.version;
   info->side = static_cast<ConnSide>(h.side);
+  info->geometry = h.geometry;  // checked by the connect that takes this info
   info->payload.assign(h.payloadBytes, 0);
   return ncclSuccess;
 }
@@ -106,7 +108,9 @@ ncclResult_t Transport::setup(ConnSide side, const ConnSpec& spec, ConnInfo* inf
   *info = ConnInfo{};
   std::string where = std::string(name()) + " setup " + connSideName(side);
   RINGCC_CHECK(checkConnSpec(spec, where.c_str()));
-  return setupImpl(side, spec, info, pending);
+  RINGCC_CHECK(setupImpl(side, spec, info, pending));
+  info->geometry = connGeometry(spec);
+  return ncclSuccess;
 }
 
 ncclResult_t PendingConnection::connect(const ConnInfo& remote, std::unique_ptr<Connector>* conn) {
@@ -118,6 +122,8 @@ ncclResult_t PendingConnection::connect(const ConnInfo& remote, std::unique_ptr<
                     "this %s side of channel %d was already connected (or failed to)",
                     connSideName(side_), spec_.channel);
   used_ = true;
+  const char* where = side_ == ConnSide::Recv ? "connect recv" : "connect send";
+  RINGCC_CHECK(checkConnGeometry(spec_, remote.geometry, where));
   return connectImpl(remote, conn);
 }
 

@@ -68,6 +68,14 @@
 // the doorbell null and answer fedByDevice(), and the proxy polls them (the CUDA engine wakes
 // it once per launch that uses them).
 //
+// Geometry. Both sides must pass the same nSlots, slotBytes and llSlotBytes. Transport::setup
+// stamps its spec's geometry on the info it returns (ConnInfo::geometry, shipped in the
+// header), and PendingConnection::connect compares the peer's with its own before the
+// transport sees the info: the one per-connection check, the same for every transport. (A
+// communicator agrees on NCCL_BUFFSIZE at init, src/exec/engine_setup.h, so there this check
+// only ever fails on a bug; a transport's own tests make mismatched pairs on purpose.) A
+// transport takes the geometry from its own spec, never from the peer's payload.
+//
 // Errors. Bad specs return ncclInvalidArgument; an info made by another transport, layout
 // version or side, for another process, or for another geometry ncclInvalidUsage; a peer that
 // closed before we attached ncclRemoteError; OS failures (no memory, /dev/shm full)
@@ -95,7 +103,7 @@ namespace ringcc {
 
 // ---------------------------------------------------------------------------------------------
 // What a connection looks like. Both sides must pass the same nSlots, slotBytes and llSlotBytes
-// (each side's connect checks the other's info against its own spec).
+// (PendingConnection::connect checks the other side's against its own spec: "Geometry" above).
 
 inline constexpr uint32_t kDefaultSlots = 8;
 inline constexpr uint32_t kMaxSlots = 4096;
@@ -130,8 +138,8 @@ inline uint64_t connSlotBytes(const ConnSpec& s) { return uint64_t{s.nSlots} * s
 // Total LL slot bytes of a spec (0: the connection has no LL memory).
 inline uint64_t connLlBytes(const ConnSpec& s) { return uint64_t{s.nSlots} * s.llSlotBytes; }
 
-// The geometry part of a spec, as transports put it into their infos so that the other side
-// can check that both agree.
+// The geometry part of a spec, as every info carries it (ConnInfo::geometry) so that the other
+// side can check that both agree.
 struct ConnGeometry {
   uint32_t nSlots;
   uint32_t slotBytes;
@@ -162,6 +170,7 @@ struct ConnInfo {
   char transport[kTransportNameBytes] = {};  // the transport that made it, NUL-terminated
   uint32_t version = 0;                      // layout version of the payload
   ConnSide side = ConnSide::Recv;            // the side that made it
+  ConnGeometry geometry{};                   // the maker's spec (Transport::setup sets it)
   std::vector<uint8_t> payload;              // the transport's own bytes
 };
 
@@ -173,8 +182,9 @@ struct ConnInfoHeader {
   uint8_t side;  // ConnSide
   uint8_t pad[3];
   uint64_t payloadBytes;
+  ConnGeometry geometry;
 };
-static_assert(sizeof(ConnInfoHeader) == 32);
+static_assert(sizeof(ConnInfoHeader) == 48);
 static_assert(std::is_trivially_copyable_v<ConnInfoHeader>);
 
 ConnInfoHeader connInfoHeader(const ConnInfo& info);
@@ -309,13 +319,15 @@ class PendingConnection {
 
   // Completes this side with the other side's info and returns its Connector. At most once;
   // afterwards (success or not) destroy this object: on failure it still owns, and releases,
-  // what setup acquired. Never waits for the peer.
+  // what setup acquired. Checks the info's geometry against spec() (ncclInvalidUsage naming
+  // NCCL_BUFFSIZE) before the transport's connectImpl sees it. Never waits for the peer.
   ncclResult_t connect(const ConnInfo& remote, std::unique_ptr<Connector>* conn);
 
  protected:
   PendingConnection(ConnSide side, const ConnSpec& spec) : side_(side), spec_(spec) {}
 
-  // connect() after its common checks (conn not null, first call); *conn is null on entry.
+  // connect() after its common checks (conn not null, first call, the same geometry); *conn is
+  // null on entry.
   virtual ncclResult_t connectImpl(const ConnInfo& remote, std::unique_ptr<Connector>* conn) = 0;
 
  private:
@@ -340,8 +352,8 @@ class Transport {
 
   // One side of a connection: checks the spec, acquires what this side brings (the receiver:
   // the FIFO for spec.nSlots x spec.slotBytes plus spec.nSlots x spec.llSlotBytes of LL
-  // memory), fills *info for the other side and returns the pending side. spec.peer is the
-  // other end.
+  // memory), fills *info for the other side (its geometry from spec) and returns the pending
+  // side. spec.peer is the other end.
   ncclResult_t setup(ConnSide side, const ConnSpec& spec, ConnInfo* info,
                      std::unique_ptr<PendingConnection>* pending);
 

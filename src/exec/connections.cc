@@ -85,12 +85,12 @@ ConnectionTable::ConnectionTable(ncclComm* comm)
     LOG_INFO(kLogInit | kLogNet, "connections: the network is used, so no LL (Simple instead)");
 }
 
-ncclResult_t ConnectionTable::connectionSpec(const PortKey& key, ConnSpec* spec) const {
-  *spec = this->spec(key.kind);
-  spec->channel = key.channel;
-  spec->self = comm_->peers[comm_->rank];
-  spec->peer = comm_->peers[key.peer];
-  return checkConnSpec(*spec, "connect");
+ConnSpec ConnectionTable::connectionSpec(const PortKey& key) const {
+  ConnSpec spec = this->spec(key.kind);
+  spec.channel = key.channel;
+  spec.self = comm_->peers[comm_->rank];
+  spec.peer = comm_->peers[key.peer];
+  return spec;  // Transport::setup checks it
 }
 
 ncclResult_t ConnectionTable::ensure(const std::vector<PortKey>& keys,
@@ -117,8 +117,7 @@ ncclResult_t ConnectionTable::ensure(const std::vector<PortKey>& keys,
     if (k.peer == comm_->rank)
       return fail(ncclInternalError, "connect", "a program asks for a connection to itself");
     ConnSide side = k.dir == kPortRecv ? ConnSide::Recv : ConnSide::Send;
-    ConnSpec spec;
-    RINGCC_CHECK(connectionSpec(k, &spec));
+    const ConnSpec spec = connectionSpec(k);
     Transport* transport = nullptr;
     RINGCC_CHECK(selectTransport(spec.self, spec.peer, &transport));
     ConnInfo info;

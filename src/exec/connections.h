@@ -94,7 +94,8 @@ class ConnectionTable {
   uint64_t mappedBytes() const;
 
  private:
-  ncclResult_t connectionSpec(const PortKey& key, ConnSpec* spec) const;
+  // The spec of the connection `key` names: this table's geometry, the channel, both ends.
+  ConnSpec connectionSpec(const PortKey& key) const;
 
   ncclComm* comm_;
   ConnSpec ringSpec_;

@@ -104,7 +104,12 @@ TEST_CASE("connection info headers are checked before anything is sized from the
   CHECK(h.version == 2);
   CHECK(h.side == static_cast<uint8_t>(ConnSide::Send));
   CHECK(h.payloadBytes == sizeof(Fixed) + 5000);
+  info.geometry = ConnGeometry{4, 256, 512, 0};
+  h = connInfoHeader(info);
   REQUIRE(connInfoFromHeader(h, 2, &back) == ncclSuccess);
+  CHECK(back.geometry.nSlots == 4);  // the geometry travels in the header
+  CHECK(back.geometry.slotBytes == 256);
+  CHECK(back.geometry.llSlotBytes == 512);
   CHECK(std::string(back.transport) == "shm");
   CHECK(back.version == 2);
   CHECK(back.side == ConnSide::Send);

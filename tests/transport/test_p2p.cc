@@ -149,10 +149,11 @@ TEST_CASE("p2p: infos go both ways, and either side may connect first", "[p2p]")
     P2pSendInfo s = payloadOf<P2pSendInfo>(c.sendInfo);
     CHECK(r.pid == getpid());
     CHECK(s.pid == getpid());
-    CHECK(r.geometry.llSlotBytes == 512);
-    CHECK(s.geometry.nSlots == 4);
-    CHECK(s.geometry.slotBytes == 256);
-    CHECK(s.geometry.llSlotBytes == 512);
+    // Both infos carry the geometry of their maker's spec (Transport::setup stamps it).
+    CHECK(c.recvInfo.geometry.llSlotBytes == 512);
+    CHECK(c.sendInfo.geometry.nSlots == 4);
+    CHECK(c.sendInfo.geometry.slotBytes == 256);
+    CHECK(c.sendInfo.geometry.llSlotBytes == 512);
     CHECK(c.recv->side() == ConnSide::Recv);
     CHECK(c.send->side() == ConnSide::Send);
     CHECK(c.recv->peerRank() == 1);
@@ -290,10 +291,11 @@ TEST_CASE("p2p rejects bad specs and foreign, misrouted or mismatched infos", "[
   REQUIRE(setup(ConnSide::Recv, spec, &recvInfo, &recv) == ncclSuccess);
   P2pSendInfo s{};
   s.pid = getpid() + 1;
-  s.geometry = connGeometry(spec);
   ConnInfo foreignSend;
   REQUIRE(packConnInfo("p2p", kP2pInfoVersion, ConnSide::Send, s, &foreignSend) == ncclSuccess);
+  foreignSend.geometry = connGeometry(spec);  // refused for its pid, not its geometry
   CHECK(recv->connect(foreignSend, &conn) == ncclInvalidUsage);
+  CHECK(log.contains("process"));
 
   // And a matching pair still connects.
   ConnPair ok;

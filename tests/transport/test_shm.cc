@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <catch2/catch.hpp>
+#include <cstdio>
 #include <cstring>
 #include <functional>
 #include <string>
@@ -44,6 +45,13 @@ ShmRecvInfo recvInfoOf(const ConnInfo& info) {
   REQUIRE(info.payload.size() == sizeof(r));
   std::memcpy(&r, info.payload.data(), sizeof(r));
   return r;
+}
+
+// The receiver's info `info`, naming the segment `name` instead of its own.
+void setPayloadName(ConnInfo* info, const char* name) {
+  ShmRecvInfo r = recvInfoOf(*info);
+  std::snprintf(r.name, sizeof(r.name), "%s", name);
+  std::memcpy(info->payload.data(), &r, sizeof(r));
 }
 
 ConnSpec specFor(int selfRank, int peerRank, pid_t peerPid, uint32_t nSlots, uint32_t slotBytes,
@@ -320,14 +328,13 @@ TEST_CASE("shm segments are 0600 whatever the umask, and named after their creat
   CHECK(info.version == kShmInfoVersion);
   CHECK(std::string(b.name).rfind("/ringcc-" + std::to_string(getpid()) + "-", 0) == 0);
   CHECK(b.recvPid == getpid());
-  CHECK(b.geometry.nSlots == 8);
-  CHECK(b.geometry.slotBytes == 4096);
-  CHECK(b.geometry.llSlotBytes == 2048);
+  CHECK(info.geometry.nSlots == 8);
+  CHECK(info.geometry.slotBytes == 4096);
+  CHECK(info.geometry.llSlotBytes == 2048);
   struct stat st;
   REQUIRE(stat((std::string("/dev/shm") + b.name).c_str(), &st) == 0);
   CHECK((st.st_mode & 07777) == 0600);
-  CHECK(static_cast<uint64_t>(st.st_size) == b.bytes);
-  CHECK(b.bytes >= 8 * 4096 + 8 * 2048 + fifoControlBytes(8));
+  CHECK(static_cast<uint64_t>(st.st_size) >= 8 * 4096 + 8 * 2048 + fifoControlBytes(8));
   pending.reset();  // never connected: the name goes with it
   CHECK(stat((std::string("/dev/shm") + b.name).c_str(), &st) != 0);
 }
@@ -537,7 +544,8 @@ TEST_CASE("shm: CUDA ranks of two processes put the slots in the receiver's GPU 
     {
       CapturedLog log;
       DeviceSlots refused;
-      if (DeviceSlots::open(r.ipcHandle, r.deviceBytes, 0, 0, "test", &refused) != ncclSystemError)
+      if (DeviceSlots::open(r.ipcHandle, deviceSlotsBytes(theirRecv.geometry), 0, 0, "test",
+                            &refused) != ncclSystemError)
         return 17;
       if (!log.contains("cuIpcOpenMemHandle") || !log.contains("NCCL_P2P_DISABLE=1")) return 18;
     }
@@ -554,8 +562,9 @@ TEST_CASE("shm: CUDA ranks of two processes put the slots in the receiver's GPU 
   REQUIRE(setup(ConnSide::Recv, spec, &myRecv, &pr) == ncclSuccess);
   const ShmRecvInfo r = recvInfoOf(myRecv);
   CHECK(r.deviceSlots == 1);
-  CHECK(r.deviceBytes == deviceSlotsBytes(connGeometry(spec)));
-  CHECK(r.bytes <= 4096);  // the segment holds the header and control block only
+  struct stat st;  // the segment holds the header and control block only
+  REQUIRE(stat((std::string("/dev/shm") + r.name).c_str(), &st) == 0);
+  CHECK(st.st_size <= 4096);
   CHECK(cuda.liveDeviceAllocs() == 1);
   REQUIRE(writeInfo(child.out, myRecv));
   REQUIRE(readInfo(child.in, &theirSend));
@@ -609,7 +618,9 @@ TEST_CASE("shm: slots stay in host memory where the sender's GPU cannot write th
   std::unique_ptr<PendingConnection> pending;
   REQUIRE(setup(ConnSide::Recv, cudaSpecFor(0, 1, other, 0, 1), &info, &pending) == ncclSuccess);
   CHECK(recvInfoOf(info).deviceSlots == 0);
-  CHECK(recvInfoOf(info).bytes > uint64_t{8} * 8192);
+  struct stat st;
+  REQUIRE(stat((std::string("/dev/shm") + recvInfoOf(info).name).c_str(), &st) == 0);
+  CHECK(static_cast<uint64_t>(st.st_size) > uint64_t{8} * 8192);
   CHECK(cuda.liveDeviceAllocs() == 0);
 }
 
@@ -642,19 +653,25 @@ TEST_CASE("shm: attaching after the receiver closed fails cleanly; mismatches ar
   CHECK(recv->connect(recvInfo, &conn) == ncclInvalidUsage);
   REQUIRE(setup(ConnSide::Recv, spec, &recvInfo, &recv) == ncclSuccess);
   ConnInfo p2pInfo = sendInfo;
+  p2pInfo.geometry = connGeometry(spec);  // refused for its transport, not its geometry
   std::strcpy(p2pInfo.transport, "p2p");
   CHECK(recv->connect(p2pInfo, &conn) == ncclInvalidUsage);
   CHECK(log.contains("'p2p'"));
-  // A receiver's info that lies about the segment's size.
+  // A receiver's info that names a segment of another geometry than its header says: the
+  // segment is checked before anything in it is used.
   REQUIRE(setup(ConnSide::Recv, spec, &recvInfo, &recv) == ncclSuccess);
-  ShmRecvInfo r = recvInfoOf(recvInfo);
-  r.bytes += 4096;
-  ConnInfo lying;
-  REQUIRE(packConnInfo("shm", kShmInfoVersion, ConnSide::Recv, r, &lying) == ncclSuccess);
+  std::unique_ptr<PendingConnection> bigger;
+  ConnInfo biggerInfo;
+  REQUIRE(setup(ConnSide::Recv, specFor(0, 1, getpid(), 4, 8192), &biggerInfo, &bigger) ==
+          ncclSuccess);
+  ConnInfo lying = recvInfo;
+  setPayloadName(&lying, recvInfoOf(biggerInfo).name);
   REQUIRE(setup(ConnSide::Send, spec, &sendInfo, &send) == ncclSuccess);
   CHECK(send->connect(lying, &conn) == ncclInvalidUsage);
+  CHECK(log.contains("bytes, the connection's geometry needs"));
   CHECK(conn == nullptr);
   recv.reset();
+  bigger.reset();
   CHECK(shmNamesOf(getpid()).empty());
 }
 

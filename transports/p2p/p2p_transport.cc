@@ -164,7 +164,6 @@ class P2pPendingRecv final : public PendingConnection {
                                 spec().peer.rank, where));
     RINGCC_CHECK(checkSameProcess(s.pid, spec(), where));
     RINGCC_CHECK(checkSameMemory(s.memory, spec(), where));
-    RINGCC_CHECK(checkConnGeometry(spec(), s.geometry, where));
     *conn = std::make_unique<P2pConnector>(ConnSide::Recv, spec().peer.rank, std::move(block_));
     return ncclSuccess;
   }
@@ -187,7 +186,6 @@ class P2pPendingSend final : public PendingConnection {
     // Check the pid before the address is so much as looked up.
     RINGCC_CHECK(checkSameProcess(r.pid, spec(), where));
     RINGCC_CHECK(checkSameMemory(r.memory, spec(), where));
-    RINGCC_CHECK(checkConnGeometry(spec(), r.geometry, where));
     // A kernel on another GPU writes into the receiver's device memory through peer access
     // (pinned host memory needs none).
     if (spec().self.memory == MemoryKind::Cuda && r.cudaDev != spec().self.cudaDev && !r.pinned)
@@ -230,7 +228,6 @@ class P2pTransport final : public Transport {
       s.pid = static_cast<int32_t>(getpid());
       s.memory = static_cast<uint32_t>(spec.self.memory);
       s.cudaDev = spec.self.cudaDev;
-      s.geometry = connGeometry(spec);
       RINGCC_CHECK(packConnInfo("p2p", kP2pInfoVersion, ConnSide::Send, s, info));
       *pending = std::make_unique<P2pPendingSend>(spec);
       return ncclSuccess;
@@ -273,7 +270,6 @@ class P2pTransport final : public Transport {
     r.cudaDev = spec.self.cudaDev;
     r.context = reinterpret_cast<uint64_t>(fifo.ctx);
     r.pinned = fifo.pinned != nullptr;
-    r.geometry = connGeometry(spec);
     RINGCC_CHECK(packConnInfo("p2p", kP2pInfoVersion, ConnSide::Recv, r, info));
     LOG_INFO(kLogP2p | kLogInit,
              "p2p: channel %d recv from rank %d: %u x %u bytes (LL %u bytes) in %s memory at %p",

@@ -1,7 +1,8 @@
 // p2p: ranks in one process. The receiver allocates the FIFO (on the heap for host
 // communicators, in its GPU's memory for CUDA ones: transports/p2p/fifo_memory.h) and its info
 // carries the address; the sender uses the very same memory. The sender's info carries only
-// its pid, memory kind, device and geometry, which the receiver checks. A CUDA sender on
+// its pid, memory kind and device, which the receiver checks (the geometry comes in every
+// info's header: transports/transport.h). A CUDA sender on
 // another GPU than its receiver enables peer access to the receiver's context first. No
 // progress thread: both sides share the memory, and the doorbell is null.
 //
@@ -23,7 +24,7 @@
 
 namespace ringcc {
 
-inline constexpr uint32_t kP2pInfoVersion = 5;
+inline constexpr uint32_t kP2pInfoVersion = 6;
 
 // The receiver's info: where its FIFO is.
 struct P2pRecvInfo {
@@ -34,16 +35,14 @@ struct P2pRecvInfo {
   uint32_t memory;  // MemoryKind of the FIFO
   int32_t cudaDev;  // CUDA: the receiver's device, else -1
   uint32_t pinned;  // CUDA: 1 when the FIFO is pinned host memory (the GPUs lack peer access)
-  ConnGeometry geometry;
 };
 
-// The sender's info: who it is and the geometry it expects.
+// The sender's info: who it is.
 struct P2pSendInfo {
   int32_t pid;
   uint32_t memory;  // MemoryKind of the sender's communicator
   int32_t cudaDev;
   uint32_t pad;
-  ConnGeometry geometry;
 };
 
 Transport& p2pTransport();

@@ -166,7 +166,7 @@ ncclResult_t ShmSegment::attach(const char* name, size_t bytes, int peer, ShmSeg
   if (static_cast<size_t>(st.st_size) != bytes) {
     close(fd);
     return failPeer(ncclInvalidUsage, peer, "shm attach",
-                    "segment %s has %lld bytes, its info says %zu", seg.name_,
+                    "segment %s has %lld bytes, the connection's geometry needs %zu", seg.name_,
                     static_cast<long long>(st.st_size), bytes);
   }
   void* base = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0);

@@ -167,7 +167,6 @@ class ShmPendingRecv final : public PendingConnection {
     ShmSendInfo s;
     RINGCC_CHECK(unpackConnInfo(remote, "shm", kShmInfoVersion, ConnSide::Send, &s,
                                 spec().peer.rank, where));
-    RINGCC_CHECK(checkConnGeometry(spec(), s.geometry, where));
     // References need host memory (a kernel cannot follow one into another process), the
     // sender's pid in our namespace and the right to read its memory.
     const bool canRef = spec().self.memory == MemoryKind::Host &&
@@ -207,31 +206,23 @@ class ShmPendingSend final : public PendingConnection {
     ShmRecvInfo r;
     RINGCC_CHECK(unpackConnInfo(remote, "shm", kShmInfoVersion, ConnSide::Recv, &r, peer, where));
     r.name[sizeof(r.name) - 1] = '\0';
-    RINGCC_CHECK(checkConnGeometry(spec(), r.geometry, where));
+    // Both sides have this geometry (PendingConnection::connect checked the info's).
+    const ConnGeometry g = connGeometry(spec());
     const bool onGpu = r.deviceSlots != 0;
-    if (onGpu &&
-        (spec().self.memory != MemoryKind::Cuda || r.deviceBytes != deviceSlotsBytes(r.geometry)))
+    if (onGpu && spec().self.memory != MemoryKind::Cuda)
       return failPeer(ncclInvalidUsage, peer, where,
-                      "info puts %llu bytes of slots in its GPU, expected %llu for a CUDA rank",
-                      static_cast<unsigned long long>(r.deviceBytes),
-                      static_cast<unsigned long long>(spec().self.memory == MemoryKind::Cuda
-                                                          ? deviceSlotsBytes(r.geometry)
-                                                          : 0));
-    FifoLayout l = layoutFor(r.geometry, onGpu);
-    if (r.bytes != l.total)
-      return failPeer(ncclInvalidUsage, peer, where,
-                      "info says %llu bytes for %u x %u slots (LL %u), expected %llu",
-                      static_cast<unsigned long long>(r.bytes), r.geometry.nSlots,
-                      r.geometry.slotBytes, r.geometry.llSlotBytes,
-                      static_cast<unsigned long long>(l.total));
+                      "info puts the slots in its GPU, which only a CUDA rank can reach");
+    FifoLayout l = layoutFor(g, onGpu);
     // Watch the receiver before attaching: it is alive now (it just sent its info).
     ProcessWatch watch = watchPeer(spec(), r.recvPid);
     ShmSegment seg;
-    RINGCC_CHECK(ShmSegment::attach(r.name, r.bytes, peer, &seg));
+    RINGCC_CHECK(ShmSegment::attach(r.name, l.total, peer, &seg));
+    // The segment was written by another process: it must hold the FIFO both sides agreed on
+    // before any offset in it is used.
     auto* h = static_cast<ShmHeader*>(seg.base());
     if (h->magic != kShmMagic || h->version != kShmLayoutVersion ||
-        h->flags != (onGpu ? kShmFlagDeviceSlots : 0) || h->nSlots != r.geometry.nSlots ||
-        h->slotBytes != r.geometry.slotBytes || h->llSlotBytes != r.geometry.llSlotBytes ||
+        h->flags != (onGpu ? kShmFlagDeviceSlots : 0) || h->nSlots != g.nSlots ||
+        h->slotBytes != g.slotBytes || h->llSlotBytes != g.llSlotBytes ||
         h->controlOffset != l.controlOffset || h->slotsOffset != l.slotsOffset ||
         h->llSlotsOffset != l.llSlotsOffset)
       return failPeer(ncclInvalidUsage, peer, where,
@@ -240,8 +231,8 @@ class ShmPendingSend final : public PendingConnection {
     RINGCC_CHECK(mapForKernels(spec(), seg, where, &device));
     DeviceSlots slots;
     if (onGpu)
-      RINGCC_CHECK(
-          DeviceSlots::open(r.ipcHandle, r.deviceBytes, peer, spec().channel, where, &slots));
+      RINGCC_CHECK(DeviceSlots::open(r.ipcHandle, deviceSlotsBytes(g), peer, spec().channel, where,
+                                     &slots));
     h->sendPid = static_cast<int32_t>(getpid());
     LOG_INFO(kLogShm | kLogInit, "shm: channel %d send to rank %d: attached %s%s", spec().channel,
              peer, r.name,
@@ -288,7 +279,6 @@ class ShmTransport final : public Transport {
     if (side == ConnSide::Send) {
       ShmSendInfo s{};
       s.sendPid = static_cast<int32_t>(getpid());
-      s.geometry = connGeometry(spec);
       s.probeAddr = reinterpret_cast<uint64_t>(&kPeerReadProbe);
       s.probeValue = kPeerReadProbe;
       if (spec.self.memory == MemoryKind::Host) (void)mappedProbe(&s.probeRegion);
@@ -324,11 +314,8 @@ class ShmTransport final : public Transport {
       RINGCC_CHECK(DeviceSlots::allocate(g, spec.peer.rank, spec.channel, "shm setup recv", &slots,
                                          &r.ipcHandle));
       r.deviceSlots = 1;
-      r.deviceBytes = deviceSlotsBytes(g);
     }
     std::snprintf(r.name, sizeof(r.name), "%s", seg.name());
-    r.bytes = l.total;
-    r.geometry = g;
     r.recvPid = h->recvPid;
     LOG_INFO(kLogShm | kLogInit, "shm: channel %d recv from rank %d: %s, %u x %u bytes (LL %u)%s",
              spec.channel, spec.peer.rank, seg.name(), spec.nSlots, spec.slotBytes,

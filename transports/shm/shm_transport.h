@@ -43,24 +43,21 @@
 
 namespace ringcc {
 
-inline constexpr uint32_t kShmInfoVersion = 5;
+inline constexpr uint32_t kShmInfoVersion = 6;
 
-// The receiver's info: where its FIFO is.
+// The receiver's info: where its FIFO is. Its size, and that of the slots in a GPU, follow from
+// the geometry, which every info's header carries (transports/transport.h).
 struct ShmRecvInfo {
-  char name[64];   // shm_open name, "/ringcc-<pid>-<pidns>-<n>-<random>"
-  uint64_t bytes;  // segment size
-  ConnGeometry geometry;
+  char name[64];  // shm_open name, "/ringcc-<pid>-<pidns>-<n>-<random>"
   int32_t recvPid;
   uint32_t deviceSlots;      // 1: the slots are in the receiver's GPU, shared by ipcHandle
-  uint64_t deviceBytes;      // ... in a block of this many bytes
   CuIpcMemHandle ipcHandle;  // zeros when deviceSlots is 0
 };
 
-// The sender's info: who it is and the geometry it expects.
+// The sender's info: who it is.
 struct ShmSendInfo {
   int32_t sendPid;
   uint32_t pad;
-  ConnGeometry geometry;
   uint64_t probeAddr;   // an address in the sender's memory ...
   uint64_t probeValue;  // ... and what lies there: the receiver checks that it can read it
   RefRegion probeRegion;  // the sender's mapping probe (mapped_buffers.h), base 0 if none

@@ -104,7 +104,6 @@ class UcxPending final : public PendingConnection {
     RINGCC_CHECK(unpackConnInfo(remote, "ucx", kUcxInfoVersion,
                                 side() == ConnSide::Recv ? ConnSide::Send : ConnSide::Recv, &info,
                                 peer, where, &address));
-    RINGCC_CHECK(checkConnGeometry(spec(), info.geometry, where));
     if (address.empty() || info.linkId == 0)
       return failPeer(ncclInvalidUsage, peer, where, "the info carries no UCX worker address");
     link_->setPeer(info.linkId, std::move(address));
@@ -142,7 +141,6 @@ class UcxTransport final : public Transport {
                       "no memory for %u x %u B of slots", spec.nSlots, spec.slotBytes);
     if (spec.self.memory == MemoryKind::Cuda) RINGCC_CHECK(link->mapForKernels(spec));
     UcxInfo mine{};
-    mine.geometry = connGeometry(spec);
     mine.linkId = link->id();
     RINGCC_CHECK(packConnInfo("ucx", kUcxInfoVersion, side, mine, info,
                               std::span<const uint8_t>(worker->address())));

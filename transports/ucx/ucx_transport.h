@@ -14,8 +14,8 @@
 // and sleeps on the UCX worker's event fd and the doorbell when idle. Slots are registered
 // with UCX once per connection.
 //
-// Connection infos: both sides send their geometry, their link id (for tags) and the
-// process's UCX worker address (a variable tail of the info). No LL memory (llSlotBytes 0 in
+// Connection infos: both sides send their link id (for tags) and the process's UCX worker
+// address (a variable tail of the info); the geometry comes in the info's header. No LL memory (llSlotBytes 0 in
 // the views): a communicator that uses the network gets connections without LL, and the
 // planner falls back to Simple (src/exec/connections.cc). References: a send side's
 // refKind is kRefNetwork from the start (its reader is this process's proxy), so a Direct
@@ -39,11 +39,10 @@
 
 namespace ringcc {
 
-inline constexpr uint32_t kUcxInfoVersion = 1;
+inline constexpr uint32_t kUcxInfoVersion = 2;
 
 // Both sides' info, followed by the worker address bytes.
 struct UcxInfo {
-  ConnGeometry geometry;
   uint32_t linkId;  // tags addressed to this side carry it
   uint32_t pad;
 };
