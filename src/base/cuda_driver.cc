@@ -18,8 +18,6 @@ namespace {
 
 constexpr const char* kLibCuda = "libcuda.so.1";
 
-std::atomic<const CudaDriver*> gFake{nullptr};
-
 // Loaded at most once per process; the result (table or error) is kept.
 struct Loaded {
   std::once_flag once;
@@ -133,10 +131,6 @@ const char* cuErrorName(const CudaDriver& cu, CuResult r, char* buf, size_t size
 
 ncclResult_t cudaDriver(const CudaDriver** out, const char* why) {
   *out = nullptr;
-  if (const CudaDriver* fake = gFake.load()) {
-    *out = fake;
-    return ncclSuccess;
-  }
   Loaded& l = loaded();
   std::call_once(l.once, [&] { load(l, RTLD_NOW | RTLD_LOCAL); });
   if (!l.ok) return fail(l.code, "cuda", "%s: %s", why, l.error.c_str());
@@ -175,7 +169,6 @@ bool libraryInProcess(const char* name) {
 }
 
 const CudaDriver* cudaDriverIfLoaded() {
-  if (const CudaDriver* fake = gFake.load()) return fake;
   static std::atomic<bool> found{false};  // loaded once, loaded for good
   if (!found.load(std::memory_order_acquire)) {
     if (!libraryInProcess(kLibCuda)) return nullptr;
@@ -185,7 +178,5 @@ const CudaDriver* cudaDriverIfLoaded() {
   std::call_once(l.once, [&] { load(l, RTLD_NOW | RTLD_LOCAL); });
   return l.ok ? &l.table : nullptr;
 }
-
-void setCudaDriverForTesting(const CudaDriver* fake) { gFake.store(fake); }
 
 }  // namespace ringcc

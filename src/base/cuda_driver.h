@@ -10,7 +10,8 @@
 //    or cuInit's answer (no GPU, no device node, a driver too old).
 //  - cudaDriverIfLoaded(): the driver only if this process has already loaded it (a CUDA
 //    program has: the runtime loads it). Never loads it, so host-only processes pay nothing.
-// Both answer the same process-wide table; tests may substitute a fake one.
+// Both answer the same process-wide table. Tests fake the driver itself, never this table: a
+// stand-in libcuda.so.1 that they load first (tests/support/fake_driver.h).
 #pragma once
 
 #include <cstddef>
@@ -157,8 +158,5 @@ bool libraryInProcess(const char* name);
 
 // "CUDA_ERROR_NO_DEVICE (100)", for messages.
 const char* cuErrorName(const CudaDriver& cu, CuResult r, char* buf, size_t size);
-
-// Tests only: answer `fake` from both functions above (null restores the real driver).
-void setCudaDriverForTesting(const CudaDriver* fake);
 
 }  // namespace ringcc

@@ -1,5 +1,7 @@
 #include "support/fake_cuda.h"
 
+#include "support/fake_driver.h"
+
 #include <fcntl.h>
 #include <sched.h>
 #include <sys/mman.h>
@@ -682,12 +684,12 @@ FakeCudaScope::FakeCudaScope() {
   gState->generation = ++scopes;
   gState->table = makeTable();
   gState->legacy = reinterpret_cast<Stream*>(gState->add(std::make_unique<Stream>()));
-  setCudaDriverForTesting(&gState->table);
+  installFakeCudaDriver(&gState->table);
 }
 
 FakeCudaScope::~FakeCudaScope() {
   synchronizeAll();
-  setCudaDriverForTesting(nullptr);
+  installFakeCudaDriver(nullptr);
   gState->streams.clear();
   delete gState;
   gState = nullptr;

@@ -36,8 +36,9 @@
 //   module     cuCtxGetId: each scope's contexts are new (ids unseen in the process, at the
 //              same addresses); cuFuncLoad is counted (functionLoads)
 //
-// Install with FakeCudaScope (it substitutes the process's driver table, then drains every
-// stream and restores the real one). One at a time per process.
+// Install with FakeCudaScope: it makes the stand-in libcuda.so.1 answer with this emulation
+// (tests/support/fake_driver.h), and at its end drains every stream and leaves the stand-in
+// without answers. One at a time per process.
 #pragma once
 
 #include <cstddef>

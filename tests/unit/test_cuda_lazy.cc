@@ -17,6 +17,7 @@
 #include "src/base/error.h"
 #include "src/base/mem_kind.h"
 #include "src/cuda/kernel_module.h"
+#include "support/fake_driver.h"
 #include "support/test_env.h"
 
 using ringcc::test::ScopedEnv;
@@ -74,8 +75,8 @@ CudaDriver fakeDriver(bool withContext) {
 }
 
 struct FakeDriverScope {
-  explicit FakeDriverScope(const CudaDriver* d) { setCudaDriverForTesting(d); }
-  ~FakeDriverScope() { setCudaDriverForTesting(nullptr); }
+  explicit FakeDriverScope(const CudaDriver* d) { test::installFakeCudaDriver(d); }
+  ~FakeDriverScope() { test::installFakeCudaDriver(nullptr); }
 };
 
 }  // namespace
@@ -344,4 +345,29 @@ TEST_CASE("ncclCommInitAll binds its helper threads to the ranks' devices", "[me
   CHECK(ncclCommInitAll(comms, 2, bad) == ncclInvalidArgument);
   CHECK(std::string(ncclGetLastError(nullptr)).find("device 7") != std::string::npos);
   tCurrent = nullptr;
+}
+
+TEST_CASE("a faked driver is a libcuda.so.1 that the library loads as it would the real one",
+          "[mem_kind]") {
+  CudaDriver fake = fakeDriver(true);
+  FakeDriverScope scope(&fake);
+  const CudaDriver* cu = nullptr;
+  REQUIRE(cudaDriver(&cu, "test") == ncclSuccess);
+  void* lib = dlopen("libcuda.so.1", RTLD_NOW | RTLD_NOLOAD);
+  REQUIRE(lib != nullptr);
+  // The library's table holds the stand-in's exports, resolved by name like the driver's: no
+  // table of the test's was slipped into the library.
+  CHECK(dlsym(lib, "ringccFakeCudaInstall") != nullptr);
+  CHECK(reinterpret_cast<void*>(cu->cuPointerGetAttribute) == dlsym(lib, "cuPointerGetAttribute"));
+  CHECK(reinterpret_cast<void*>(cu->cuMemAlloc) == dlsym(lib, "cuMemAlloc_v2"));
+  CHECK(cu != &fake);
+  CHECK(cudaDriverIfLoaded() == cu);
+  // ... which answer with the installed table.
+  gPointerQueries = 0;
+  unsigned type = 0;
+  CHECK(cu->cuPointerGetAttribute(&type, kCuPointerAttributeMemoryType,
+                                  reinterpret_cast<CuDevicePtr>(gDeviceBytes)) == kCuSuccess);
+  CHECK(type == kCuMemoryTypeDevice);
+  CHECK(gPointerQueries == 1);
+  dlclose(lib);
 }
