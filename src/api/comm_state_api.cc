@@ -3,13 +3,15 @@
 //
 // ncclCommSuspend is collective, between operations: every rank calls it once its operations
 // on the communicator are done (as NCCL requires: its peers' memory is registered with it).
-// With NCCL_SUSPEND_MEM a host communicator closes every connection (FIFO memory, shared-memory
+// With NCCL_SUSPEND_MEM a communicator closes every connection (FIFO memory, shared-memory
 // segments, network endpoints) and frees its workspace after a barrier of the ranks, so no
 // peer still waits on a connection; until ncclCommResume every call that would use it answers
 // ncclInvalidUsage saying it is suspended, and the first operation after the resume makes the
 // connections anew. ncclCommMemStats counts the communicator's memory in its own kind: a host
 // communicator's stats are host memory (the memory NCCL's stats would count is the memory the
-// communicator runs on). CUDA communicators answer "not implemented yet" to both, by name.
+// communicator runs on), a CUDA communicator's its GPU's (and the host memory it maps for it).
+// A CUDA communicator first waits for its own kernels (CommEngine::finishQueued), then joins
+// the barrier: past it no rank's kernel still uses a connection.
 #include "src/api/api.h"
 #include "src/bootstrap/bootstrap.h"
 #include "src/core/config.h"
@@ -18,10 +20,6 @@
 using namespace ringcc;
 
 namespace {
-
-ncclResult_t notImplemented(const char* name, const char* why) {
-  return fail(ncclInvalidUsage, name, "%s is not implemented in ringcc yet (%s)", name, why);
-}
 
 // Bytes the communicator would free when suspended, and what it keeps.
 CommEngine::Memory commMemory(const ncclComm* comm) {
@@ -40,11 +38,9 @@ NCCL_API(ncclResult_t, ncclCommSuspend, ncclComm_t comm, int flags) {
     return fail(ncclInvalidArgument, where, "flags 0x%x: only NCCL_SUSPEND_MEM (0x%x) is known",
                 flags, NCCL_SUSPEND_MEM);
   if (flags & NCCL_SUSPEND_MEM) {
-    if (comm->memKind == MemoryKind::Cuda)
-      return notImplemented(where, "a CUDA communicator's device memory stays allocated; host "
-                                   "communicators suspend");
-    // Every rank is past its last operation before any connection closes: a peer still
-    // inside one would see this side close and fail.
+    // Every rank is past its last operation, kernels included, before any connection closes:
+    // a peer still inside one would see this side close and fail.
+    RINGCC_CHECK(comm->engine->finishQueued());
     RINGCC_CHECK(comm->bootstrap->barrier());
     RINGCC_CHECK(comm->engine->releaseMemory());
     std::vector<unsigned char>().swap(comm->hostScratch);
@@ -75,10 +71,6 @@ NCCL_API(ncclResult_t, ncclCommMemStats, ncclComm_t comm, ncclCommMemStat_t stat
   __builtin_memcpy(&which, &stat, sizeof which);  // C callers may pass any int
   if (which < ncclStatGpuMemSuspend || which > ncclStatGpuMemTotal)
     return fail(ncclInvalidArgument, where, "stat %d is not a ncclCommMemStat_t", which);
-  if (comm->memKind == MemoryKind::Cuda)
-    return notImplemented(where,
-                          "the GPU memory of CUDA communicators is not counted yet; host "
-                          "communicators answer");
   if (comm->asyncError.load() == ncclInProgress)
     return fail(ncclInvalidUsage, where, "communicator is still initializing");
   const CommEngine::Memory m = commMemory(comm);

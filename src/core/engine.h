@@ -84,12 +84,17 @@ class CommEngine {
     uint64_t persistent = 0;
   };
   virtual Memory memory() const = 0;
+  // Waits until the work this rank queued has finished: its kernels on the user's streams for a
+  // CUDA engine (and their stops, raised); a host engine's work is done when wait() returns.
+  // ncclCommSuspend calls it before its barrier, so that past the barrier no rank's kernel
+  // still reads a connection that is about to close.
+  virtual ncclResult_t finishQueued() { return ncclSuccess; }
   // ncclCommSuspend(NCCL_SUSPEND_MEM): closes every connection (FIFO memory, shared-memory
   // segments, network endpoints) and forgets the plans bound to them; the next operation
   // makes what it needs anew. Collective, and only between operations: every rank calls it
-  // once all of them are past their last operation (the caller has passed a barrier), so
-  // no peer waits on a connection that closes. An engine that cannot answers
-  // ncclInvalidUsage naming what is missing.
+  // once all of them are past their last operation (the caller has passed a barrier after
+  // finishQueued), so no peer waits on a connection that closes. An engine that cannot
+  // answers ncclInvalidUsage naming what is missing.
   virtual ncclResult_t releaseMemory() = 0;
 
   // An error that work already handed off found since (a CUDA kernel that stopped), for

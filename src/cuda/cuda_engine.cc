@@ -150,12 +150,44 @@ void CudaEngine::abortOps() {
   if (mapped_ != nullptr) __atomic_store_n(&mapped_[0], 1u, __ATOMIC_RELEASE);
 }
 
+CommEngine::Memory CudaEngine::memory() const {
+  Memory m;
+  m.releasable = conns_.mappedBytes() + (uploads_ ? uploads_->deviceBytes() : 0);
+  m.persistent = kLaunchMaxBlocks * sizeof(ChannelScratch) + kMappedBytes;
+  return m;
+}
+
+ncclResult_t CudaEngine::finishQueued() {
+  if (!launched_) return pollAsyncError();
+  ContextScope scope(cu_, ctx_);
+  // The last ordinary batch's event covers every earlier one (stream order, and the waits
+  // between streams).
+  const CuResult r = cu_.cuEventSynchronize(lastEvent_);
+  if (r != kCuSuccess) return cudaFailed(r, "cuEventSynchronize of the last batch");
+  return pollAsyncError();  // a kernel that stopped: the suspend fails with its cause
+}
+
 ncclResult_t CudaEngine::releaseMemory() {
-  // Its kernels may still run on the user's stream when the API returns, and what they use
-  // (FIFOs, the upload arena) would need a stream-ordered release.
-  return fail(ncclInvalidUsage, "ncclCommSuspend",
-              "suspending a CUDA communicator's memory is not implemented in ringcc yet (host "
-              "communicators suspend)");
+  if (lastCaptureId_ != 0)
+    return fail(ncclInvalidUsage, "ncclCommSuspend",
+                "this communicator's kernels were captured into a CUDA graph, which may be "
+                "launched again and reads its connections and uploads: a CUDA communicator "
+                "used in a graph cannot release its memory (flags 0 suspends without it)");
+  ContextScope scope(cu_, ctx_);
+  // finishQueued ran before the caller's barrier: no kernel of ours runs, and every peer's is
+  // done with our memory too. The watch reads the connectors, so it stops before they go.
+  peerWatch_.stop();
+  watchedConns_ = 0;
+  conns_.closeAll();
+  // The plan and the views point into the connections just closed; the uploads hold copies
+  // of those views. The next batch uploads anew into a fresh arena (which allocates while it
+  // prepares, before its kernels are queued, as a full arena does).
+  plan_.clear();
+  planner_.forgetLast();
+  views_.clear();
+  connectors_.clear();
+  uploads_ = std::make_unique<DeviceUploads>(cu_);
+  return ncclSuccess;
 }
 
 ncclResult_t CudaEngine::pollAsyncError() {

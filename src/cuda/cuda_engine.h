@@ -74,9 +74,14 @@ class CudaEngine final : public CommEngine {
   void abortOps() override;
   ncclResult_t pollAsyncError() override;
   const PlanContext& planContext() const override { return planner_.context(); }
-  // Not counted or released yet: its FIFOs, staging and upload arena are device memory that
-  // ncclCommMemStats and ncclCommSuspend do not track yet (src/api/comm_state_api.cc says so).
-  Memory memory() const override { return Memory{}; }
+  // Releasable: the FIFO memory its connections map (p2p FIFOs in GPU memory, shm and network
+  // FIFOs in host memory mapped for the GPU) and the upload arena's device chunks. Persistent:
+  // the channels' scratch and the host-mapped flag and status words.
+  Memory memory() const override;
+  ncclResult_t finishQueued() override;
+  // Closes the connections and frees the upload arena once this rank's kernels are done. A
+  // communicator whose kernels were captured into a CUDA graph is refused: the graph may be
+  // launched again and reads those connections and uploads.
   ncclResult_t releaseMemory() override;
 
   size_t launches() const { return launches_; }  // kernels queued so far (tests)

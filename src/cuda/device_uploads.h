@@ -59,6 +59,12 @@ class DeviceUploads {
 
   size_t uploads() const { return uploads_; }  // device copies made so far
   size_t chunks() const { return chunks_.size(); }
+  // Device memory the arena holds (its chunks; their page-locked twins are as large).
+  uint64_t deviceBytes() const {
+    uint64_t n = 0;
+    for (const Chunk& c : chunks_) n += c.size;
+    return n;
+  }
 
  private:
   struct Chunk {

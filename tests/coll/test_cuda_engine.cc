@@ -271,6 +271,84 @@ TEST_CASE("a repeated call uploads nothing and a graph capture finds its tables"
   ranks.comms[0] = nullptr;
 }
 
+uint64_t memStat(ncclComm_t comm, ncclCommMemStat_t which) {
+  uint64_t v = ~uint64_t{0};
+  return ncclCommMemStats(comm, which, &v) == ncclSuccess ? v : ~uint64_t{0};
+}
+
+TEST_CASE("a suspended CUDA communicator frees its FIFOs and uploads; after resume it runs again",
+          "[cuda_engine]") {
+  FakeCudaScope cuda;
+  ScopedEnv device("RINGCC_DEVICE", "cuda");
+  {
+    CudaRanks ranks(cuda, {0, 1});
+    CollCase c;
+    c.coll = Coll::AllReduce;
+    c.type = ncclFloat32;
+    c.op = Op::Sum;
+    c.count = 70001;
+    c.seed = 11;
+    for (int cycle = 0; cycle < 2; ++cycle) {
+      INFO("cycle " << cycle);
+      runCase(cuda, ranks, c);
+      const size_t running = cuda.liveDeviceAllocs();
+      for (ncclComm_t comm : ranks.comms) {
+        CHECK(memStat(comm, ncclStatGpuMemSuspend) > 0);  // FIFOs in GPU memory, uploads
+        CHECK(memStat(comm, ncclStatGpuMemPersist) > 0);  // the channels' scratch
+        CHECK(memStat(comm, ncclStatGpuMemTotal) ==
+              memStat(comm, ncclStatGpuMemSuspend) + memStat(comm, ncclStatGpuMemPersist));
+        CHECK(memStat(comm, ncclStatGpuMemSuspended) == 0);
+      }
+      // Collective: each rank on a thread of its own (the barrier), its kernels still queued.
+      std::vector<ncclResult_t> rc(2, ncclInternalError);
+      runThreads(2, [&](int r) { rc[r] = ncclCommSuspend(ranks.comms[r], NCCL_SUSPEND_MEM); });
+      CHECK(rc[0] == ncclSuccess);
+      CHECK(rc[1] == ncclSuccess);
+      // Only each rank's channel scratch is left on the GPUs.
+      CHECK(cuda.liveDeviceAllocs() == 2);
+      CHECK(cuda.liveDeviceAllocs() < running);
+      for (ncclComm_t comm : ranks.comms) {
+        CHECK(memStat(comm, ncclStatGpuMemSuspend) == 0);
+        CHECK(memStat(comm, ncclStatGpuMemSuspended) == 1);
+        float x = 1;
+        CHECK(ncclAllReduce(&x, &x, 1, ncclFloat, ncclSum, comm, nullptr) == ncclInvalidUsage);
+      }
+      for (ncclComm_t comm : ranks.comms) REQUIRE(ncclCommResume(comm) == ncclSuccess);
+      c.seed += 10;  // new buffers and data: exact on connections and uploads made anew
+      runCase(cuda, ranks, c);
+      CHECK(memStat(ranks.comms[0], ncclStatGpuMemSuspend) > 0);
+    }
+  }
+  CHECK(cuda.liveDeviceAllocs() == 0);
+}
+
+TEST_CASE("a CUDA communicator captured into a graph keeps its memory", "[cuda_engine]") {
+  FakeCudaScope cuda;
+  ScopedEnv device("RINGCC_DEVICE", "cuda");
+  CudaRanks ranks(cuda, {0});
+  CollCase c;
+  c.count = 4096;
+  runCase(cuda, ranks, c);  // uploads its tables: the capture below finds them
+  const CuStream s = reinterpret_cast<CuStream>(ranks.streams[0]);
+  cuda.beginCapture(s);
+  c.seed = 2;
+  const CaseData data(c, 1);
+  CollRank run(data, 0, ranks.comms[0]);
+  run.setStream(ranks.streams[0]);
+  REQUIRE(run.issue() == ncclSuccess);
+  FakeGraph graph;
+  REQUIRE(cuda.endCapture(s, &graph) == kCuSuccess);
+  CapturedLog log;
+  const size_t allocs = cuda.liveDeviceAllocs();
+  CHECK(ncclCommSuspend(ranks.comms[0], NCCL_SUSPEND_MEM) == ncclInvalidUsage);
+  CHECK(log.contains("captured into a CUDA graph"));
+  CHECK(cuda.liveDeviceAllocs() == allocs);
+  CHECK(memStat(ranks.comms[0], ncclStatGpuMemSuspended) == 0);
+  cuda.launchGraph(graph, s);  // still runs on what it captured
+  cuda.synchronizeAll();
+  CHECK(run.check() == "");
+}
+
 // Issue 28's hazards: each of these failed before two-phase group launch and capture-safe
 // ordering (the emulated driver's strict rules make them fail here as they may on a GPU).
 
