@@ -9,6 +9,8 @@
 //                          and 1 rank of 1,000 floats under compute-sanitizer
 //   gpu_coll abort         abort of a blocked kernel
 //   gpu_coll graph         an all-reduce captured into a CUDA graph, replayed three times
+//   gpu_coll suspend       ncclCommSuspend(NCCL_SUSPEND_MEM) frees what ncclCommMemStats
+//                          counts, and an all-reduce after ncclCommResume is exact
 //   gpu_coll --modes       the modes above, one a line (run.sh runs only what is listed)
 // Exit 0 ok; 1 failed (the first difference or error printed); 2 bad arguments.
 #include <dlfcn.h>
@@ -219,6 +221,72 @@ bool abortBlocked() {
   return true;
 }
 
+uint64_t memStat(ncclComm_t comm, ncclCommMemStat_t which) {
+  uint64_t v = ~uint64_t{0};
+  return ncclCommMemStats(comm, which, &v) == ncclSuccess ? v : ~uint64_t{0};
+}
+
+bool suspendCycle() {
+  ncclComm_t comms[2];
+  int devs[2] = {0, 0};
+  if (!check(ncclCommInitAll(comms, 2, devs) == ncclSuccess, "ncclCommInitAll")) return false;
+  const size_t n = size_t{1} << 20;
+  CuStream s[2] = {};
+  CuDevicePtr b[2] = {};
+  for (int r = 0; r < 2; ++r)
+    if (!cudaOk(cu->cuStreamCreate(&s[r], kCuStreamNonBlocking), "cuStreamCreate") ||
+        !cudaOk(cu->cuMemAlloc(&b[r], n * 4), "cuMemAlloc"))
+      return false;
+  // An in-place all-reduce of both ranks' inputs, checked.
+  auto allReduce = [&](const char* when) {
+    for (int r = 0; r < 2; ++r) {
+      std::vector<float> in(n);
+      for (size_t i = 0; i < n; ++i) in[i] = input(r, i);
+      if (!cudaOk(cu->cuMemcpyHtoD(b[r], in.data(), n * 4), "cuMemcpyHtoD")) return false;
+    }
+    ncclGroupStart();
+    for (int r = 0; r < 2; ++r)
+      ncclAllReduce(reinterpret_cast<float*>(b[r]), reinterpret_cast<float*>(b[r]), n, ncclFloat,
+                    ncclSum, comms[r], reinterpret_cast<cudaStream_t>(s[r]));
+    if (!check(ncclGroupEnd() == ncclSuccess, std::string("all-reduce ") + when)) return false;
+    for (int r = 0; r < 2; ++r) {
+      if (!cudaOk(cu->cuStreamSynchronize(s[r]), "the kernels")) return false;
+      std::vector<float> out(n);
+      if (!cudaOk(cu->cuMemcpyDtoH(out.data(), b[r], n * 4), "cuMemcpyDtoH")) return false;
+      for (size_t i = 0; i < n; ++i)
+        if (!check(out[i] == input(0, i) + input(1, i),
+                   std::string("all-reduce ") + when + ": element " + std::to_string(i)))
+          return false;
+    }
+    return true;
+  };
+  if (!allReduce("before suspend")) return false;
+  const uint64_t held = memStat(comms[0], ncclStatGpuMemSuspend);
+  if (!check(held > 0 && held != ~uint64_t{0}, "ncclCommMemStats counts no suspendable memory"))
+    return false;
+  ncclResult_t rc[2] = {ncclInternalError, ncclInternalError};
+  std::thread other([&] { rc[1] = ncclCommSuspend(comms[1], NCCL_SUSPEND_MEM); });
+  rc[0] = ncclCommSuspend(comms[0], NCCL_SUSPEND_MEM);
+  other.join();
+  if (!check(rc[0] == ncclSuccess && rc[1] == ncclSuccess,
+             std::string("ncclCommSuspend: ") + ncclGetLastError(comms[0])))
+    return false;
+  if (!check(memStat(comms[0], ncclStatGpuMemSuspend) == 0, "memory kept after the suspend") ||
+      !check(memStat(comms[0], ncclStatGpuMemSuspended) == 1, "not suspended"))
+    return false;
+  for (ncclComm_t c : comms)
+    if (!check(ncclCommResume(c) == ncclSuccess, "ncclCommResume")) return false;
+  if (!allReduce("after resume")) return false;
+  printf("gpu_coll: suspend released %llu bytes of rank 0's; the all-reduce after resume exact\n",
+         static_cast<unsigned long long>(held));
+  for (ncclComm_t c : comms) ncclCommDestroy(c);
+  for (int r = 0; r < 2; ++r) {
+    cu->cuMemFree(b[r]);
+    cu->cuStreamDestroy(s[r]);
+  }
+  return true;
+}
+
 // Graph capture through the driver's own entry points (ringcc's table has no graph calls).
 struct GraphApi {
   using Graph = void*;
@@ -304,21 +372,24 @@ bool graphReplay() {
 
 int main(int argc, char** argv) {
   const std::string what = argc > 1 ? argv[1] : "collectives";
-  if (what == "--modes") return printf("collectives\nabort\ngraph\n"), 0;
+  if (what == "--modes") return printf("collectives\nabort\ngraph\nsuspend\n"), 0;
   std::vector<int> rankCounts = {1, 2, 4, 8};
   std::vector<size_t> counts = {1000, size_t{1} << 20};
   if (what == "collectives" && argc > 2) rankCounts = {atoi(argv[2])};
   if (what == "collectives" && argc > 3) counts = {strtoull(argv[3], nullptr, 10)};
   if (rankCounts[0] < 1 || rankCounts[0] > 64 || counts[0] < 1 ||
-      (what != "collectives" && what != "abort" && what != "graph"))
-    return fprintf(stderr, "usage: gpu_coll collectives [RANKS [COUNT]] | abort | graph\n"), 2;
+      (what != "collectives" && what != "abort" && what != "graph" && what != "suspend"))
+    return fprintf(stderr,
+                   "usage: gpu_coll collectives [RANKS [COUNT]] | abort | graph | suspend\n"),
+           2;
   if (cudaDriver(&cu, "gpu_coll") != ncclSuccess) return check(false, "no CUDA driver"), 1;
   CuContext ctx = nullptr;
   if (!cudaOk(cu->cuDevicePrimaryCtxRetain(&ctx, 0), "device 0") ||
       !cudaOk(cu->cuCtxSetCurrent(ctx), "cuCtxSetCurrent"))
     return 1;
-  const bool ok = what == "abort"   ? abortBlocked()
-                  : what == "graph" ? graphReplay()
-                                    : collectives(rankCounts, counts);
+  const bool ok = what == "abort"     ? abortBlocked()
+                  : what == "graph"   ? graphReplay()
+                  : what == "suspend" ? suspendCycle()
+                                      : collectives(rankCounts, counts);
   return ok ? 0 : 1;
 }
