@@ -737,7 +737,33 @@ struct ProcLayout {
   bool oneGpu = false;        // every rank on device 0 (else rank % 4)
   bool noPeerAccess = false;  // the emulated GPUs cannot write into each other's memory
   bool ipc = false;           // expected: senders write into slots in their peers' GPUs
+  bool suspend = false;       // suspend (NCCL_SUSPEND_MEM) and resume halfway through the cases
 };
+
+// ncclCommSuspend(NCCL_SUSPEND_MEM) on a rank of cudaRankProcess: its connections' host memory
+// is unregistered, its peers' GPU blocks closed, nothing suspendable counted; then resumed.
+// The number of failures (printed).
+int suspendAndResume(FakeCudaScope& cuda, ncclComm_t comm, int rank) {
+  int bad = 0;
+  auto no = [&](const char* what) {
+    std::fprintf(stderr, "[cuda procs] rank %d: %s\n", rank, what);
+    ++bad;
+  };
+  uint64_t held = 0, after = ~uint64_t{0}, suspended = 0;
+  ncclCommMemStats(comm, ncclStatGpuMemSuspend, &held);
+  if (held == 0) no("nothing suspendable counted before the suspend");
+  if (ncclCommSuspend(comm, NCCL_SUSPEND_MEM) != ncclSuccess) {
+    no("ncclCommSuspend failed");
+    return bad;
+  }
+  ncclCommMemStats(comm, ncclStatGpuMemSuspend, &after);
+  ncclCommMemStats(comm, ncclStatGpuMemSuspended, &suspended);
+  if (after != 0 || suspended != 1) no("memory still counted, or not suspended");
+  if (cuda.liveHostRegistrations() != 0) no("host memory still registered while suspended");
+  if (cuda.liveIpcImports() != 0) no("peers' GPU blocks still open while suspended");
+  if (ncclCommResume(comm) != ncclSuccess) no("ncclCommResume failed");
+  return bad;
+}
 
 // One CUDA rank in a forked process (its own emulated driver), running `cases` on a stream of
 // its own; returns how many failed (printed). While the communicator lives its connections'
@@ -758,6 +784,10 @@ int cudaRankProcess(int rank, int nranks, const ncclUniqueId& id,
   const auto stream = reinterpret_cast<cudaStream_t>(cuda.newStream());
   int bad = 0;
   for (const CollCase& c : cases) {
+    if (layout.suspend && &c == &cases[cases.size() / 2] && suspendAndResume(cuda, comm, rank)) {
+      ++bad;
+      break;
+    }
     const CaseData data(c, nranks);
     CollRank me(data, rank, comm);
     me.setStream(stream);
@@ -822,6 +852,7 @@ TEST_CASE("CUDA ranks in different processes write into each other's GPUs (CUDA 
   const ncclUniqueId id = newUniqueId();
   ProcLayout layout;
   layout.ipc = true;
+  layout.suspend = true;  // the imports close, and the cases after the resume open them anew
   CHECK(runProcesses(n, [&](int rank) { return cudaRankProcess(rank, n, id, cases, layout); }) ==
         0);
 }
@@ -843,6 +874,7 @@ TEST_CASE("CUDA ranks of processes whose GPUs cannot reach each other stage thro
   const std::vector<CollCase> cases = everyCollective(1, 130);
   ProcLayout layout;
   layout.noPeerAccess = true;
+  layout.suspend = true;
   {
     const ncclUniqueId id = newUniqueId();
     CHECK(runProcesses(n, [&](int rank) { return cudaRankProcess(rank, n, id, cases, layout); }) ==
@@ -861,7 +893,10 @@ TEST_CASE("CUDA ranks across a network stage through host memory that the proxy 
   const int n = 2;
   const std::vector<CollCase> cases = everyCollective(1, 90);
   const ncclUniqueId id = newUniqueId();
-  CHECK(runProcesses(n, [&](int rank) { return cudaRankProcess(rank, n, id, cases); }) == 0);
+  ProcLayout layout;
+  layout.suspend = true;  // UCX endpoints and staging FIFOs closed, then made anew
+  CHECK(runProcesses(n, [&](int rank) { return cudaRankProcess(rank, n, id, cases, layout); }) ==
+        0);
 }
 
 namespace {
