@@ -14,10 +14,12 @@ def main():
     if len(sys.argv) < 3:
         sys.exit(__doc__)
     fig, ax = plt.subplots(figsize=(7, 4))
+    versions = set()
     for path in sys.argv[2:]:
         with open(path) as f:
             r = json.load(f)
         n = r["nprocs"]
+        versions.add(r.get("torch", "1.13"))
         sizes = [row["bytes"] for row in r["sweep"]]
         for backend, style in (("ringcc", "-o"), ("gloo", "--s")):
             bw = [row["bytes"] * 2 * (n - 1) / n / row[backend] / 1e9 for row in r["sweep"]]
@@ -25,7 +27,7 @@ def main():
     ax.set_xscale("log", base=2)
     ax.set_xlabel("all_reduce size (bytes, float32)")
     ax.set_ylabel("bus bandwidth (GB/s)")
-    ax.set_title("dist.all_reduce through torch 1.13, CPU tensors")
+    ax.set_title(f"dist.all_reduce through torch {', '.join(sorted(versions))}, CPU tensors")
     ax.grid(True, alpha=0.3)
     ax.legend()
     fig.tight_layout()

@@ -6,10 +6,14 @@
      MLP with ~25M parameters, so communication matters.
 
 Both backends run in the same processes: the default group is ringcc, a second group of the
-same ranks is Gloo; the sweep alternates them per size, the DDP steps step by step. Usage (Debian's python, torch 1.13):
+same ranks is Gloo; the sweep alternates them per size, the DDP steps step by step. With
+--reps K the sweep and the DDP steps run K times in the same processes; the report gives the
+median over the repetitions (each repetition's own figure being a median over its
+iterations) and the range of the ringcc / Gloo ratio. Usage (Debian's python, torch 1.13; or
+the torch 2.x venv's python):
 
   RINGCC_LIB=build/libnccl.so.2 PYTHONPATH=python /usr/bin/python3 bench/torch/torch_bench.py \
-      --nprocs 2 [--min-bytes 4K --max-bytes 64M --ddp-steps 10 --json out.json]
+      --nprocs 2 [--min-bytes 4K --max-bytes 64M --ddp-steps 10 --reps 3 --json out.json]
 """
 
 import argparse
@@ -76,37 +80,62 @@ def worker(rank, n, port, args, out):
     import ringcc.torch  # noqa: F401
     dist.init_process_group("ringcc", init_method="env://")
     groups = {"ringcc": None, "gloo": dist.new_group(backend="gloo")}
-    sweep = []
-    size = args.min_bytes
-    while size <= args.max_bytes:
-        t = torch.ones(size // 4)
-        iters = max(5, min(200, (64 << 20) // size))
-        row = {"bytes": size}
-        for name, group in groups.items():
-            time_all_reduce(t, group, 2)  # warm-up: connections, plans
-            row[name] = time_all_reduce(t, group, iters)
-        sweep.append(row)
-        size *= 4
-    ddp, params = time_ddp(groups, args.ddp_steps, args.batch)
+    sweeps, ddps = [], []
+    for _ in range(args.reps):
+        sweep = []
+        size = args.min_bytes
+        while size <= args.max_bytes:
+            t = torch.ones(size // 4)
+            iters = max(5, min(200, (64 << 20) // size))
+            row = {"bytes": size}
+            for name, group in groups.items():
+                time_all_reduce(t, group, 2)  # warm-up: connections, plans
+                row[name] = time_all_reduce(t, group, iters)
+            sweep.append(row)
+            size *= 4
+        sweeps.append(sweep)
+        ddp, params = time_ddp(groups, args.ddp_steps, args.batch)
+        ddps.append(ddp)
     if rank == 0:
-        out.put({"nprocs": n, "sweep": sweep, "ddp": ddp, "params": params,
-                 "batch": args.batch, "threads": args.threads})
+        out.put({"nprocs": n, "sweep": median_sweep(sweeps), "sweeps": sweeps,
+                 "ddp": {k: statistics.median(d[k] for d in ddps) for k in ddps[0]},
+                 "ddps": ddps, "params": params, "batch": args.batch, "threads": args.threads,
+                 "reps": args.reps, "torch": torch.__version__})
     dist.barrier()
+
+
+def median_sweep(sweeps):
+    """Per size, each backend's median time over the repetitions."""
+    rows = []
+    for i, row in enumerate(sweeps[0]):
+        rows.append({"bytes": row["bytes"],
+                     **{k: statistics.median(s[i][k] for s in sweeps) for k in ("gloo", "ringcc")}})
+    return rows
+
+
+def ratio_range(r, i):
+    """Lowest and highest ringcc / Gloo speed ratio of size i over the repetitions."""
+    ratios = [s[i]["gloo"] / s[i]["ringcc"] for s in r.get("sweeps", [r["sweep"]])]
+    return min(ratios), max(ratios)
 
 
 def report(r):
     n = r["nprocs"]
     factor = 2 * (n - 1) / n
-    print(f"\n## all_reduce through torch, float32 sum, {n} processes\n")
+    reps = r.get("reps", 1)
+    print(f"\n## all_reduce through torch {r.get('torch', '')}, float32 sum, {n} processes, "
+          f"median of {reps}\n")
     print("| size | gloo time (us) | ringcc time (us) | gloo busbw (GB/s) | ringcc busbw (GB/s) "
-          "| ringcc / gloo |")
-    print("|---:|---:|---:|---:|---:|---:|")
-    for row in r["sweep"]:
+          "| ringcc / gloo | range |")
+    print("|---:|---:|---:|---:|---:|---:|---:|")
+    for i, row in enumerate(r["sweep"]):
         b = row["bytes"]
         bw = {k: b * factor / row[k] / 1e9 for k in ("gloo", "ringcc")}
         size = f"{b >> 20} MiB" if b >= 1 << 20 else f"{b >> 10} KiB"
+        lo, hi = ratio_range(r, i)
         print(f"| {size} | {row['gloo'] * 1e6:.0f} | {row['ringcc'] * 1e6:.0f} | "
-              f"{bw['gloo']:.2f} | {bw['ringcc']:.2f} | {bw['ringcc'] / bw['gloo']:.1f}x |")
+              f"{bw['gloo']:.2f} | {bw['ringcc']:.2f} | {bw['ringcc'] / bw['gloo']:.1f}x | "
+              f"{lo:.1f}-{hi:.1f}x |")
     d = r["ddp"]
     print(f"\n## DDP step, {r['params'] / 1e6:.1f}M parameters, batch {r['batch']} per rank, "
           f"{n} processes, {r['threads']} thread(s) each\n")
@@ -125,6 +154,8 @@ def main():
     p.add_argument("--batch", type=int, default=4,
                    help="samples per rank and step: small, so the step is not all compute")
     p.add_argument("--threads", type=int, default=1, help="torch threads per process")
+    p.add_argument("--reps", type=int, default=1,
+                   help="repetitions of the sweep and the DDP steps (medians reported)")
     p.add_argument("--json", help="also write the results here")
     args = p.parse_args()
     with socket.socket() as s:
