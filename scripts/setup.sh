@@ -44,6 +44,16 @@ if ! (($#)) && ! scripts/fetch_nccl_header.sh --present; then
 fi
 # With the test packages, torch 2.x too (a venv, once per user; the 'torch2' test suite).
 (($#)) || scripts/torch_venv.sh >/dev/null
+# And, optionally, Intel oneCCL (a venv, once per user): bench/compare's second reference. Not
+# needed by any test, so a failed install only says so; a build configured before it arrived
+# looks again. RINGCC_SKIP_ONECCL=1: not tried.
+if ! (($#)) && [ -z "${RINGCC_SKIP_ONECCL:-}" ] && ! scripts/oneccl_venv.sh --check >/dev/null 2>&1; then
+  if scripts/oneccl_venv.sh >/dev/null; then
+    [ ! -f "$BUILD/build.ninja" ] || meson setup --reconfigure "$BUILD"
+  else
+    echo "setup: oneCCL not installed (optional: bench/compare runs without its series)" >&2
+  fi
+fi
 
 WERROR=()
 [ "${CI:-}" = "true" ] && WERROR=(--werror)
