@@ -22,10 +22,10 @@
 //        costs ~4 ms (a tick per rank) instead of ~70 us.
 // The banner says what was used. See docs/benchmarks.md.
 #include <mpi.h>
+#include <unistd.h>
 
 #include <cstdio>
 #include <cstdlib>
-#include <unistd.h>
 #include <exception>
 #include <optional>
 #include <string>

@@ -73,7 +73,7 @@ for t in "${USER_TOOLS[@]}"; do [ -x "$BIN/$t" ] || fail "$BIN/$t not installed"
 [ -x "$BIN/ringcc-monitor" ] || fail "$BIN/ringcc-monitor not installed (or not executable)"
 [ "$(head -1 "$BIN/ringcc-monitor")" = "#!/usr/bin/python3" ] ||
   fail "$BIN/ringcc-monitor does not start with #!/usr/bin/python3"
-for t in comm_init_bench memcpy_bench ring_reference mpi_allreduce_bench; do
+for t in comm_init_bench memcpy_bench ring_reference mpi_allreduce_bench oneccl_allreduce_bench; do
   found=$(find "$DEST" -name "$t*")
   [ -z "$found" ] || fail "internal tool installed: $found"
 done
