@@ -342,7 +342,13 @@ ncclResult_t HostEngine::stalledRound(WaitPolicy& wait, Stall& stall, const Wait
   }
   if (wait.stallStarts()) {
     stall.lastProgress = stall.lastPeerCheck = now;
+    stall.posted = false;
+  } else if (!stall.posted) {
+    // Posted only once a nap has passed without progress: most waits end within the first
+    // nap, and a peer reads the posted call only at its first peer check, 20 ms into its own
+    // stall (below), so posting at once would cost every short wait for nothing.
     postStuckCall();
+    stall.posted = true;
   }
   if (now - stall.lastPeerCheck > std::chrono::milliseconds(20)) {
     stall.lastPeerCheck = now;

@@ -88,6 +88,7 @@ class HostEngine final : public CommEngine {
   // looked at, and a peer found gone (with when), which fails the batch a round later.
   struct Stall {
     std::chrono::steady_clock::time_point lastProgress{}, lastPeerCheck{};
+    bool posted = false;  // postStuckCall ran for this stall
     GonePeer gone;
     std::chrono::steady_clock::time_point goneAt{};
   };
