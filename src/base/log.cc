@@ -14,6 +14,11 @@
 #include "src/base/param.h"
 
 namespace ringcc {
+
+// The inline logEnabled's fast path (log.h): -1 until the environment was read.
+std::atomic<int> detail::gLogLevel{-1};
+std::atomic<uint64_t> detail::gLogSubsys{0};
+
 namespace {
 
 struct LogState {
@@ -37,9 +42,6 @@ void unlockAfterFork() { state().mu.unlock(); }
 [[maybe_unused]] const int kAtForkRegistered =
     pthread_atfork(lockForFork, unlockAfterFork, unlockAfterFork);
 
-// Fast path: -1 until the environment was read, then the level as int.
-std::atomic<int> gLevel{-1};
-std::atomic<uint64_t> gSubsys{0};
 
 struct SubsysName {
   const char* name;
@@ -77,12 +79,12 @@ void loadLocked(LogState& s) {
   gethostname(s.host, sizeof(s.host) - 1);
   if (char* dot = strchr(s.host, '.')) *dot = '\0';
   s.loaded = true;
-  gSubsys.store(s.subsys);
-  gLevel.store(static_cast<int>(s.level));
+  detail::gLogSubsys.store(s.subsys);
+  detail::gLogLevel.store(static_cast<int>(s.level));
 }
 
 void ensureLoaded() {
-  if (gLevel.load(std::memory_order_acquire) >= 0) return;
+  if (detail::gLogLevel.load(std::memory_order_acquire) >= 0) return;
   LogState& s = state();
   std::lock_guard<std::mutex> lock(s.mu);
   if (!s.loaded) loadLocked(s);
@@ -146,17 +148,14 @@ std::string expandLogFileName(const char* pattern) {
 
 bool reportEnabled() {
   ensureLoaded();
-  const int current = gLevel.load(std::memory_order_relaxed);
+  const int current = detail::gLogLevel.load(std::memory_order_relaxed);
   return current >= static_cast<int>(LogLevel::Warn) ||
          (current == static_cast<int>(LogLevel::None) && !paramEnv("DEBUG"));
 }
 
-bool logEnabled(LogLevel level, uint64_t subsys) {
+bool detail::logEnabledSlow(LogLevel level, uint64_t subsys) {
   ensureLoaded();
-  int current = gLevel.load(std::memory_order_relaxed);
-  if (static_cast<int>(level) > current) return false;
-  if (level >= LogLevel::Info) return (gSubsys.load(std::memory_order_relaxed) & subsys) != 0;
-  return true;
+  return logEnabled(level, subsys);  // loaded now: the inline fast path answers
 }
 
 void logMessage(LogLevel level, uint64_t /*subsys*/, const char* file, int line, const char* fmt,

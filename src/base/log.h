@@ -7,6 +7,8 @@
 // communicator. The environment is read once, and again after resetLogging().
 #pragma once
 
+#include <atomic>
+
 #include <cstdint>
 #include <string>
 
@@ -31,8 +33,25 @@ enum LogSubsys : uint64_t {
   kLogAll = ~uint64_t{0},
 };
 
-// True if a message of this level and subsystem would be written.
-bool logEnabled(LogLevel level, uint64_t subsys);
+namespace detail {
+// The level as an int once the environment was read, -1 before (log.cc); the subsystems.
+extern std::atomic<int> gLogLevel;
+extern std::atomic<uint64_t> gLogSubsys;
+bool logEnabledSlow(LogLevel level, uint64_t subsys);
+}  // namespace detail
+
+// True if a message of this level and subsystem would be written. Inline: a hot path (a
+// repeated call's plan reuse, say) asks on every call, and the answer is nearly always "no"
+// from one load, without the call into log.cc.
+inline bool logEnabled(LogLevel level, uint64_t subsys) {
+  const int current = detail::gLogLevel.load(std::memory_order_acquire);
+  if (current >= 0) {
+    if (static_cast<int>(level) > current) return false;
+    return level < LogLevel::Info ||
+           (detail::gLogSubsys.load(std::memory_order_relaxed) & subsys) != 0;
+  }
+  return detail::logEnabledSlow(level, subsys);  // reads the environment first
+}
 
 // True if a report someone asked for (a hang report: SIGUSR1, NCCL_TIMEOUT) is written: at
 // WARN and above, and also with NCCL_DEBUG unset, since asking for a report is asking to see

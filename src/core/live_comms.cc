@@ -43,8 +43,15 @@ using LiveList = std::vector<const Communicator*>;
 alignas(LiveList) unsigned char gLiveStorage[sizeof(LiveList)];
 LiveList& gLive = *new (gLiveStorage) LiveList();
 
+// The communicator the last lookup found (under gLiveMu): a program calls on the same one
+// over and over, and one compare answers it without the search. Cleared when it goes.
+const Communicator* gLastFound = nullptr;
+
 bool liveLocked(const Communicator* comm) {
-  return std::binary_search(gLive.begin(), gLive.end(), comm, std::less<>());
+  if (comm == gLastFound) return true;
+  if (!std::binary_search(gLive.begin(), gLive.end(), comm, std::less<>())) return false;
+  gLastFound = comm;
+  return true;
 }
 
 }  // namespace
@@ -59,6 +66,7 @@ void unregisterComm(Communicator* comm) {
   std::lock_guard<LiveLock> lock(gLiveMu);
   auto at = std::lower_bound(gLive.begin(), gLive.end(), comm, std::less<>());
   if (at != gLive.end() && *at == comm) gLive.erase(at);
+  if (gLastFound == comm) gLastFound = nullptr;
 }
 
 bool isLiveComm(const Communicator* comm) {
