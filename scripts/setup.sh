@@ -14,11 +14,13 @@ python_option() {
 
 # What the library, the launcher and the perf tool need to configure and build (Catch2 too:
 # Meson looks for it when it configures), then what only the tests use (namespaces, MPI and
-# Debian's PyTorch as peers, clang for the fuzzers, valgrind for the call-path count).
+# Debian's PyTorch as peers, clang for the fuzzers, valgrind for the call-path count, ccache so
+# the GPU bundle's build compiles the library's sources once: Meson takes ccache when it is
+# installed before the build is configured, and the bundle's TUs match build/'s).
 BUILD_PACKAGES=(meson ninja-build pkg-config gcc g++ binutils python3 catch2 libucx-dev libhwloc-dev
                 libnuma-dev)
 TEST_PACKAGES=(iproute2 openmpi-bin libopenmpi-dev python3-matplotlib python3-torch
-               clang libclang-rt-14-dev valgrind)
+               clang libclang-rt-14-dev valgrind ccache)
 PACKAGES=("${BUILD_PACKAGES[@]}")
 # Named targets are a partial build (scripts/run.sh): the test packages can wait for the tests.
 (($#)) || PACKAGES+=("${TEST_PACKAGES[@]}")
@@ -66,5 +68,10 @@ if [ ! -f "$BUILD/build.ninja" ]; then
 elif [ $PYTHON = enabled ] && [ "$(python_option)" != enabled ]; then
   meson configure "$BUILD" -Dpython=enabled  # configured by scripts/run.sh before
 fi
+# ccache leaves the working directory out of its hash (it puts it in when compiling with -g, as
+# the directory goes into the debug info): the GPU bundle's build (tests/gpu/bundle.sh, the same
+# setting) then hits this build's objects. Its relative paths resolve alike there (the bundle
+# dir sits at the same depth, and strips its debug sections anyway).
+export CCACHE_NOHASHDIR=1
 # Targets as `meson compile` names them ([dir/]name); none: the default set, everything.
 meson compile -C "$BUILD" "$@"

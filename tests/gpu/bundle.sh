@@ -22,6 +22,10 @@
 #                 ccache's hits from build/ apply); configured -Dcuda=enabled -Ducx=disabled
 #                 -Dtests=false -Dpython=disabled -Dmpi=disabled
 #   BUNDLE_JOBS   ninja's -j (default: ninja's own)
+#   BUNDLE_FATBIN_FROM  a build dir of the same sources (default: build/ beside this one) whose
+#                 kernels/batch_kernel.fatbin is taken instead of running nvcc again, when it is
+#                 current there (`ninja -n` has nothing to do for it): minutes of nvcc saved
+#                 (-Dkernel_fatbin); the MANIFEST says which fatbin the library embeds
 set -euo pipefail
 ROOT=$(cd "$(dirname "$0")/../.." && pwd)
 die() {
@@ -44,8 +48,17 @@ if [ -e "$DIR" ]; then
   fi
 fi
 
+# The main build's fatbin, if it is there and current: nvcc's flags do not depend on the
+# build's options (kernels/meson.build), so it is the very file this build would make. A dry
+# run writes nothing, so this is safe while that build runs its tests.
+FROM=${BUNDLE_FATBIN_FROM:-$ROOT/build}
+FATBIN=""
+if [ -f "$FROM/build.ninja" ] && [ -f "$FROM/kernels/batch_kernel.fatbin" ] &&
+   ninja -C "$FROM" -n kernels/batch_kernel.fatbin 2>/dev/null | grep -q "no work to do"; then
+  FATBIN=$(cd "$FROM/kernels" && pwd -P)/batch_kernel.fatbin
+fi
 OPTIONS=(-Dcuda=enabled -Ducx=disabled -Dtests=false -Dpython=disabled -Dmpi=disabled
-         -Dbuildtype=debugoptimized)
+         -Dbuildtype=debugoptimized "-Dkernel_fatbin=$FATBIN")
 [ "${CI:-}" = "true" ] && OPTIONS+=(--werror)
 if [ -f "$BUILD/build.ninja" ]; then
   meson configure "$BUILD" "${OPTIONS[@]}" >/dev/null
@@ -61,6 +74,9 @@ TARGETS=(nccl)
 for t in "${PERF[@]}"; do TARGETS+=("bench/$t"); done
 for t in "${GPU[@]}"; do TARGETS+=("tests/gpu/$t"); done
 JOBS=()
+# As scripts/setup.sh compiles build/: ccache's hash without the working directory, so the
+# library's sources (the same compile commands) hit build/'s objects.
+export CCACHE_NOHASHDIR=1
 [ -n "${BUNDLE_JOBS:-}" ] && JOBS=(-j "$BUNDLE_JOBS")
 meson compile -C "$BUILD" "${JOBS[@]}" "${TARGETS[@]}" || die "building ${TARGETS[*]} failed"
 built=$SECONDS
@@ -118,6 +134,7 @@ needs() {  # the newest glibc and libstdc++ symbol versions the bundle's ELFs as
     git -C "$ROOT" diff --quiet HEAD 2>/dev/null || echo ' (with local changes)')"
   echo "built: $(date -u +%FT%TZ) on $(uname -n)"
   echo "options: ${OPTIONS[*]}"
+  echo "fatbin: ${FATBIN:-built here by nvcc}"
   echo "toolkit: CUDA $(grep RINGCC_CUDA_TOOLKIT_VERSION "$BUILD/ringcc_config.h" | awk '{print $3}' | tr -d '"')"
   echo "needs: $(needs GLIBC) $(needs GLIBCXX), libcuda.so.1 from the driver"
   echo "libhwloc: $hwloc"

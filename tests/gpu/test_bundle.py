@@ -103,6 +103,19 @@ def bundle(root):
             lib = f.read()
         if b"ringccBatchKernel" not in lib:
             fail("the bundle's libnccl.so.2 has no embedded batch kernel")
+        # nvcc ran once: the bundle embeds the test's own build's fatbin, byte for byte, when
+        # that build has one (it does wherever this test exists: it is built with CUDA).
+        source = os.environ.get("BUNDLE_FATBIN_FROM")
+        if source:
+            fatbin = os.path.join(source, "kernels", "batch_kernel.fatbin")
+            with open(os.path.join(d, "MANIFEST")) as f:
+                manifest = f.read()
+            if f"fatbin: {os.path.realpath(fatbin)}" not in manifest:
+                fail(f"the bundle did not take {fatbin} (nvcc ran again): MANIFEST says "
+                     f"{[l for l in manifest.splitlines() if l.startswith('fatbin:')]}")
+            with open(fatbin, "rb") as f:
+                if f.read() not in lib:
+                    fail(f"the bundle's libnccl.so.2 does not embed {fatbin}")
         if b"built without UCX" not in lib:  # transports/ucx/ucx_disabled.cc, not UCX's code
             fail("the bundle's libnccl.so.2 lacks the no-UCX transport")
         with open(os.path.join(d, "MANIFEST")) as f:
