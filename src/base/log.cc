@@ -42,7 +42,6 @@ void unlockAfterFork() { state().mu.unlock(); }
 [[maybe_unused]] const int kAtForkRegistered =
     pthread_atfork(lockForFork, unlockAfterFork, unlockAfterFork);
 
-
 struct SubsysName {
   const char* name;
   uint64_t bit;
