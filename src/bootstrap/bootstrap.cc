@@ -229,6 +229,8 @@ void Bootstrap::onMessage(int tag,
   inbox_->setHandler(tag, std::move(handler));
 }
 
+std::string Bootstrap::peerEnded(int peer) { return inbox_->senderEnded(peer); }
+
 ncclResult_t Bootstrap::recv(int peer, int tag, void* data, size_t size) {
   return recv(peer, tag, data, size, nullptr, timeoutMs_);
 }

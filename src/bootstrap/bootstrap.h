@@ -33,6 +33,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "nccl.h"
@@ -84,6 +85,9 @@ class Bootstrap {
   // of waiting for recv() (src/trace/hang_report.h, src/exec/call_watch.h). The handler
   // must not block; an empty one removes the tag's (Inbox::setHandler).
   void onMessage(int tag, std::function<void(int from, const std::vector<char>& data)> handler);
+  // Why every tagged connection `peer` opened to this rank has ended (its process exited, or
+  // it destroyed its communicator), else "" (one is open, or it never sent to this rank).
+  std::string peerEnded(int peer);
 
   // Makes waits in progress (within kAbortPollMs) and every later call return
   // ncclRemoteError.

@@ -133,6 +133,12 @@ void Inbox::putLocal(int tag, const void* data, size_t size) {
 
 // ---- listener thread ---------------------------------------------------------------------
 
+std::string Inbox::senderEnded(int from) {
+  std::lock_guard<std::mutex> lock(mu_);
+  if (from < 0 || from >= nranks_ || liveConns_[from] != 0) return "";
+  return endedWhy_[from];
+}
+
 void Inbox::endConn(Conn& c, const char* why, bool warn) {
   if (warn) LOG_WARN("bootstrap rank %d: %s %s; dropped", rank_, c.sock.label().c_str(), why);
   c.dead = true;

@@ -57,6 +57,10 @@ class Inbox {
   // still run, on its copy, after it was replaced: what it uses must outlive that.
   using Handler = std::function<void(int from, const std::vector<char>& data)>;
   void setHandler(int tag, Handler handler);
+  // Why the connections from `from` ended, once every one of them has (at least one was
+  // opened, none is open now), else "": nothing more can come from that sender, and what it
+  // sent before was delivered (handlers included) before its end was noted.
+  std::string senderEnded(int from);
   // Wakes waiters in take()/takeRingPrev() so they see an abort flag at once.
   void wakeWaiters() { cv_.notify_all(); }
 

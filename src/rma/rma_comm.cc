@@ -7,6 +7,7 @@
 #include <cerrno>
 #include <chrono>
 #include <cstring>
+#include <string>
 #include <thread>
 
 #include "kernels/peer_read.h"
@@ -375,6 +376,20 @@ ncclResult_t CommRma::wait(std::span<const ncclWaitSignalDesc_t> descs) {
     }
     if (!peers_[w.peer].watch.alive())
       return waitFailed("the peer's process has exited", w.peer, w.sigIdx, w.ctx, got, w.target);
+    if (peers_[w.peer].path == RmaPath::kMessage && peers_[w.peer].watch.pid() == 0) {
+      // A peer on another host has no process to watch, but its bootstrap connection ends
+      // when it does (one on this host is watched: that says "exited", above, and its socket
+      // may close a moment before its process is gone). What it sent came in before that end,
+      // so the counter gets a last look.
+      const std::string ended = comm_->bootstrap->peerEnded(w.peer);
+      if (!ended.empty()) {
+        const uint64_t last = ours.count(w.peer, w.ctx, w.sigIdx);
+        if (last >= w.target) continue;  // reached after all: the loop's top moves on
+        const std::string why = "the peer's bootstrap connection " + ended +
+                                " (its process ended or it destroyed its communicator)";
+        return waitFailed(why.c_str(), w.peer, w.sigIdx, w.ctx, last, w.target);
+      }
+    }
     const int nap = std::min(kLongestNapMicros, 50 * (polls - spins + 1));
     napOnCounter(bell, rung, nap);
   }

@@ -15,9 +15,10 @@
 //   - A wait for opCnt signals from peer on (sigIdx, ctx) waits until that counter has reached
 //     what earlier waits consumed plus opCnt, then consumes those (NCCL's count: signals beyond
 //     it are left for the next wait). It ends with ncclRemoteError naming the peer and the signal
-//     at NCCL_TIMEOUT, when a peer process on this host has exited, and with ncclInvalidUsage when
-//     the communicator is aborted or revoked. It spins NCCL_SPIN_COUNT polls, then naps on the
-//     bell of our counters (2 ms at most per nap).
+//     at NCCL_TIMEOUT, when a peer process on this host has exited or a peer on another host
+//     closed the bootstrap connection it sent on (Bootstrap::peerEnded), and with
+//     ncclInvalidUsage when the communicator is aborted or revoked. It spins NCCL_SPIN_COUNT
+//     polls, then naps on the bell of our counters (2 ms at most per nap).
 //
 // How a put reaches each peer (RmaPath, chosen at setup, per peer):
 //   kDirect   same process (threads, or this rank): memcpy into the window, atomic add on the

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <atomic>
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -583,4 +584,64 @@ TEST_CASE(
     CHECK(status[r] == 0);
     CHECK(rep.badCases == 0);
   }
+}
+
+TEST_CASE(
+    "one-sided across hosts: a remote peer killed after its first signal ends the wait for "
+    "its second, naming it, long before NCCL_TIMEOUT",
+    "[net_rma]") {
+  // Host 0 has rank 0, host 1 rank 1: the message path, no process to watch. Rank 0 waits for
+  // one signal (which comes), says so, rank 1 is killed, and rank 0 waits for one more.
+  const std::vector<int> hostOf = {0, 1};
+  const int n = 2;
+  NetnsLab lab(2);
+  REQUIRE(lab.error() == "");
+  SharedArray<Shared> sh(2);  // [0]: the id; [1].idReady: rank 0 got the first signal
+  SharedArray<NetReport> reps(n);
+  REQUIRE((sh.ok() && reps.ok()));
+  std::vector<int> status = runProcessesStatus(
+      n,
+      [&](int rank) {
+        NetReport* rep = &reps[static_cast<size_t>(rank)];
+        rep->pid = getpid();
+        if (!becomeHost(lab, hostOf[static_cast<size_t>(rank)], 60000)) return 20;
+        setenv("NCCL_TIMEOUT", "60000", 1);
+        ncclComm_t comm = nullptr;
+        rep->initResult = initRank(&sh[0], rank, n, &comm);
+        if (rep->initResult != ncclSuccess) return 10;
+        char buf[64] = {};
+        ncclWindow_t win = nullptr;
+        if (ncclCommWindowRegister(comm, buf, sizeof(buf), &win, 0) != ncclSuccess) return 11;
+        if (rank == 1) {
+          if (ncclSignal(0, 0, 0, 0, comm, nullptr) != ncclSuccess) return 12;
+          for (int i = 0; i < 60000 && !__atomic_load_n(&sh[1].idReady, __ATOMIC_ACQUIRE); ++i)
+            usleep(1000);
+          raise(SIGKILL);
+        }
+        ncclWaitSignalDesc_t d = {1, 1, 0, 0};
+        if (ncclWaitSignal(1, &d, comm, nullptr) != ncclSuccess) {
+          note(rep->firstBad, sizeof(rep->firstBad), ncclGetLastError(comm));
+          return 13;
+        }
+        __atomic_store_n(&sh[1].idReady, 1, __ATOMIC_RELEASE);
+        const auto t0 = std::chrono::steady_clock::now();
+        rep->failResult = ncclWaitSignal(1, &d, comm, nullptr);
+        rep->failEndNs = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                             std::chrono::steady_clock::now() - t0)
+                             .count();
+        note(rep->lastError, sizeof(rep->lastError), ncclGetLastError(comm));
+        ncclCommAbort(comm);
+        return 0;
+      },
+      120);
+  const NetReport& rep = reps[0];
+  INFO("rank 0: " << rep.firstBad << " / " << rep.lastError);
+  CHECK(WIFSIGNALED(status[1]));
+  REQUIRE(status[0] == 0);
+  CHECK(rep.failResult == ncclRemoteError);
+  CHECK(rep.failEndNs < 20'000'000'000LL);  // NCCL_TIMEOUT is 60 s
+  const std::string err = rep.lastError;
+  CHECK(err.find("peer 1") != std::string::npos);
+  CHECK(err.find("bootstrap connection") != std::string::npos);
+  CHECK(err.find("got 1 of 2") != std::string::npos);  // counts run on: one came, two wanted
 }
