@@ -40,8 +40,9 @@ ncclResult_t ringccCommMemoryKind(ncclComm_t comm, ringccMemKind_t* kind);
  * datatype: ncclFloat16, ncclBfloat16, ncclFloat32 or ncclFloat64. segments == NULL (or
  * nsegments == 0): the buffer is one vector; otherwise segments[0..nsegments) are element
  * counts summing to count, each its own vector (a fused bucket of several tensors). In place
- * (sendbuff == recvbuff) is allowed. Host communicators, outside a group, for now: a CUDA
- * communicator or an open group gets ncclInvalidUsage saying so. */
+ * (sendbuff == recvbuff) is allowed. Inside a group it runs at ncclGroupEnd, after the
+ * group's other operations. Host communicators for now: a CUDA communicator gets
+ * ncclInvalidUsage saying so. */
 ncclResult_t ringccAllReduceAdasum(const void* sendbuff, void* recvbuff, size_t count,
                                    ncclDataType_t datatype, const size_t* segments,
                                    int nsegments, ncclComm_t comm, cudaStream_t stream);

@@ -1,5 +1,8 @@
 // ringcc's extensions (include/ringcc.h).
 #include "ringcc.h"
+
+#include <vector>
+
 #include "kernels/dtypes.h"
 #include "src/adasum/adasum.h"
 #include "src/api/api.h"
@@ -60,10 +63,6 @@ extern "C" __attribute__((visibility("default"))) ncclResult_t ringccAllReduceAd
   if (comm->memKind == MemoryKind::Cuda)
     return fail(ncclInvalidUsage, where,
                 "Adasum is not implemented on CUDA communicators yet (host communicators only)");
-  if (groupActive())
-    return fail(ncclInvalidUsage, where,
-                "Adasum inside ncclGroupStart/ncclGroupEnd is not implemented yet: call it "
-                "outside a group");
   size_t bytes;
   if (__builtin_mul_overflow(count, dataTypeSize(datatype), &bytes))
     return fail(ncclInvalidArgument, where, "count %zu overflows the addressable size", count);
@@ -72,5 +71,18 @@ extern "C" __attribute__((visibility("default"))) ncclResult_t ringccAllReduceAd
     RINGCC_CHECK(checkNotNull(recvbuff, "recvbuff", where));
     RINGCC_CHECK(comm->checkedBuffers.check(comm->memKind, sendbuff, recvbuff, where));
   }
-  return adasumAllReduce(sendbuff, recvbuff, count, datatype, segments, nsegments, comm);
+  if (!groupActive())
+    return adasumAllReduce(sendbuff, recvbuff, count, datatype, segments, nsegments, comm);
+  // In a group it runs at ncclGroupEnd, after the group's operations; the caller may free
+  // its segment list as soon as this returns (as NCCL lets a PreMulSum scalar go).
+  std::vector<size_t> segs(segments, segments + nsegments);
+  CollArgs like;  // what ncclGroupSimulateEnd counts: an all-reduce of the same size
+  like.kind = Coll::AllReduce;
+  like.count = count;
+  like.datatype = datatype;
+  like.comm = comm;
+  return enqueueAfterOps(like, [=, segs = std::move(segs)] {
+    return adasumAllReduce(sendbuff, recvbuff, count, datatype, segs.data(),
+                           static_cast<int>(segs.size()), comm);
+  });
 }

@@ -14,9 +14,16 @@
 namespace ringcc {
 namespace {
 
+// A call of several steps, run after the group's operations (enqueueAfterOps).
+struct AfterOp {
+  CollArgs like;  // its communicator, and what the simulator counts for it
+  std::function<ncclResult_t()> work;
+};
+
 struct GroupState {
   std::vector<CollArgs> ops;
   std::vector<std::function<ncclResult_t()>> deferred;
+  std::vector<AfterOp> after;
 };
 
 // NCCL defines groups per calling thread. The depth is a plain int apart from the state:
@@ -122,6 +129,33 @@ ncclResult_t launchOps(const std::vector<CollArgs>& ops) {
   return first;
 }
 
+// The group's calls of several steps: per communicator in call order, on a thread of its own
+// when there are several communicators (their steps wait for each other's), else on this one.
+// Each step is an operation that records its failure on its communicator (enqueueOp).
+ncclResult_t runAfterOps(const std::vector<AfterOp>& after) {
+  if (after.empty()) return ncclSuccess;
+  std::vector<ncclComm*> comms;
+  std::vector<std::vector<const AfterOp*>> perComm;
+  for (const AfterOp& a : after) {
+    size_t i = 0;
+    while (i < comms.size() && comms[i] != a.like.comm) ++i;
+    if (i == comms.size()) {
+      comms.push_back(a.like.comm);
+      perComm.emplace_back();
+    }
+    perComm[i].push_back(&a);
+  }
+  std::vector<std::function<ncclResult_t()>> work;
+  for (size_t i = 0; i < comms.size(); ++i) {
+    work.push_back([&, i] {
+      CallGuard guard(comms[i]);  // abort and destroy wait for it, as for the operations
+      for (const AfterOp* a : perComm[i]) RINGCC_CHECK(a->work());
+      return ncclSuccess;
+    });
+  }
+  return work.size() == 1 ? work[0]() : runDeferred(work);
+}
+
 }  // namespace
 
 bool groupActive() { return tGroupDepth > 0; }
@@ -137,10 +171,15 @@ ncclResult_t groupEnd() {
   if (--tGroupDepth > 0) return ncclSuccess;
   std::vector<CollArgs> ops;
   std::vector<std::function<ncclResult_t()>> deferred;
+  std::vector<AfterOp> after;
   ops.swap(tGroup.ops);
   deferred.swap(tGroup.deferred);
+  after.swap(tGroup.after);
   RINGCC_CHECK(runDeferred(deferred));
-  return launchOps(ops);
+  // A failed launch leaves its communicators in error, refusing further calls: the calls of
+  // several steps are not started.
+  RINGCC_CHECK(launchOps(ops));
+  return runAfterOps(after);
 }
 
 ncclResult_t groupSimulateEnd(float* estimatedMicros) {
@@ -154,6 +193,8 @@ ncclResult_t groupSimulateEnd(float* estimatedMicros) {
   std::vector<CollArgs> ops;
   ops.swap(tGroup.ops);
   tGroup.deferred.clear();
+  for (AfterOp& a : tGroup.after) ops.push_back(a.like);
+  tGroup.after.clear();
   double total = 0;
   // What the tuner would choose for each operation, and the cost model's time for it: from
   // the engine's own plan context, the settings and link figures its calls are planned with.
@@ -185,6 +226,12 @@ ncclResult_t enqueueDeferred(std::function<ncclResult_t()> work) {
     return ncclSuccess;
   }
   return work();
+}
+
+ncclResult_t enqueueAfterOps(const CollArgs& like, std::function<ncclResult_t()> work) {
+  if (!groupActive()) return work();
+  tGroup.after.push_back({like, std::move(work)});
+  return ncclSuccess;
 }
 
 }  // namespace ringcc

@@ -32,4 +32,11 @@ ncclResult_t enqueueOp(const CollArgs& args);
 // deferred work of the group (communicator init inside a group), or runs it now.
 ncclResult_t enqueueDeferred(std::function<ncclResult_t()> work);
 
+// Queues a call made of several steps of its own (Adasum: src/adasum) on `like.comm`, to run
+// at the outermost ncclGroupEnd after the group's operations completed: each communicator's
+// calls in call order, communicators concurrently (one thread may drive every rank of a
+// clique, and each rank's steps wait for its peers'). Runs it now if no group is open. `like`
+// is what ncclGroupSimulateEnd counts for it (for Adasum, an all-reduce of the same size).
+ncclResult_t enqueueAfterOps(const CollArgs& like, std::function<ncclResult_t()> work);
+
 }  // namespace ringcc

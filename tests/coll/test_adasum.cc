@@ -5,6 +5,7 @@
 // for float16 and bfloat16. 1..9 ranks as threads, 2..5 as forked processes; segments, zero
 // vectors, in and out of place; bad arguments.
 #include <catch2/catch.hpp>
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <random>
@@ -157,18 +158,34 @@ struct Case {
     return "";
   }
 
+  // This rank's buffers: its input, and an output filled with 0xa5 (unused in place).
+  struct Buffers {
+    std::vector<uint8_t> send, recv;
+  };
+  Buffers buffers(int rank) const {
+    return {input[rank], std::vector<uint8_t>(input[rank].size(), 0xa5)};
+  }
+
+  // This rank's call on `b`; `list` is the segment list handed over (default: segs).
+  ncclResult_t call(ncclComm_t comm, Buffers& b, const size_t* list = nullptr) const {
+    const bool several = segs.size() > 1;
+    return ringccAllReduceAdasum(b.send.data(), inPlace ? b.send.data() : b.recv.data(), count(),
+                                 type, several ? (list ? list : segs.data()) : nullptr,
+                                 several ? static_cast<int>(segs.size()) : 0, comm, nullptr);
+  }
+
+  // "" or what is wrong with rank `rank`'s buffers after its call.
+  std::string verify(int rank, const Buffers& b) const {
+    if (!inPlace && b.send != input[rank]) return describe() + ": sendbuff was modified";
+    return check(inPlace ? b.send : b.recv);
+  }
+
   // Runs this rank's call; "" or what went wrong.
   std::string run(ncclComm_t comm, int rank) const {
-    std::vector<uint8_t> send = input[rank];
-    std::vector<uint8_t> recv(send.size(), 0xa5);
-    void* out = inPlace ? send.data() : recv.data();
-    ncclResult_t rc = ringccAllReduceAdasum(send.data(), out, count(), type,
-                                            segs.size() > 1 ? segs.data() : nullptr,
-                                            segs.size() > 1 ? static_cast<int>(segs.size()) : 0,
-                                            comm, nullptr);
+    Buffers b = buffers(rank);
+    ncclResult_t rc = call(comm, b);
     if (rc != ncclSuccess) return describe() + ": " + ncclGetErrorString(rc);
-    if (!inPlace && send != input[rank]) return describe() + ": sendbuff was modified";
-    return check(inPlace ? send : recv);
+    return verify(rank, b);
   }
 };
 
@@ -265,6 +282,108 @@ TEST_CASE("adasum: forked processes over shm, 2..5 ranks", "[adasum_fork]") {
   }
 }
 
+TEST_CASE("adasum: inside a group, one thread driving every rank, beside an all-reduce",
+          "[adasum]") {
+  // Every case of casesFor(n) in one group per rank, after an all-reduce: the calls run at
+  // ncclGroupEnd, each rank's in call order and the ranks concurrently (one thread cannot run
+  // rank 0's steps to the end before rank 1's start). The segment lists are overwritten
+  // before ncclGroupEnd: the call must have kept its own copy.
+  TestEnv env;
+  for (int n : {1, 2, 4, 5}) {
+    std::vector<ncclComm_t> comms(n);
+    REQUIRE(ncclCommInitAll(comms.data(), n, nullptr) == ncclSuccess);
+    const std::vector<Case> cases = casesFor(n);
+    std::vector<std::vector<Case::Buffers>> bufs(cases.size());
+    std::vector<std::vector<std::vector<size_t>>> lists(cases.size());
+    std::vector<std::vector<int>> sums(n, std::vector<int>(100));
+    REQUIRE(ncclGroupStart() == ncclSuccess);
+    for (int r = 0; r < n; ++r) {
+      for (int i = 0; i < 100; ++i) sums[r][i] = r + i;
+      CHECK(ncclAllReduce(sums[r].data(), sums[r].data(), 100, ncclInt32, ncclSum, comms[r],
+                          nullptr) == ncclSuccess);
+    }
+    for (size_t c = 0; c < cases.size(); ++c) {
+      for (int r = 0; r < n; ++r) {
+        bufs[c].push_back(cases[c].buffers(r));
+        lists[c].push_back(cases[c].segs);
+      }
+      for (int r = 0; r < n; ++r)
+        CHECK(cases[c].call(comms[r], bufs[c][r], lists[c][r].data()) == ncclSuccess);
+    }
+    for (auto& perCase : lists)
+      for (auto& list : perCase) std::fill(list.begin(), list.end(), size_t{7});
+    REQUIRE(ncclGroupEnd() == ncclSuccess);
+    for (int r = 0; r < n; ++r) {
+      INFO(n << " ranks, rank " << r);
+      for (int i = 0; i < 100; ++i) CHECK(sums[r][i] == n * i + n * (n - 1) / 2);
+      for (size_t c = 0; c < cases.size(); ++c) CHECK(cases[c].verify(r, bufs[c][r]) == "");
+    }
+    for (ncclComm_t comm : comms) ncclCommDestroy(comm);
+  }
+}
+
+TEST_CASE("adasum: inside a group in forked processes, beside an all-reduce", "[adasum_fork]") {
+  TestEnv env;
+  for (int n : {2, 3}) {
+    const std::vector<Case> cases = {Case(ncclFloat32, n, {5000}, false, 7),
+                                     Case(ncclFloat64, n, {333, 100, 64, 1, 4099}, true, 8)};
+    ncclUniqueId id = newUniqueId();
+    int failed = runProcesses(n, [&](int rank) {
+      ncclComm_t comm = nullptr;
+      if (ncclCommInitRank(&comm, n, id, rank) != ncclSuccess) return 10;
+      Case::Buffers b0 = cases[0].buffers(rank), b1 = cases[1].buffers(rank);
+      std::vector<float> ones(64, 1.0f);
+      int bad = 0;
+      bad += ncclGroupStart() != ncclSuccess;
+      bad += cases[0].call(comm, b0) != ncclSuccess;
+      bad += ncclAllReduce(ones.data(), ones.data(), ones.size(), ncclFloat32, ncclSum, comm,
+                           nullptr) != ncclSuccess;
+      bad += cases[1].call(comm, b1) != ncclSuccess;
+      bad += ncclGroupEnd() != ncclSuccess;
+      for (const std::string& e : {cases[0].verify(rank, b0), cases[1].verify(rank, b1)}) {
+        if (e.empty()) continue;
+        std::fprintf(stderr, "rank %d: %s\n", rank, e.c_str());
+        ++bad;
+      }
+      bad += ones != std::vector<float>(64, static_cast<float>(n));
+      ncclCommDestroy(comm);
+      return bad;
+    });
+    INFO(n << " processes");
+    CHECK(failed == 0);
+  }
+}
+
+TEST_CASE("adasum: ncclGroupSimulateEnd counts it as an all-reduce and runs nothing",
+          "[adasum]") {
+  ncclComm_t comms[2] = {nullptr, nullptr};
+  REQUIRE(ncclCommInitAll(comms, 2, nullptr) == ncclSuccess);
+  const size_t count = 1 << 18;
+  std::vector<std::vector<float>> in(2, std::vector<float>(count)), out(2, std::vector<float>(count, -1.0f));
+  for (int r = 0; r < 2; ++r)
+    for (size_t i = 0; i < count; ++i) in[r][i] = static_cast<float>((i + r) % 7);
+  auto simulate = [&](bool adasum) {
+    ncclSimInfo_t info = NCCL_SIM_INFO_INITIALIZER;
+    REQUIRE(ncclGroupStart() == ncclSuccess);
+    for (int r = 0; r < 2; ++r)
+      REQUIRE((adasum ? ringccAllReduceAdasum(in[r].data(), out[r].data(), count, ncclFloat32,
+                                              nullptr, 0, comms[r], nullptr)
+                      : ncclAllReduce(in[r].data(), out[r].data(), count, ncclFloat32, ncclSum,
+                                      comms[r], nullptr)) == ncclSuccess);
+    REQUIRE(ncclGroupSimulateEnd(&info) == ncclSuccess);
+    return info.estimatedTime;
+  };
+  const float adasum = simulate(true), allReduce = simulate(false);
+  CHECK(adasum > 0);
+  CHECK(adasum == allReduce);
+  for (int r = 0; r < 2; ++r) CHECK(out[r] == std::vector<float>(count, -1.0f));
+  // The dropped calls left nothing queued: a group with nothing in it runs nothing.
+  REQUIRE(ncclGroupStart() == ncclSuccess);
+  REQUIRE(ncclGroupEnd() == ncclSuccess);
+  for (int r = 0; r < 2; ++r) CHECK(out[r] == std::vector<float>(count, -1.0f));
+  for (ncclComm_t c : comms) REQUIRE(ncclCommDestroy(c) == ncclSuccess);
+}
+
 TEST_CASE("adasum: bad arguments get a clear error and leave the communicator usable",
           "[adasum]") {
   std::vector<ncclComm_t> comms(1);
@@ -290,10 +409,10 @@ TEST_CASE("adasum: bad arguments get a clear error and leave the communicator us
   CHECK(log.contains("sendbuff"));
   CHECK(ringccAllReduceAdasum(buf.data(), buf.data(), 10, ncclFloat32, nullptr, 0, nullptr,
                               nullptr) == ncclInvalidArgument);
+  // Inside a group the arguments are checked at the call, as outside.
   REQUIRE(ncclGroupStart() == ncclSuccess);
-  CHECK(ringccAllReduceAdasum(buf.data(), buf.data(), 10, ncclFloat32, nullptr, 0, comm, nullptr) ==
-        ncclInvalidUsage);
-  CHECK(log.contains("inside ncclGroupStart/ncclGroupEnd is not implemented yet"));
+  CHECK(ringccAllReduceAdasum(buf.data(), buf.data(), 10, ncclFloat32, segs, 2, comm, nullptr) ==
+        ncclInvalidArgument);
   REQUIRE(ncclGroupEnd() == ncclSuccess);
   // Still usable: one rank's Adasum is the identity.
   CHECK(ringccAllReduceAdasum(buf.data(), buf.data(), 10, ncclFloat32, nullptr, 0, comm, nullptr) ==
