@@ -37,7 +37,7 @@ RINGCC_INLINE AdasumCoefficients adasumCoefficients(const AdasumDots& d) {
 
 // dots += the products of a[0..n) and b[0..n).
 template <class T>
-RINGCC_LOOP void adasumAccumulate(const T* __restrict__ a, const T* __restrict__ b, size_t n,
+RINGCC_LOOP_WIDE void adasumAccumulate(const T* __restrict__ a, const T* __restrict__ b, size_t n,
                                   AdasumDots* dots) {
   using Traits = DataTypeTraits<T>;
   using Bits = typename Traits::Bits;
@@ -45,8 +45,10 @@ RINGCC_LOOP void adasumAccumulate(const T* __restrict__ a, const T* __restrict__
   const Bits* bb = reinterpret_cast<const Bits*>(b);
   // kLanes partial sums of each product: independent chains of additions (one chain would
   // wait an addition's latency per element), which GCC at -O2 turns into two-double vector
-  // instructions (6 instructions per float element, counted by callgrind; 8 lanes spill
-  // registers and take 12). The order is fixed, so the result is the same on every run.
+  // instructions in the baseline build (6 instructions per float element, counted by
+  // callgrind; 8 lanes spill registers and take 12) and four-double ones with FMA in the
+  // x86-64-v3 build (RINGCC_LOOP_WIDE). The order is fixed, so the result is the same on every
+  // run of one build.
   constexpr size_t kLanes = 4;
   double sab[kLanes] = {}, saa[kLanes] = {}, sbb[kLanes] = {};
   size_t i = 0;
@@ -79,7 +81,7 @@ constexpr size_t kAdasumCombineBlock = 8;
 // whose trip count is a multiple of the vector length, and n is not known): 6 instructions
 // per float element against 12 for the plain loop (callgrind).
 template <class T>
-RINGCC_LOOP void adasumCombine(T* out, const T* a, const T* b, size_t n,
+RINGCC_LOOP_WIDE void adasumCombine(T* out, const T* a, const T* b, size_t n,
                                AdasumCoefficients c) {
   using Traits = DataTypeTraits<T>;
   using Bits = typename Traits::Bits;

@@ -20,6 +20,18 @@
 #define RINGCC_NOINLINE __attribute__((noinline))
 #endif
 
+// A host loop bound by arithmetic rather than by memory (Adasum's products and combination in
+// double: kernels/adasum.h): as RINGCC_LOOP, built twice on x86-64, for the baseline (SSE2,
+// two doubles per instruction) and for x86-64-v3 (AVX2 and FMA, four), and the loader picks
+// the one the CPU runs (GCC's target_clones, an ifunc). Elsewhere, and on the device, a plain
+// RINGCC_LOOP.
+#if !defined(__CUDACC__) && defined(__x86_64__) && defined(__GNUC__)
+#define RINGCC_LOOP_WIDE \
+  inline __attribute__((noinline, target_clones("arch=x86-64-v3", "default")))
+#else
+#define RINGCC_LOOP_WIDE RINGCC_LOOP
+#endif
+
 // A loop of a compile-time trip count, unrolled so that its loads can all be in flight.
 #if defined(__CUDACC__)
 #define RINGCC_UNROLL _Pragma("unroll")
