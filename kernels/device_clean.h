@@ -24,9 +24,10 @@
 // double: kernels/adasum.h): as RINGCC_LOOP, built twice on x86-64, for the baseline (SSE2,
 // two doubles per instruction) and for x86-64-v3 (AVX2 and FMA, four), and the loader picks
 // the one the CPU runs (GCC's target_clones, an ifunc). Elsewhere, and on the device, a plain
-// RINGCC_LOOP. Not under ThreadSanitizer: the ifunc's resolver runs while the loader relocates,
-// before TSan's runtime is up, and its instrumented entry crashes the process.
-#if !defined(__CUDACC__) && defined(__x86_64__) && defined(__GNUC__) && \
+// RINGCC_LOOP. GCC only: clang 14 (the fuzz build) refuses target_clones beside noinline and
+// on templates. Not under ThreadSanitizer: the ifunc's resolver runs while the loader
+// relocates, before TSan's runtime is up, and its instrumented entry crashes the process.
+#if !defined(__CUDACC__) && defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && \
     !defined(__SANITIZE_THREAD__)
 #define RINGCC_LOOP_WIDE \
   inline __attribute__((noinline, target_clones("arch=x86-64-v3", "default")))
