@@ -38,7 +38,7 @@ RINGCC_INLINE AdasumCoefficients adasumCoefficients(const AdasumDots& d) {
 // dots += the products of a[0..n) and b[0..n).
 template <class T>
 RINGCC_LOOP_WIDE void adasumAccumulate(const T* __restrict__ a, const T* __restrict__ b, size_t n,
-                                  AdasumDots* dots) {
+                                       AdasumDots* dots) {
   using Traits = DataTypeTraits<T>;
   using Bits = typename Traits::Bits;
   const Bits* ab = reinterpret_cast<const Bits*>(a);
@@ -82,7 +82,7 @@ constexpr size_t kAdasumCombineBlock = 8;
 // per float element against 12 for the plain loop (callgrind).
 template <class T>
 RINGCC_LOOP_WIDE void adasumCombine(T* out, const T* a, const T* b, size_t n,
-                               AdasumCoefficients c) {
+                                    AdasumCoefficients c) {
   using Traits = DataTypeTraits<T>;
   using Bits = typename Traits::Bits;
   using Compute = typename Traits::Compute;
