@@ -59,18 +59,24 @@ ncclResult_t runDeferred(std::vector<std::function<ncclResult_t()>>& work) {
 
 // Submits every communicator's operations, then waits for all of them, so operations on
 // different communicators progress together.
+// Index of `comm` in `comms`, appending it (and an empty list to `perComm`) when new: items
+// grouped by communicator in first-seen order, each list in call order.
+template <class Item>
+size_t commIndex(ncclComm* comm, std::vector<ncclComm*>* comms,
+                 std::vector<std::vector<Item>>* perComm) {
+  size_t i = 0;
+  while (i < comms->size() && (*comms)[i] != comm) ++i;
+  if (i == comms->size()) {
+    comms->push_back(comm);
+    perComm->emplace_back();
+  }
+  return i;
+}
+
 ncclResult_t launchOps(const std::vector<CollArgs>& ops) {
   std::vector<ncclComm*> comms;
   std::vector<std::vector<CollArgs>> perComm;
-  for (const CollArgs& op : ops) {
-    size_t i = 0;
-    while (i < comms.size() && comms[i] != op.comm) ++i;
-    if (i == comms.size()) {
-      comms.push_back(op.comm);
-      perComm.emplace_back();
-    }
-    perComm[i].push_back(op);
-  }
+  for (const CollArgs& op : ops) perComm[commIndex(op.comm, &comms, &perComm)].push_back(op);
   // Abort and destroy wait for these guards, so the engines outlive the launch.
   std::vector<std::unique_ptr<CallGuard>> guards;
   for (ncclComm* comm : comms) guards.push_back(std::make_unique<CallGuard>(comm));
@@ -136,15 +142,7 @@ ncclResult_t runAfterOps(const std::vector<AfterOp>& after) {
   if (after.empty()) return ncclSuccess;
   std::vector<ncclComm*> comms;
   std::vector<std::vector<const AfterOp*>> perComm;
-  for (const AfterOp& a : after) {
-    size_t i = 0;
-    while (i < comms.size() && comms[i] != a.like.comm) ++i;
-    if (i == comms.size()) {
-      comms.push_back(a.like.comm);
-      perComm.emplace_back();
-    }
-    perComm[i].push_back(&a);
-  }
+  for (const AfterOp& a : after) perComm[commIndex(a.like.comm, &comms, &perComm)].push_back(&a);
   std::vector<std::function<ncclResult_t()>> work;
   for (size_t i = 0; i < comms.size(); ++i) {
     work.push_back([&, i] {
