@@ -105,4 +105,38 @@ RINGCC_LOOP_WIDE void adasumCombine(T* out, const T* a, const T* b, size_t n,
   }
 }
 
+// The forms a thread of a CUDA block runs: elements first, first + stride, ... of [0, n), so
+// that neighbouring threads read neighbouring elements. Same arithmetic per element.
+template <class T>
+RINGCC_INLINE void adasumAccumulateStrided(const T* a, const T* b, size_t n, size_t first,
+                                           size_t stride, AdasumDots* dots) {
+  using Traits = DataTypeTraits<T>;
+  using Bits = typename Traits::Bits;
+  const Bits* ab = reinterpret_cast<const Bits*>(a);
+  const Bits* bb = reinterpret_cast<const Bits*>(b);
+  for (size_t i = first; i < n; i += stride) {
+    double x = static_cast<double>(Traits::load(ab[i]));
+    double y = static_cast<double>(Traits::load(bb[i]));
+    dots->ab += x * y;
+    dots->aa += x * x;
+    dots->bb += y * y;
+  }
+}
+
+template <class T>
+RINGCC_INLINE void adasumCombineStrided(T* out, const T* a, const T* b, size_t n, size_t first,
+                                        size_t stride, AdasumCoefficients c) {
+  using Traits = DataTypeTraits<T>;
+  using Bits = typename Traits::Bits;
+  using Compute = typename Traits::Compute;
+  const Bits* ab = reinterpret_cast<const Bits*>(a);
+  const Bits* bb = reinterpret_cast<const Bits*>(b);
+  Bits* ob = reinterpret_cast<Bits*>(out);
+  for (size_t i = first; i < n; i += stride) {
+    double v = c.a * static_cast<double>(Traits::load(ab[i])) +
+               c.b * static_cast<double>(Traits::load(bb[i]));
+    ob[i] = Traits::store(static_cast<Compute>(v));
+  }
+}
+
 }  // namespace ringcc

@@ -13,6 +13,8 @@
 //   ldVolatile32 / stVolatile32   a counter, a flag, a status word
 //   fenceGpu / fenceSystem        order this thread's earlier accesses before its later ones,
 //                                 as seen from the GPU / from the host and other GPUs too
+//   atomicAddF64                  *p += v as one atomic step (Adasum's products, summed by
+//                                 the blocks of a launch: kernels/adasum_tasks.h)
 #pragma once
 
 #include <stdint.h>
@@ -103,6 +105,24 @@ RINGCC_INLINE void fenceSystem() {
   __threadfence_system();
 #else
   __atomic_thread_fence(__ATOMIC_SEQ_CST);
+#endif
+}
+
+RINGCC_INLINE void atomicAddF64(double* p, double v) {
+#if defined(__CUDA_ARCH__)
+  atomicAdd(p, v);
+#else
+  uint64_t seen = __atomic_load_n(reinterpret_cast<uint64_t*>(p), __ATOMIC_RELAXED);
+  for (;;) {
+    double now;
+    __builtin_memcpy(&now, &seen, sizeof now);
+    now += v;
+    uint64_t next;
+    __builtin_memcpy(&next, &now, sizeof next);
+    if (__atomic_compare_exchange_n(reinterpret_cast<uint64_t*>(p), &seen, next, true,
+                                    __ATOMIC_RELAXED, __ATOMIC_RELAXED))
+      return;
+  }
 #endif
 }
 

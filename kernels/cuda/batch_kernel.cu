@@ -54,3 +54,6 @@ extern "C" __global__ void __launch_bounds__(kLaunchThreads)
 }
 
 }  // namespace ringcc
+
+// The module's other kernel (Adasum's local steps).
+#include "kernels/cuda/adasum_kernel.cuh"

@@ -17,16 +17,23 @@
 // Every rank sends about 2 * count elements in all, as a ring all-reduce does. The last
 // phase runs on the ring's connections and pipeline, whose slots are 4 times the p2p ones,
 // in one call instead of log2(p) (what it measured: docs/benchmarks.md, "Adasum: strided
-// pieces"). Products are summed pairwise and
-// x + y == y + x, so every rank of a block gets the same bits: the coefficients of one vector
-// pair are the same everywhere.
+// pieces"). The products of a level are summed over the ranks of a block from one all-gather of
+// every rank's products, each rank summing the block's rows in rank order, so every rank of a
+// block gets the same bits: the coefficients of one vector pair are the same everywhere.
+//
+// The local steps (copies, products, coefficients, the combination) are the executor's
+// (local_steps.h): done on the calling thread for a host communicator, queued on the stream
+// for a CUDA one, where the collectives are kernels queued on the same stream; so on a GPU the
+// whole schedule is one fixed sequence of work on the stream, as any collective's.
 #include "src/adasum/adasum.h"
 
 #include <algorithm>
 #include <vector>
 
 #include "kernels/adasum.h"
+#include "kernels/adasum_tasks.h"
 #include "kernels/dtypes.h"
+#include "src/adasum/local_steps.h"
 #include "src/base/error.h"
 #include "src/core/comm.h"
 #include "src/exec/group.h"
@@ -36,7 +43,7 @@ namespace ringcc {
 namespace {
 
 CollArgs collArgs(Coll kind, const void* send, void* recv, size_t count, ncclDataType_t type,
-                  int root, ncclComm* comm) {
+                  int root, ncclComm* comm, cudaStream_t stream) {
   CollArgs a;
   a.kind = kind;
   a.sendbuff = send;
@@ -46,6 +53,7 @@ CollArgs collArgs(Coll kind, const void* send, void* recv, size_t count, ncclDat
   a.redOp = makeRedOp(ncclSum, type, comm->nranks);
   a.root = root;
   a.comm = comm;
+  a.stream = stream;
   return a;
 }
 
@@ -54,22 +62,6 @@ struct Span {
   void* buf;
   size_t count;
 };
-
-// One group of sends to and receives from `peer`; empty ones are left out (both ranks of a
-// pair agree on the counts, so the two sides match).
-ncclResult_t exchange(ncclComm* comm, ncclDataType_t type, int peer, const std::vector<Span>& sends,
-                      const std::vector<Span>& recvs) {
-  RINGCC_CHECK(groupStart());
-  ncclResult_t rc = ncclSuccess;
-  for (const Span& s : sends)
-    if (rc == ncclSuccess && s.count > 0)
-      rc = enqueueOp(collArgs(Coll::Send, s.buf, nullptr, s.count, type, peer, comm));
-  for (const Span& r : recvs)
-    if (rc == ncclSuccess && r.count > 0)
-      rc = enqueueOp(collArgs(Coll::Recv, nullptr, r.buf, r.count, type, peer, comm));
-  ncclResult_t end = groupEnd();
-  return rc != ncclSuccess ? rc : end;
-}
 
 // The caller's segments as element offsets: segment k is [start[k], start[k + 1]).
 class Segments {
@@ -111,6 +103,32 @@ struct Pieces {
   size_t size(int j) const { return hi(j) - lo(j); }
 };
 
+int largestPowerOfTwo(int n) {
+  int p = 1;
+  while (p * 2 <= n) p *= 2;
+  return p;
+}
+
+size_t alignUp(size_t bytes) { return (bytes + 255) & ~size_t{255}; }
+
+// Where the parts of the workspace lie, in bytes from its start: the elements received (at most
+// half the pieces, the last with the left-over; on a host of an extra rank a whole vector),
+// this rank's products per segment, the table of every rank's products, the coefficients.
+struct Layout {
+  Layout(int n, int rank, size_t count, size_t elementSize, size_t segments) {
+    const int p = largestPowerOfTwo(n);
+    const size_t c = count / p;
+    const size_t elems = rank < n - p ? count
+                         : rank >= p  ? 0
+                                      : count - static_cast<size_t>(p / 2) * c;
+    dots = alignUp(elems * elementSize);
+    table = alignUp(dots + segments * sizeof(AdasumDots));
+    coefficients = alignUp(table + static_cast<size_t>(n) * segments * sizeof(AdasumDots));
+    total = coefficients + segments * sizeof(AdasumCoefficients);
+  }
+  size_t dots, table, coefficients, total;
+};
+
 // The pieces rank `rank` keeps at level d: those it held (j = rank mod d) whose bit d is its
 // own, in increasing order; `other` gives the ones its partner keeps.
 std::vector<int> keptPieces(int p, int rank, int d, bool other) {
@@ -120,190 +138,238 @@ std::vector<int> keptPieces(int p, int rank, int d, bool other) {
   return out;
 }
 
-// Sums `dots` over the 2d ranks of this rank's block (ranks agreeing above bit d).
-ncclResult_t sumOverBlock(ncclComm* comm, int rank, int d, std::vector<AdasumDots>* dots) {
-  static_assert(sizeof(AdasumDots) == 3 * sizeof(double), "sent as doubles");
-  std::vector<AdasumDots> theirs(dots->size());
-  for (int m = 1; m <= d; m <<= 1) {
-    RINGCC_CHECK(exchange(comm, ncclFloat64, rank ^ m, {{dots->data(), 3 * dots->size()}},
-                          {{theirs.data(), 3 * theirs.size()}}));
-    for (size_t k = 0; k < dots->size(); ++k) {
-      (*dots)[k].ab += theirs[k].ab;
-      (*dots)[k].aa += theirs[k].aa;
-      (*dots)[k].bb += theirs[k].bb;
-    }
-  }
-  return ncclSuccess;
-}
-
-// Elements [first, ...) of a vector, stored from `base`: the user's buffer holds all of it
-// (first 0), a received piece starts at the piece's first element.
-template <class T>
-struct Part {
-  T* base;
-  size_t first;
-  T* at(size_t i) const { return base + (i - first); }
-};
-
-// dots[k] += the products of a and b over segment k's part inside [lo, hi).
-template <class T>
-void accumulateRange(const Segments& segs, std::vector<AdasumDots>* dots, Part<const T> a,
-                     Part<const T> b, size_t lo, size_t hi) {
-  segs.forEachIn(lo, hi, [&](size_t k, size_t s, size_t e) {
-    adasumAccumulate(a.at(s), b.at(s), e - s, &(*dots)[k]);
-  });
-}
-
-// out[lo, hi) = the combination of a and b, segment by segment, with products already summed
-// over the whole vectors in `dots`.
-template <class T>
-void combineRange(const Segments& segs, const std::vector<AdasumDots>& dots, Part<T> out,
-                  Part<const T> a, Part<const T> b, size_t lo, size_t hi) {
-  segs.forEachIn(lo, hi, [&](size_t k, size_t s, size_t e) {
-    adasumCombine(out.at(s), a.at(s), b.at(s), e - s, adasumCoefficients(dots[k]));
-  });
-}
-
-// A range this rank keeps at a level of the halving phase, and where the partner's copy of
-// it arrived.
-template <class T>
+// Elements [lo, hi) this rank combines, and where the partner's copy of them lies (its
+// element lo).
 struct Kept {
   size_t lo, hi;
-  const T* theirs;  // element lo of the partner's copy
+  char* theirs;
 };
 
-// The exchange of one level with rank ^ d over send/recv: the m-th kept piece arrives at
-// scratch + m c.
-template <class T>
-ncclResult_t exchangePairwise(T* work, T* scratch, const Pieces& pc, ncclDataType_t type,
-                              int rank, int d, ncclComm* comm, std::vector<Kept<T>>* kept) {
-  const std::vector<int> keep = keptPieces(pc.p, rank, d, false);
-  std::vector<Span> sends, recvs;
-  for (int j : keptPieces(pc.p, rank, d, true)) sends.push_back({work + pc.lo(j), pc.size(j)});
-  for (size_t m = 0; m < keep.size(); ++m) {
-    recvs.push_back({scratch + m * pc.c, pc.size(keep[m])});
-    kept->push_back({pc.lo(keep[m]), pc.hi(keep[m]), scratch + m * pc.c});
+// One call of the schedule on one rank.
+class Schedule {
+ public:
+  Schedule(char* work, size_t count, ncclDataType_t type, const Segments& segs, ncclComm* comm,
+           cudaStream_t stream, AdasumLocal* local)
+      : work_(work),
+        type_(type),
+        es_(dataTypeSize(type)),
+        segs_(segs),
+        comm_(comm),
+        stream_(stream),
+        local_(local),
+        n_(comm->nranks),
+        rank_(comm->rank),
+        p_(largestPowerOfTwo(comm->nranks)),
+        pc_{p_, count, count / p_},
+        layout_(n_, rank_, count, es_, segs.size()) {
+    char* ws = local->workspace();
+    scratch_ = ws;
+    dots_ = ws + layout_.dots;
+    table_ = ws + layout_.table;
+    coefficients_ = ws + layout_.coefficients;
   }
-  return exchange(comm, type, rank ^ d, sends, recvs);
+
+  ncclResult_t run();
+
+ private:
+  char* at(size_t element) const { return work_ + element * es_; }
+  size_t dotsBytes() const { return segs_.size() * sizeof(AdasumDots); }
+  ncclResult_t exchange(int peer, const std::vector<Span>& sends, const std::vector<Span>& recvs);
+  ncclResult_t exchangeLevel(int d, std::vector<Kept>* kept);
+  ncclResult_t gatherDots();
+  ncclResult_t overRanges(uint32_t step, const std::vector<Kept>& kept, bool lower);
+  ncclResult_t coefficients(const char* rows, uint32_t first, uint32_t count);
+  ncclResult_t combinePair(const std::vector<Kept>& kept, bool lower, int d);
+  ncclResult_t ringGather();
+  ncclResult_t pairwiseGather();
+
+  char* const work_;
+  const ncclDataType_t type_;
+  const size_t es_;
+  const Segments& segs_;
+  ncclComm* const comm_;
+  const cudaStream_t stream_;
+  AdasumLocal* const local_;
+  const int n_, rank_, p_;
+  const Pieces pc_;
+  const Layout layout_;
+  char* scratch_;
+  char* dots_;
+  char* table_;
+  char* coefficients_;
+};
+
+// One group of sends to and receives from `peer`; empty ones are left out (both ranks of a
+// pair agree on the counts, so the two sides match).
+ncclResult_t Schedule::exchange(int peer, const std::vector<Span>& sends,
+                                const std::vector<Span>& recvs) {
+  RINGCC_CHECK(groupStart());
+  ncclResult_t rc = ncclSuccess;
+  for (const Span& s : sends)
+    if (rc == ncclSuccess && s.count > 0)
+      rc = enqueueOp(collArgs(Coll::Send, s.buf, nullptr, s.count, type_, peer, comm_, stream_));
+  for (const Span& r : recvs)
+    if (rc == ncclSuccess && r.count > 0)
+      rc = enqueueOp(collArgs(Coll::Recv, nullptr, r.buf, r.count, type_, peer, comm_, stream_));
+  ncclResult_t end = groupEnd();
+  return rc != ncclSuccess ? rc : end;
 }
 
-// The rest of a level, on the ranges this rank keeps: products, their sum over the block,
-// the combination in place.
-template <class T>
-ncclResult_t combineKept(T* work, const std::vector<Kept<T>>& kept, const Segments& segs,
-                         int rank, int d, ncclComm* comm) {
-  const bool lower = (rank & d) == 0;  // holds v_s; the partner v_{s+d}
-  std::vector<AdasumDots> dots(segs.size());
-  auto parts = [&](const Kept<T>& k, Part<const T>* a, Part<const T>* b) {
-    const Part<const T> own{work, 0}, theirs{k.theirs, k.lo};
-    *a = lower ? own : theirs;
-    *b = lower ? theirs : own;
-  };
-  for (const Kept<T>& k : kept) {
-    Part<const T> a, b;
-    parts(k, &a, &b);
-    accumulateRange(segs, &dots, a, b, k.lo, k.hi);
+// The exchange of one level with rank ^ d: the m-th kept piece arrives at scratch + m c.
+ncclResult_t Schedule::exchangeLevel(int d, std::vector<Kept>* kept) {
+  const std::vector<int> keep = keptPieces(p_, rank_, d, false);
+  std::vector<Span> sends, recvs;
+  for (int j : keptPieces(p_, rank_, d, true)) sends.push_back({at(pc_.lo(j)), pc_.size(j)});
+  for (size_t m = 0; m < keep.size(); ++m) {
+    char* theirs = scratch_ + m * pc_.c * es_;
+    recvs.push_back({theirs, pc_.size(keep[m])});
+    kept->push_back({pc_.lo(keep[m]), pc_.hi(keep[m]), theirs});
   }
-  RINGCC_CHECK(sumOverBlock(comm, rank, d, &dots));
-  for (const Kept<T>& k : kept) {
-    Part<const T> a, b;
-    parts(k, &a, &b);
-    combineRange(segs, dots, Part<T>{work, 0}, a, b, k.lo, k.hi);
+  return exchange(rank_ ^ d, sends, recvs);
+}
+
+// Every rank's products into the table, row r rank r's (extra ranks send zeros, never summed).
+ncclResult_t Schedule::gatherDots() {
+  const size_t doubles = 3 * segs_.size();
+  RINGCC_CHECK(groupStart());
+  ncclResult_t rc = enqueueOp(
+      collArgs(Coll::AllGather, dots_, table_, doubles, ncclFloat64, 0, comm_, stream_));
+  ncclResult_t end = groupEnd();
+  return rc != ncclSuccess ? rc : end;
+}
+
+// The products (into dots_) or the combination (in place, with coefficients_) over the kept
+// ranges, a segment's part of a range per task. `lower`: this rank holds v_s, the partner's
+// copy is v_{s+d}.
+ncclResult_t Schedule::overRanges(uint32_t step, const std::vector<Kept>& kept, bool lower) {
+  AdasumArgs args;
+  args.step = step;
+  args.datatype = static_cast<uint32_t>(type_);
+  args.dots = reinterpret_cast<uint64_t>(dots_);
+  args.coefficients = reinterpret_cast<uint64_t>(coefficients_);
+  ncclResult_t rc = ncclSuccess;
+  for (const Kept& k : kept)
+    segs_.forEachIn(k.lo, k.hi, [&](size_t seg, size_t b, size_t e) {
+      if (rc != ncclSuccess) return;
+      if (args.ntasks == kAdasumMaxTasks) {
+        rc = local_->run(args);
+        args.ntasks = 0;
+      }
+      const auto own = reinterpret_cast<uint64_t>(at(b));
+      const auto theirs = reinterpret_cast<uint64_t>(k.theirs + (b - k.lo) * es_);
+      AdasumTask& t = args.tasks[args.ntasks++];
+      t.a = lower ? own : theirs;
+      t.b = lower ? theirs : own;
+      t.out = own;
+      t.n = e - b;
+      t.segment = static_cast<uint32_t>(seg);
+    });
+  if (rc == ncclSuccess && args.ntasks > 0) rc = local_->run(args);
+  return rc;
+}
+
+// coefficients_ from rows [first, first + count) of `rows` (a table of products per segment).
+ncclResult_t Schedule::coefficients(const char* rows, uint32_t first, uint32_t count) {
+  AdasumArgs args;
+  args.step = kAdasumCoefficients;
+  args.segments = static_cast<uint32_t>(segs_.size());
+  args.firstRow = first;
+  args.rows = count;
+  args.dots = reinterpret_cast<uint64_t>(rows);
+  args.coefficients = reinterpret_cast<uint64_t>(coefficients_);
+  return local_->run(args);
+}
+
+// Products, their sum (over the 2d ranks of this rank's block; d == 0: this rank's alone),
+// coefficients, the combination in place.
+ncclResult_t Schedule::combinePair(const std::vector<Kept>& kept, bool lower, int d) {
+  RINGCC_CHECK(local_->zero(dots_, dotsBytes()));
+  RINGCC_CHECK(overRanges(kAdasumProducts, kept, lower));
+  if (d == 0) {
+    RINGCC_CHECK(coefficients(dots_, 0, 1));
+  } else {
+    RINGCC_CHECK(gatherDots());
+    const int block = 2 * d;
+    RINGCC_CHECK(coefficients(table_, static_cast<uint32_t>(rank_ & ~(block - 1)),
+                              static_cast<uint32_t>(block)));
   }
-  return ncclSuccess;
+  return overRanges(kAdasumCombine, kept, lower);
 }
 
 // Phase 3 with n == p: rank r's piece r to every rank, over the ring.
-template <class T>
-ncclResult_t ringGather(T* work, const Pieces& pc, ncclDataType_t type, int rank,
-                        ncclComm* comm) {
+ncclResult_t Schedule::ringGather() {
   RINGCC_CHECK(groupStart());
   ncclResult_t rc = ncclSuccess;
-  if (pc.c > 0)
-    rc = enqueueOp(collArgs(Coll::AllGather, work + pc.lo(rank), work, pc.c, type, 0, comm));
-  const size_t tail = pc.count - static_cast<size_t>(pc.p) * pc.c;
+  if (pc_.c > 0)
+    rc = enqueueOp(collArgs(Coll::AllGather, at(pc_.lo(rank_)), work_, pc_.c, type_, 0, comm_,
+                            stream_));
+  const size_t tail = pc_.count - static_cast<size_t>(p_) * pc_.c;
   if (rc == ncclSuccess && tail > 0)
-    rc = enqueueOp(collArgs(Coll::Broadcast, work + pc.count - tail, work + pc.count - tail,
-                            tail, type, pc.p - 1, comm));
+    rc = enqueueOp(collArgs(Coll::Broadcast, at(pc_.count - tail), at(pc_.count - tail), tail,
+                            type_, p_ - 1, comm_, stream_));
   ncclResult_t end = groupEnd();
   return rc != ncclSuccess ? rc : end;
 }
 
 // Phase 3 otherwise: the pieces travel back pairwise, the last level's first.
-template <class T>
-ncclResult_t pairwiseGather(T* work, const Pieces& pc, ncclDataType_t type, int rank,
-                            ncclComm* comm) {
-  for (int d = pc.p / 2; d >= 1; d >>= 1) {
+ncclResult_t Schedule::pairwiseGather() {
+  for (int d = p_ / 2; d >= 1; d >>= 1) {
     std::vector<Span> sends, recvs;
-    for (int j : keptPieces(pc.p, rank, d, false)) sends.push_back({work + pc.lo(j), pc.size(j)});
-    for (int j : keptPieces(pc.p, rank, d, true)) recvs.push_back({work + pc.lo(j), pc.size(j)});
-    RINGCC_CHECK(exchange(comm, type, rank ^ d, sends, recvs));
+    for (int j : keptPieces(p_, rank_, d, false)) sends.push_back({at(pc_.lo(j)), pc_.size(j)});
+    for (int j : keptPieces(p_, rank_, d, true)) recvs.push_back({at(pc_.lo(j)), pc_.size(j)});
+    RINGCC_CHECK(exchange(rank_ ^ d, sends, recvs));
   }
   return ncclSuccess;
 }
 
-template <class T>
-ncclResult_t runAdasum(T* work, size_t count, ncclDataType_t type, const Segments& segs,
-                       ncclComm* comm) {
-  const int n = comm->nranks, rank = comm->rank;
-  int p = 1;
-  while (p * 2 <= n) p *= 2;
-  const bool extra = rank >= p;    // hands its vector to rank - p
-  const bool host = rank < n - p;  // combines rank + p's vector first
-  const Pieces pc{p, count, count / p};
-  // Received pieces (at most half of them, the last with the left-over) and, on a host of an
-  // extra rank, a whole vector.
-  const size_t scratchElems = host ? count : count - static_cast<size_t>(p / 2) * pc.c;
-  if (comm->hostScratch.size() < scratchElems * sizeof(T))
-    comm->hostScratch.resize(scratchElems * sizeof(T));
-  T* const scratch = reinterpret_cast<T*>(comm->hostScratch.data());
-
+ncclResult_t Schedule::run() {
+  const bool extra = rank_ >= p_;      // hands its vector to rank - p
+  const bool host = rank_ < n_ - p_;   // combines rank + p's vector first
   if (extra) {
-    RINGCC_CHECK(exchange(comm, type, rank - p, {{work, count}}, {}));
-    return exchange(comm, type, rank - p, {}, {{work, count}});
+    // Its part in every level's gather of products is a row of zeros nobody sums.
+    RINGCC_CHECK(exchange(rank_ - p_, {{work_, pc_.count}}, {}));
+    RINGCC_CHECK(local_->zero(dots_, dotsBytes()));
+    for (int d = 1; d < p_; d <<= 1) RINGCC_CHECK(gatherDots());
+    return exchange(rank_ - p_, {}, {{work_, pc_.count}});
   }
   if (host) {
-    RINGCC_CHECK(exchange(comm, type, rank + p, {}, {{scratch, count}}));
-    const Part<const T> a{work, 0}, b{scratch, 0};
-    std::vector<AdasumDots> dots(segs.size());
-    accumulateRange(segs, &dots, a, b, 0, count);
-    combineRange(segs, dots, Part<T>{work, 0}, a, b, 0, count);
+    RINGCC_CHECK(exchange(rank_ + p_, {}, {{scratch_, pc_.count}}));
+    RINGCC_CHECK(combinePair({{0, pc_.count, scratch_}}, /*lower=*/true, /*d=*/0));
   }
-  for (int d = 1; d < p; d <<= 1) {
-    std::vector<Kept<T>> kept;
-    RINGCC_CHECK(exchangePairwise(work, scratch, pc, type, rank, d, comm, &kept));
-    RINGCC_CHECK(combineKept(work, kept, segs, rank, d, comm));
+  for (int d = 1; d < p_; d <<= 1) {
+    std::vector<Kept> kept;
+    RINGCC_CHECK(exchangeLevel(d, &kept));
+    RINGCC_CHECK(combinePair(kept, (rank_ & d) == 0, d));
   }
-  if (n == p) return ringGather(work, pc, type, rank, comm);
-  RINGCC_CHECK(pairwiseGather(work, pc, type, rank, comm));
-  if (host) RINGCC_CHECK(exchange(comm, type, rank + p, {{work, count}}, {}));
+  if (n_ == p_) return ringGather();
+  RINGCC_CHECK(pairwiseGather());
+  if (host) RINGCC_CHECK(exchange(rank_ + p_, {{work_, pc_.count}}, {}));
   return ncclSuccess;
 }
+
+size_t segmentCount(int nsegments) { return nsegments == 0 ? 1 : static_cast<size_t>(nsegments); }
 
 }  // namespace
 
+ncclResult_t reserveAdasum(ncclComm* comm, size_t count, ncclDataType_t datatype, int nsegments) {
+  if (count == 0 || comm->nranks == 1) return ncclSuccess;
+  const Layout layout(comm->nranks, comm->rank, count, dataTypeSize(datatype),
+                      segmentCount(nsegments));
+  return reserveAdasumWorkspace(comm, layout.total);
+}
+
 ncclResult_t adasumAllReduce(const void* sendbuff, void* recvbuff, size_t count,
                              ncclDataType_t datatype, const size_t* segments, int nsegments,
-                             ncclComm* comm) {
+                             ncclComm* comm, cudaStream_t stream) {
   if (count == 0) return ncclSuccess;
-  if (sendbuff != recvbuff) std::copy_n(static_cast<const unsigned char*>(sendbuff),
-                                        count * dataTypeSize(datatype),
-                                        static_cast<unsigned char*>(recvbuff));
+  const std::unique_ptr<AdasumLocal> local = adasumLocal(comm, stream);
+  RINGCC_CHECK(local->copy(recvbuff, sendbuff, count * dataTypeSize(datatype)));
   if (comm->nranks == 1) return ncclSuccess;
+  RINGCC_CHECK(reserveAdasum(comm, count, datatype, segments == nullptr ? 0 : nsegments));
   const Segments segs(segments, nsegments, count);
-  switch (datatype) {
-    case ncclFloat16:
-      return runAdasum(static_cast<Half*>(recvbuff), count, datatype, segs, comm);
-    case ncclBfloat16:
-      return runAdasum(static_cast<BFloat16*>(recvbuff), count, datatype, segs, comm);
-    case ncclFloat32:
-      return runAdasum(static_cast<float*>(recvbuff), count, datatype, segs, comm);
-    case ncclFloat64:
-      return runAdasum(static_cast<double*>(recvbuff), count, datatype, segs, comm);
-    default:
-      return fail(ncclInternalError, "ringccAllReduceAdasum", "datatype %d reached the schedule",
-                  static_cast<int>(datatype));
-  }
+  Schedule schedule(static_cast<char*>(recvbuff), count, datatype, segs, comm, stream,
+                    local.get());
+  return schedule.run();
 }
 
 }  // namespace ringcc

@@ -49,7 +49,7 @@ ncclResult_t checkSegments(const size_t* segments, int nsegments, size_t count,
 
 extern "C" __attribute__((visibility("default"))) ncclResult_t ringccAllReduceAdasum(
     const void* sendbuff, void* recvbuff, size_t count, ncclDataType_t datatype,
-    const size_t* segments, int nsegments, ncclComm_t comm, cudaStream_t /*stream*/) {
+    const size_t* segments, int nsegments, ncclComm_t comm, cudaStream_t stream) {
   const char* where = "ringccAllReduceAdasum";
   ApiGuard guard;
   RINGCC_CHECK(guard.enterReady(comm, where));
@@ -60,9 +60,6 @@ extern "C" __attribute__((visibility("default"))) ncclResult_t ringccAllReduceAd
                 "ncclFloat64",
                 type);
   RINGCC_CHECK(checkSegments(segments, nsegments, count, where));
-  if (comm->memKind == MemoryKind::Cuda)
-    return fail(ncclInvalidUsage, where,
-                "Adasum is not implemented on CUDA communicators yet (host communicators only)");
   size_t bytes;
   if (__builtin_mul_overflow(count, dataTypeSize(datatype), &bytes))
     return fail(ncclInvalidArgument, where, "count %zu overflows the addressable size", count);
@@ -71,8 +68,9 @@ extern "C" __attribute__((visibility("default"))) ncclResult_t ringccAllReduceAd
     RINGCC_CHECK(checkNotNull(recvbuff, "recvbuff", where));
     RINGCC_CHECK(comm->checkedBuffers.check(comm->memKind, sendbuff, recvbuff, where));
   }
+  RINGCC_CHECK(reserveAdasum(comm, count, datatype, segments == nullptr ? 0 : nsegments));
   if (!groupActive())
-    return adasumAllReduce(sendbuff, recvbuff, count, datatype, segments, nsegments, comm);
+    return adasumAllReduce(sendbuff, recvbuff, count, datatype, segments, nsegments, comm, stream);
   // In a group it runs at ncclGroupEnd, after the group's operations; the caller may free
   // its segment list as soon as this returns (as NCCL lets a PreMulSum scalar go).
   std::vector<size_t> segs(segments, segments + nsegments);
@@ -83,6 +81,6 @@ extern "C" __attribute__((visibility("default"))) ncclResult_t ringccAllReduceAd
   like.comm = comm;
   return enqueueAfterOps(like, [=, segs = std::move(segs)] {
     return adasumAllReduce(sendbuff, recvbuff, count, datatype, segs.data(),
-                           static_cast<int>(segs.size()), comm);
+                           static_cast<int>(segs.size()), comm, stream);
   });
 }

@@ -68,6 +68,7 @@ bool resolve(void* lib, CudaDriver* t, std::string* missing) {
   get(t->cuStreamDestroy, "cuStreamDestroy_v2");
   get(t->cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2");
   get(t->cuMemsetD8Async, "cuMemsetD8Async");
+  get(t->cuMemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2");
   get(t->cuEventCreate, "cuEventCreate");
   get(t->cuEventRecord, "cuEventRecord");
   get(t->cuEventSynchronize, "cuEventSynchronize");

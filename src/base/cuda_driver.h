@@ -109,6 +109,8 @@ struct CudaDriver {
   CuResult (*cuStreamDestroy)(CuStream stream) = nullptr;
   CuResult (*cuMemcpyHtoDAsync)(CuDevicePtr dst, const void* src, size_t bytes,
                                 CuStream stream) = nullptr;
+  CuResult (*cuMemcpyDtoDAsync)(CuDevicePtr dst, CuDevicePtr src, size_t bytes,
+                                CuStream stream) = nullptr;
   CuResult (*cuMemsetD8Async)(CuDevicePtr dst, unsigned char value, size_t bytes,
                               CuStream stream) = nullptr;
   CuResult (*cuEventCreate)(CuEvent* event, unsigned flags) = nullptr;

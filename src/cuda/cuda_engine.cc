@@ -90,6 +90,7 @@ CudaEngine::~CudaEngine() {
   peerWatch_.stop();  // (it ran until here: a kernel waiting on a dead peer must stop)
   conns_.closeAll(/*failed=*/comm_->abortFlag.load() || comm_->revoked.load());
   uploads_.reset();
+  freeWorkspaces();
   if (scratch_ != 0) cu_.cuMemFree(scratch_);
   if (mapped_ != nullptr) cu_.cuMemFreeHost(mapped_);
   if (lastEvent_ != nullptr) cu_.cuEventDestroy(lastEvent_);
@@ -104,7 +105,8 @@ ncclResult_t CudaEngine::cudaFailed(CuResult r, const char* what) const {
 
 ncclResult_t CudaEngine::allocate() {
   ContextScope scope(cu_, ctx_);
-  RINGCC_CHECK(batchKernelFunction(cu_, &kernel_));
+  RINGCC_CHECK(kernelFunction(cu_, Kernel::Batch, &kernel_));
+  RINGCC_CHECK(kernelFunction(cu_, Kernel::Adasum, &adasumKernel_));
   CuResult r = cu_.cuEventCreate(&lastEvent_, kCuEventDisableTiming);
   if (r == kCuSuccess) r = cu_.cuEventCreate(&captureEvent_, kCuEventDisableTiming);
   if (r != kCuSuccess) return cudaFailed(r, "cuEventCreate");
@@ -152,7 +154,8 @@ void CudaEngine::abortOps() {
 
 CommEngine::Memory CudaEngine::memory() const {
   Memory m;
-  m.releasable = conns_.mappedBytes() + (uploads_ ? uploads_->deviceBytes() : 0);
+  m.releasable = conns_.mappedBytes() + (uploads_ ? uploads_->deviceBytes() : 0) +
+                 workspaceBytes_;
   m.persistent = kLaunchMaxBlocks * sizeof(ChannelScratch) + kMappedBytes;
   return m;
 }
@@ -187,7 +190,60 @@ ncclResult_t CudaEngine::releaseMemory() {
   views_.clear();
   connectors_.clear();
   uploads_ = std::make_unique<DeviceUploads>(cu_);
+  freeWorkspaces();
   return ncclSuccess;
+}
+
+void CudaEngine::freeWorkspaces() {
+  for (CuDevicePtr p : outgrown_) cu_.cuMemFree(p);
+  outgrown_.clear();
+  if (workspace_ != 0) cu_.cuMemFree(workspace_);
+  workspace_ = 0;
+  workspaceBytes_ = 0;
+}
+
+ncclResult_t CudaEngine::reserveWorkspace(size_t bytes) {
+  if (bytes <= workspaceBytes_) return ncclSuccess;
+  ContextScope scope(cu_, ctx_);
+  // Grown by half again at least, so that a slowly growing size allocates a few times only.
+  const size_t want = std::max(bytes, workspaceBytes_ + workspaceBytes_ / 2);
+  CuDevicePtr p = 0;
+  const CuResult r = cu_.cuMemAlloc(&p, want);
+  if (r != kCuSuccess) return cudaFailed(r, "cuMemAlloc of Adasum's workspace");
+  if (workspace_ != 0) outgrown_.push_back(workspace_);
+  workspace_ = p;
+  workspaceBytes_ = want;
+  return ncclSuccess;
+}
+
+ncclResult_t CudaEngine::launchAdasum(const AdasumArgs& args, CuStream stream) {
+  uint64_t blocks = args.step == kAdasumCoefficients
+                        ? (args.segments + kLaunchThreads - 1) / kLaunchThreads
+                        : adasumItems(args);
+  if (blocks == 0) return ncclSuccess;
+  blocks = std::min<uint64_t>(blocks, kAdasumMaxBlocks);
+  ContextScope scope(cu_, ctx_);
+  void* params[] = {const_cast<AdasumArgs*>(&args)};
+  const CuResult r = cu_.cuLaunchKernel(adasumKernel_, static_cast<unsigned>(blocks), 1, 1,
+                                        kLaunchThreads, 1, 1, 0, stream, params, nullptr);
+  if (r != kCuSuccess) return cudaFailed(r, "cuLaunchKernel(ringccAdasumKernel)");
+  ++launches_;
+  return ncclSuccess;
+}
+
+ncclResult_t CudaEngine::copyAsync(CuDevicePtr dst, CuDevicePtr src, size_t bytes,
+                                   CuStream stream) {
+  if (bytes == 0 || dst == src) return ncclSuccess;
+  ContextScope scope(cu_, ctx_);
+  const CuResult r = cu_.cuMemcpyDtoDAsync(dst, src, bytes, stream);
+  return r == kCuSuccess ? ncclSuccess : cudaFailed(r, "cuMemcpyDtoDAsync");
+}
+
+ncclResult_t CudaEngine::zeroAsync(CuDevicePtr dst, size_t bytes, CuStream stream) {
+  if (bytes == 0) return ncclSuccess;
+  ContextScope scope(cu_, ctx_);
+  const CuResult r = cu_.cuMemsetD8Async(dst, 0, bytes, stream);
+  return r == kCuSuccess ? ncclSuccess : cudaFailed(r, "cuMemsetD8Async");
 }
 
 ncclResult_t CudaEngine::pollAsyncError() {

@@ -48,6 +48,7 @@
 #include <span>
 #include <vector>
 
+#include "kernels/adasum_tasks.h"
 #include "kernels/cuda/batch_args.h"
 #include "src/base/cuda_driver.h"
 #include "src/base/error.h"
@@ -86,6 +87,23 @@ class CudaEngine final : public CommEngine {
 
   size_t launches() const { return launches_; }  // kernels queued so far (tests)
 
+  // Services for composite operations above the engine (Adasum: src/adasum), queued on the
+  // user's stream in this engine's context. Their work on the workspace lies between the
+  // operation's first and last batch, so the ordering of batches across streams (above) orders
+  // it too.
+  //
+  // Makes the workspace at least `bytes` large: called at the API call, before the group that
+  // holds it launches any kernel (cuMemAlloc may wait until no kernel runs on the device). An
+  // outgrown workspace is freed with the engine or at releaseMemory: work queued before may
+  // still use it.
+  ncclResult_t reserveWorkspace(size_t bytes);
+  CuDevicePtr workspace() const { return workspace_; }
+  // One launch of the module's Adasum kernel (kernels/adasum_tasks.h), its grid sized by the
+  // work; nothing is queued for a step without work.
+  ncclResult_t launchAdasum(const AdasumArgs& args, CuStream stream);
+  ncclResult_t copyAsync(CuDevicePtr dst, CuDevicePtr src, size_t bytes, CuStream stream);
+  ncclResult_t zeroAsync(CuDevicePtr dst, size_t bytes, CuStream stream);
+
  private:
   CudaEngine(ncclComm* comm, const CudaDriver& cu, CuContext ctx);
   // Device scratch, the host-mapped flag and status words, the kernel, the ordering events and
@@ -103,6 +121,7 @@ class CudaEngine final : public CommEngine {
   ncclResult_t waitOrdinaryWork();
   ncclResult_t resolveJob(size_t index, const PlanJob& job, JobDeviceRefs* refs);
   ncclResult_t cudaFailed(CuResult r, const char* what) const;
+  void freeWorkspaces();  // once no kernel of ours runs
   // The first stop a block's status word tells, raised (ncclSuccess if none).
   ncclResult_t readStatusWords() const;
 
@@ -129,6 +148,10 @@ class CudaEngine final : public CommEngine {
   size_t uploadsBefore_ = 0;
 
   CuFunction kernel_ = nullptr;
+  CuFunction adasumKernel_ = nullptr;
+  CuDevicePtr workspace_ = 0;  // reserveWorkspace's
+  size_t workspaceBytes_ = 0;
+  std::vector<CuDevicePtr> outgrown_;  // earlier workspaces, freed with the engine
   CuEvent lastEvent_ = nullptr;  // recorded after each ordinary batch (never in a capture)
   CuStream lastStream_ = nullptr;
   bool launched_ = false;           // lastEvent_ was recorded at least once

@@ -30,7 +30,7 @@ const unsigned char* batchKernelImage(size_t* size) {
 
 namespace {
 
-constexpr const char* kKernelName = "ringccBatchKernel";
+constexpr const char* kKernelNames[kKernels] = {"ringccBatchKernel", "ringccAdasumKernel"};
 
 // Which context a module belongs to. With cuCtxGetId the id never repeats in a process; without
 // it (drivers before CUDA 12.0) it is the context's address, which a re-created context may
@@ -45,7 +45,7 @@ struct ModuleKey {
 };
 struct LoadedModule {
   CuModule module = nullptr;
-  CuFunction function = nullptr;
+  CuFunction functions[kKernels] = {};
 };
 
 // "driver 12.4, kernels built with CUDA 13.0 for sm_80, sm_90 and compute_90 PTX", and why
@@ -74,32 +74,41 @@ ncclResult_t loadFailed(const CudaDriver& cu, const char* step, CuResult r) {
               step, cuErrorName(cu, r, name, sizeof name), versions(cu).c_str());
 }
 
-// Loads the module and the function into the current context, eagerly.
-ncclResult_t load(const CudaDriver& cu, const unsigned char* image, LoadedModule* out) {
-  CuResult r = cu.cuModuleLoadData(&out->module, image);
-  if (r != kCuSuccess) return loadFailed(cu, "cuModuleLoadData", r);
-  r = cu.cuModuleGetFunction(&out->function, out->module, kKernelName);
-  if (r != kCuSuccess) return loadFailed(cu, "cuModuleGetFunction(ringccBatchKernel)", r);
+// Loads one function of the module, eagerly, and checks that a block of kLaunchThreads fits.
+ncclResult_t loadFunction(const CudaDriver& cu, CuModule module, const char* name,
+                          CuFunction* out) {
+  CuResult r = cu.cuModuleGetFunction(out, module, name);
+  if (r != kCuSuccess)
+    return loadFailed(cu, (std::string("cuModuleGetFunction(") + name + ")").c_str(), r);
   if (cu.cuFuncLoad) {
-    r = cu.cuFuncLoad(out->function);
+    r = cu.cuFuncLoad(*out);
     if (r != kCuSuccess) return loadFailed(cu, "cuFuncLoad", r);
   }
   // Also loads the function where cuFuncLoad is missing, and says whether a block of
   // kLaunchThreads fits (registers, the GPU's limit).
   int maxThreads = 0;
-  r = cu.cuFuncGetAttribute(&maxThreads, kCuFuncAttributeMaxThreadsPerBlock, out->function);
+  r = cu.cuFuncGetAttribute(&maxThreads, kCuFuncAttributeMaxThreadsPerBlock, *out);
   if (r != kCuSuccess) return loadFailed(cu, "cuFuncGetAttribute", r);
   if (maxThreads < kLaunchThreads)
     return fail(ncclUnhandledCudaError, "cuda",
-                "ringccBatchKernel runs at most %d threads a block on this GPU and is launched "
-                "with %d (%s)",
-                maxThreads, kLaunchThreads, versions(cu).c_str());
+                "%s runs at most %d threads a block on this GPU and is launched with %d (%s)",
+                name, maxThreads, kLaunchThreads, versions(cu).c_str());
+  return ncclSuccess;
+}
+
+// Loads the module and its functions into the current context.
+ncclResult_t load(const CudaDriver& cu, const unsigned char* image, LoadedModule* out) {
+  CuResult r = cu.cuModuleLoadData(&out->module, image);
+  if (r != kCuSuccess) return loadFailed(cu, "cuModuleLoadData", r);
+  for (int k = 0; k < kKernels; ++k)
+    RINGCC_CHECK(loadFunction(cu, out->module, kKernelNames[k], &out->functions[k]));
   return ncclSuccess;
 }
 
 }  // namespace
 
-ncclResult_t batchKernelFunction(const CudaDriver& cu, CuFunction* out) {
+ncclResult_t kernelFunction(const CudaDriver& cu, Kernel which, CuFunction* out) {
+  const int k = static_cast<int>(which);
   size_t size = 0;
   const unsigned char* image = batchKernelImage(&size);
   if (!image || size == 0)
@@ -123,10 +132,10 @@ ncclResult_t batchKernelFunction(const CudaDriver& cu, CuFunction* out) {
   auto it = modules.find(key);
   if (it != modules.end()) {
     CuFunction again = nullptr;
-    if (!key.byAddress || (cu.cuModuleGetFunction(&again, it->second.module, kKernelName) ==
+    if (!key.byAddress || (cu.cuModuleGetFunction(&again, it->second.module, kKernelNames[0]) ==
                                kCuSuccess &&
-                           again == it->second.function)) {
-      *out = it->second.function;
+                           again == it->second.functions[0])) {
+      *out = it->second.functions[k];
       return ncclSuccess;
     }
     modules.erase(it);  // the context at this address is not the one the module was loaded in
@@ -134,7 +143,7 @@ ncclResult_t batchKernelFunction(const CudaDriver& cu, CuFunction* out) {
   LoadedModule loaded;
   RINGCC_CHECK(load(cu, image, &loaded));
   modules[key] = loaded;
-  *out = loaded.function;
+  *out = loaded.functions[k];
   return ncclSuccess;
 }
 

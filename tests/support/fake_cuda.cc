@@ -23,6 +23,7 @@
 #include <utility>
 #include <vector>
 
+#include "kernels/adasum_tasks.h"
 #include "kernels/cuda/batch_block.h"
 #include "src/exec/host_sync.h"
 
@@ -32,6 +33,7 @@ namespace {
 constexpr int kDevices = 4;
 constexpr uintptr_t kContextBase = 0x1000;
 CuFunction const kKernel = reinterpret_cast<CuFunction>(0xf00);
+CuFunction const kAdasumKernel = reinterpret_cast<CuFunction>(0xf10);  // the module's second
 CuModule const kModule = reinterpret_cast<CuModule>(0xe00);
 
 // A capture sequence (FakeCudaScope::beginCapture): what the streams in it queued, in call
@@ -255,18 +257,14 @@ bool capturedEvent(Event* ev) {
   return true;
 }
 
-// The kernel: every block on a thread of its own, as blocks of a launch run side by side.
-void runKernel(const BatchArgs& args, uint32_t blocks, int device) {
+// A kernel: every block on a thread of its own, as blocks of a launch run side by side.
+void runKernel(uint32_t blocks, int device, const std::function<void(uint32_t)>& block) {
   if (device >= 0) {
     std::lock_guard<std::mutex> lock(gState->runMu);
     ++gState->running[device];
   }
   std::vector<std::thread> threads;
-  for (uint32_t b = 0; b < blocks; ++b)
-    threads.emplace_back([&args, b] {
-      HostBlock block{b};
-      runBatchBlock(args, block);
-    });
+  for (uint32_t b = 0; b < blocks; ++b) threads.emplace_back([&block, b] { block(b); });
   for (auto& t : threads) t.join();
   ++gState->kernelsRun;
   if (device >= 0) {
@@ -355,6 +353,10 @@ CudaDriver makeTable() {
     return kCuSuccess;
   };
   d.cuModuleGetFunction = [](CuFunction* fn, CuModule, const char* name) -> CuResult {
+    if (std::strcmp(name, "ringccAdasumKernel") == 0) {
+      *fn = kAdasumKernel;
+      return kCuSuccess;
+    }
     if (std::strcmp(name, "ringccBatchKernel") != 0) return 500;  // CUDA_ERROR_NOT_FOUND
     *fn = kKernel;
     return kCuSuccess;
@@ -371,26 +373,47 @@ CudaDriver makeTable() {
     return kCuSuccess;
   };
   d.cuFuncLoad = [](CuFunction fn) -> CuResult {
-    if (fn != kKernel) return 400;  // CUDA_ERROR_INVALID_HANDLE
+    if (fn != kKernel && fn != kAdasumKernel) return 400;  // CUDA_ERROR_INVALID_HANDLE
     ++gState->functionLoads;
     return kCuSuccess;
   };
   d.cuFuncGetAttribute = [](int* value, int attribute, CuFunction fn) -> CuResult {
-    if (fn != kKernel || attribute != kCuFuncAttributeMaxThreadsPerBlock) return 1;
+    if ((fn != kKernel && fn != kAdasumKernel) || attribute != kCuFuncAttributeMaxThreadsPerBlock)
+      return 1;
     *value = 1024;
     return kCuSuccess;
   };
   d.cuLaunchKernel = [](CuFunction fn, unsigned gx, unsigned gy, unsigned gz, unsigned bx,
                         unsigned by, unsigned bz, unsigned, CuStream stream, void** params,
                         void**) -> CuResult {
+    const int device = tCurrent != nullptr ? deviceOf(tCurrent) : -1;
+    if (fn == kAdasumKernel) {
+      // Adasum's local steps: any grid, one host thread a block.
+      if (gy != 1 || gz != 1 || by != 1 || bz != 1 || bx != kLaunchThreads || gx == 0 ||
+          gx > kAdasumMaxBlocks)
+        return 1;
+      auto args = std::make_shared<AdasumArgs>(*static_cast<const AdasumArgs*>(params[0]));
+      ++gState->kernelsQueued;
+      gState->stream(stream)->push([args, gx, device] {
+        runKernel(gx, device, [&args, gx](uint32_t b) {
+          AdasumSoloBlock block{b, gx};
+          adasumRunBlock(*args, block);
+        });
+      });
+      return kCuSuccess;
+    }
     if (fn != kKernel || gy != 1 || gz != 1 || by != 1 || bz != 1 || bx != kLaunchThreads ||
         gx == 0 || gx > kLaunchMaxBlocks)
       return 1;  // CUDA_ERROR_INVALID_VALUE
     // Parameters are copied at launch, as the driver does.
     auto args = std::make_shared<BatchArgs>(*static_cast<const BatchArgs*>(params[0]));
-    const int device = tCurrent != nullptr ? deviceOf(tCurrent) : -1;
     ++gState->kernelsQueued;
-    gState->stream(stream)->push([args, gx, device] { runKernel(*args, gx, device); });
+    gState->stream(stream)->push([args, gx, device] {
+      runKernel(gx, device, [&args](uint32_t b) {
+        HostBlock block{b};
+        runBatchBlock(*args, block);
+      });
+    });
     return kCuSuccess;
   };
   d.cuMemAlloc = [](CuDevicePtr* p, size_t bytes) -> CuResult {
@@ -564,6 +587,12 @@ CudaDriver makeTable() {
                                                     static_cast<const char*>(src) + bytes);
     gState->stream(s)->push(
         [dst, copy] { std::memcpy(reinterpret_cast<void*>(dst), copy->data(), copy->size()); });
+    return kCuSuccess;
+  };
+  d.cuMemcpyDtoDAsync = [](CuDevicePtr dst, CuDevicePtr src, size_t bytes, CuStream s) {
+    gState->stream(s)->push([=] {
+      std::memmove(reinterpret_cast<void*>(dst), reinterpret_cast<const void*>(src), bytes);
+    });
     return kCuSuccess;
   };
   d.cuMemsetD8Async = [](CuDevicePtr dst, unsigned char v, size_t bytes, CuStream s) {

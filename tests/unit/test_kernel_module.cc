@@ -69,6 +69,10 @@ CudaDriver moduleDriver() {
   d.cuModuleGetFunction = [](CuFunction* fn, CuModule m, const char* name) -> CuResult {
     if (gCountRevalidation) ++gRevalidations;
     if (gDeadModules.count(m)) return 400;  // CUDA_ERROR_INVALID_HANDLE
+    if (std::string(name) == "ringccAdasumKernel") {
+      *fn = reinterpret_cast<CuFunction>(reinterpret_cast<uintptr_t>(functionOf(m)) + 8);
+      return kCuSuccess;
+    }
     if (std::string(name) != "ringccBatchKernel") return 500;
     *fn = functionOf(m);
     return kCuSuccess;
@@ -115,8 +119,12 @@ TEST_CASE("the kernel module is kept per context id, not per context address", "
   REQUIRE(batchKernelFunction(cu, &again) == ncclSuccess);
   CHECK(again == first);
   CHECK(gLoads == 1);
-  CHECK(gFuncLoads == 1);  // loaded eagerly, not at the first launch
-  CHECK(gAttributeQueries == 1);
+  CHECK(gFuncLoads == 2);  // both kernels loaded eagerly, not at the first launch
+  CHECK(gAttributeQueries == 2);
+  CuFunction adasum = nullptr;
+  REQUIRE(kernelFunction(cu, Kernel::Adasum, &adasum) == ncclSuccess);
+  CHECK(adasum != first);
+  CHECK(gLoads == 1);  // the same module
   // The context destroyed and made again (cudaDeviceReset) at the very same address: its old
   // module is gone with it, so the kernel is loaded into the new one.
   gDeadModules.insert(reinterpret_cast<CuModule>(reinterpret_cast<uintptr_t>(first) - 8));
@@ -144,7 +152,7 @@ TEST_CASE("without cuCtxGetId a kept module is checked again before use", "[kern
   gCurrent = reinterpret_cast<CuContext>(0x3000 + 0x10 * static_cast<uintptr_t>(freshId()));
   CuFunction first = nullptr, again = nullptr;
   REQUIRE(batchKernelFunction(cu, &first) == ncclSuccess);
-  CHECK(gAttributeQueries == 1);
+  CHECK(gAttributeQueries == 2);  // one per kernel
   gCountRevalidation = true;
   REQUIRE(batchKernelFunction(cu, &again) == ncclSuccess);
   CHECK(again == first);
@@ -205,7 +213,7 @@ TEST_CASE("a CUDA communicator loads its kernel at init, into each new context",
     ncclComm_t comms[3] = {};
     int devs[3] = {0, 0, 1};
     REQUIRE(ncclCommInitAll(comms, 3, devs) == ncclSuccess);
-    CHECK(cuda.functionLoads() == 2);  // one per context (devices 0 and 1), before any call
+    CHECK(cuda.functionLoads() == 4);  // both kernels per context (devices 0 and 1), at init
     CHECK(cuda.kernelsRun() == 0);
     for (ncclComm_t c : comms) CHECK(ncclCommDestroy(c) == ncclSuccess);
   }

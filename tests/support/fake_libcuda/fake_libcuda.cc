@@ -104,6 +104,9 @@ CuResult cuStreamDestroy_v2(CuStream s) { return forward<&CudaDriver::cuStreamDe
 CuResult cuMemcpyHtoDAsync_v2(CuDevicePtr dst, const void* src, size_t n, CuStream s) {
   return forward<&CudaDriver::cuMemcpyHtoDAsync>(dst, src, n, s);
 }
+CuResult cuMemcpyDtoDAsync_v2(CuDevicePtr dst, CuDevicePtr src, size_t n, CuStream s) {
+  return forward<&CudaDriver::cuMemcpyDtoDAsync>(dst, src, n, s);
+}
 CuResult cuMemsetD8Async(CuDevicePtr dst, unsigned char v, size_t n, CuStream s) {
   return forward<&CudaDriver::cuMemsetD8Async>(dst, v, n, s);
 }
