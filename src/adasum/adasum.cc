@@ -148,8 +148,8 @@ struct Kept {
 // One call of the schedule on one rank.
 class Schedule {
  public:
-  Schedule(char* work, size_t count, ncclDataType_t type, const Segments& segs, ncclComm* comm,
-           cudaStream_t stream, AdasumLocal* local)
+  Schedule(char* work, char* workspace, size_t count, ncclDataType_t type, const Segments& segs,
+           ncclComm* comm, cudaStream_t stream, AdasumLocal* local)
       : work_(work),
         type_(type),
         es_(dataTypeSize(type)),
@@ -161,13 +161,11 @@ class Schedule {
         rank_(comm->rank),
         p_(largestPowerOfTwo(comm->nranks)),
         pc_{p_, count, count / p_},
-        layout_(n_, rank_, count, es_, segs.size()) {
-    char* ws = local->workspace();
-    scratch_ = ws;
-    dots_ = ws + layout_.dots;
-    table_ = ws + layout_.table;
-    coefficients_ = ws + layout_.coefficients;
-  }
+        layout_(n_, rank_, count, es_, segs.size()),
+        scratch_(workspace),
+        dots_(workspace + layout_.dots),
+        table_(workspace + layout_.table),
+        coefficients_(workspace + layout_.coefficients) {}
 
   ncclResult_t run();
 
@@ -193,10 +191,10 @@ class Schedule {
   const int n_, rank_, p_;
   const Pieces pc_;
   const Layout layout_;
-  char* scratch_;
-  char* dots_;
-  char* table_;
-  char* coefficients_;
+  char* const scratch_;
+  char* const dots_;
+  char* const table_;
+  char* const coefficients_;
 };
 
 // One group of sends to and receives from `peer`; empty ones are left out (both ranks of a
@@ -347,29 +345,28 @@ ncclResult_t Schedule::run() {
   return ncclSuccess;
 }
 
-size_t segmentCount(int nsegments) { return nsegments == 0 ? 1 : static_cast<size_t>(nsegments); }
-
 }  // namespace
-
-ncclResult_t reserveAdasum(ncclComm* comm, size_t count, ncclDataType_t datatype, int nsegments) {
-  if (count == 0 || comm->nranks == 1) return ncclSuccess;
-  const Layout layout(comm->nranks, comm->rank, count, dataTypeSize(datatype),
-                      segmentCount(nsegments));
-  return reserveAdasumWorkspace(comm, layout.total);
-}
 
 ncclResult_t adasumAllReduce(const void* sendbuff, void* recvbuff, size_t count,
                              ncclDataType_t datatype, const size_t* segments, int nsegments,
                              ncclComm* comm, cudaStream_t stream) {
   if (count == 0) return ncclSuccess;
   const std::unique_ptr<AdasumLocal> local = adasumLocal(comm, stream);
+  if (local == nullptr)
+    return fail(ncclInternalError, "ringccAllReduceAdasum",
+                "a CUDA communicator without the CUDA engine");
   RINGCC_CHECK(local->copy(recvbuff, sendbuff, count * dataTypeSize(datatype)));
   if (comm->nranks == 1) return ncclSuccess;
-  RINGCC_CHECK(reserveAdasum(comm, count, datatype, segments == nullptr ? 0 : nsegments));
   const Segments segs(segments, nsegments, count);
-  Schedule schedule(static_cast<char*>(recvbuff), count, datatype, segs, comm, stream,
+  const Layout layout(comm->nranks, comm->rank, count, dataTypeSize(datatype), segs.size());
+  char* workspace = nullptr;
+  RINGCC_CHECK(local->acquireWorkspace(layout.total, &workspace));
+  Schedule schedule(static_cast<char*>(recvbuff), workspace, count, datatype, segs, comm, stream,
                     local.get());
-  return schedule.run();
+  const ncclResult_t rc = schedule.run();
+  // Released on failure too: on a CUDA stream the free waits for whatever was queued.
+  const ncclResult_t released = local->releaseWorkspace(workspace);
+  return rc != ncclSuccess ? rc : released;
 }
 
 }  // namespace ringcc

@@ -11,10 +11,6 @@ struct ncclComm;
 
 namespace ringcc {
 
-// Makes the communicator's workspace large enough for such a call: at the API call, before
-// the group that holds it queues any kernel (a CUDA allocation may wait for running kernels).
-ncclResult_t reserveAdasum(ncclComm* comm, size_t count, ncclDataType_t datatype, int nsegments);
-
 // Arguments checked by the caller: a floating type of Adasum's four, segments summing to
 // count (segments == nullptr: one segment of count), buffers of the communicator's memory
 // kind. recvbuff holds the result on every rank; sendbuff may equal recvbuff. On a CUDA

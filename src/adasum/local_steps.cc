@@ -13,7 +13,12 @@ namespace {
 class HostLocal final : public AdasumLocal {
  public:
   explicit HostLocal(ncclComm* comm) : comm_(comm) {}
-  char* workspace() override { return reinterpret_cast<char*>(comm_->hostScratch.data()); }
+  ncclResult_t acquireWorkspace(size_t bytes, char** out) override {
+    if (comm_->hostScratch.size() < bytes) comm_->hostScratch.resize(bytes);
+    *out = reinterpret_cast<char*>(comm_->hostScratch.data());
+    return ncclSuccess;
+  }
+  ncclResult_t releaseWorkspace(char*) override { return ncclSuccess; }
   ncclResult_t copy(void* dst, const void* src, size_t bytes) override {
     if (dst != src) std::memmove(dst, src, bytes);
     return ncclSuccess;
@@ -36,7 +41,15 @@ class CudaLocal final : public AdasumLocal {
  public:
   CudaLocal(CudaEngine* engine, cudaStream_t stream)
       : engine_(engine), stream_(reinterpret_cast<CuStream>(stream)) {}
-  char* workspace() override { return reinterpret_cast<char*>(engine_->workspace()); }
+  ncclResult_t acquireWorkspace(size_t bytes, char** out) override {
+    CuDevicePtr p = 0;
+    RINGCC_CHECK(engine_->allocAsync(bytes, stream_, &p));
+    *out = reinterpret_cast<char*>(p);
+    return ncclSuccess;
+  }
+  ncclResult_t releaseWorkspace(char* workspace) override {
+    return engine_->freeAsync(reinterpret_cast<CuDevicePtr>(workspace), stream_);
+  }
   ncclResult_t copy(void* dst, const void* src, size_t bytes) override {
     return engine_->copyAsync(reinterpret_cast<CuDevicePtr>(dst),
                               reinterpret_cast<CuDevicePtr>(src), bytes, stream_);
@@ -58,17 +71,9 @@ CudaEngine* cudaEngine(ncclComm* comm) {
 
 }  // namespace
 
-ncclResult_t reserveAdasumWorkspace(ncclComm* comm, size_t bytes) {
-  if (CudaEngine* engine = cudaEngine(comm)) return engine->reserveWorkspace(bytes);
-  if (comm->memKind == MemoryKind::Cuda)
-    return fail(ncclInternalError, "ringccAllReduceAdasum",
-                "a CUDA communicator without the CUDA engine");
-  if (comm->hostScratch.size() < bytes) comm->hostScratch.resize(bytes);
-  return ncclSuccess;
-}
-
 std::unique_ptr<AdasumLocal> adasumLocal(ncclComm* comm, cudaStream_t stream) {
   if (CudaEngine* engine = cudaEngine(comm)) return std::make_unique<CudaLocal>(engine, stream);
+  if (comm->memKind == MemoryKind::Cuda) return nullptr;  // no CUDA engine: the caller says so
   return std::make_unique<HostLocal>(comm);
 }
 

@@ -68,7 +68,6 @@ extern "C" __attribute__((visibility("default"))) ncclResult_t ringccAllReduceAd
     RINGCC_CHECK(checkNotNull(recvbuff, "recvbuff", where));
     RINGCC_CHECK(comm->checkedBuffers.check(comm->memKind, sendbuff, recvbuff, where));
   }
-  RINGCC_CHECK(reserveAdasum(comm, count, datatype, segments == nullptr ? 0 : nsegments));
   if (!groupActive())
     return adasumAllReduce(sendbuff, recvbuff, count, datatype, segments, nsegments, comm, stream);
   // In a group it runs at ncclGroupEnd, after the group's operations; the caller may free

@@ -113,6 +113,11 @@ struct CudaDriver {
                                 CuStream stream) = nullptr;
   CuResult (*cuMemsetD8Async)(CuDevicePtr dst, unsigned char value, size_t bytes,
                               CuStream stream) = nullptr;
+  // Stream-ordered allocation (CUDA 11.2+) from the device's current pool: a composite
+  // operation's workspace (Adasum), allocated and freed in stream order, never waiting for
+  // running kernels.
+  CuResult (*cuMemAllocAsync)(CuDevicePtr* ptr, size_t bytes, CuStream stream) = nullptr;
+  CuResult (*cuMemFreeAsync)(CuDevicePtr ptr, CuStream stream) = nullptr;
   CuResult (*cuEventCreate)(CuEvent* event, unsigned flags) = nullptr;
   CuResult (*cuEventRecord)(CuEvent event, CuStream stream) = nullptr;
   CuResult (*cuEventSynchronize)(CuEvent event) = nullptr;

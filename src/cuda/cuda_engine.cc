@@ -90,7 +90,6 @@ CudaEngine::~CudaEngine() {
   peerWatch_.stop();  // (it ran until here: a kernel waiting on a dead peer must stop)
   conns_.closeAll(/*failed=*/comm_->abortFlag.load() || comm_->revoked.load());
   uploads_.reset();
-  freeWorkspaces();
   if (scratch_ != 0) cu_.cuMemFree(scratch_);
   if (mapped_ != nullptr) cu_.cuMemFreeHost(mapped_);
   if (lastEvent_ != nullptr) cu_.cuEventDestroy(lastEvent_);
@@ -154,8 +153,7 @@ void CudaEngine::abortOps() {
 
 CommEngine::Memory CudaEngine::memory() const {
   Memory m;
-  m.releasable = conns_.mappedBytes() + (uploads_ ? uploads_->deviceBytes() : 0) +
-                 workspaceBytes_;
+  m.releasable = conns_.mappedBytes() + (uploads_ ? uploads_->deviceBytes() : 0);
   m.persistent = kLaunchMaxBlocks * sizeof(ChannelScratch) + kMappedBytes;
   return m;
 }
@@ -190,30 +188,19 @@ ncclResult_t CudaEngine::releaseMemory() {
   views_.clear();
   connectors_.clear();
   uploads_ = std::make_unique<DeviceUploads>(cu_);
-  freeWorkspaces();
   return ncclSuccess;
 }
 
-void CudaEngine::freeWorkspaces() {
-  for (CuDevicePtr p : outgrown_) cu_.cuMemFree(p);
-  outgrown_.clear();
-  if (workspace_ != 0) cu_.cuMemFree(workspace_);
-  workspace_ = 0;
-  workspaceBytes_ = 0;
-}
-
-ncclResult_t CudaEngine::reserveWorkspace(size_t bytes) {
-  if (bytes <= workspaceBytes_) return ncclSuccess;
+ncclResult_t CudaEngine::allocAsync(size_t bytes, CuStream stream, CuDevicePtr* out) {
   ContextScope scope(cu_, ctx_);
-  // Grown by half again at least, so that a slowly growing size allocates a few times only.
-  const size_t want = std::max(bytes, workspaceBytes_ + workspaceBytes_ / 2);
-  CuDevicePtr p = 0;
-  const CuResult r = cu_.cuMemAlloc(&p, want);
-  if (r != kCuSuccess) return cudaFailed(r, "cuMemAlloc of Adasum's workspace");
-  if (workspace_ != 0) outgrown_.push_back(workspace_);
-  workspace_ = p;
-  workspaceBytes_ = want;
-  return ncclSuccess;
+  const CuResult r = cu_.cuMemAllocAsync(out, bytes, stream);
+  return r == kCuSuccess ? ncclSuccess : cudaFailed(r, "cuMemAllocAsync of a workspace");
+}
+
+ncclResult_t CudaEngine::freeAsync(CuDevicePtr ptr, CuStream stream) {
+  ContextScope scope(cu_, ctx_);
+  const CuResult r = cu_.cuMemFreeAsync(ptr, stream);
+  return r == kCuSuccess ? ncclSuccess : cudaFailed(r, "cuMemFreeAsync of a workspace");
 }
 
 ncclResult_t CudaEngine::launchAdasum(const AdasumArgs& args, CuStream stream) {

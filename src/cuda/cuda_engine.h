@@ -88,16 +88,15 @@ class CudaEngine final : public CommEngine {
   size_t launches() const { return launches_; }  // kernels queued so far (tests)
 
   // Services for composite operations above the engine (Adasum: src/adasum), queued on the
-  // user's stream in this engine's context. Their work on the workspace lies between the
-  // operation's first and last batch, so the ordering of batches across streams (above) orders
-  // it too.
+  // user's stream in this engine's context. Their work lies between the operation's first and
+  // last batch, so the ordering of batches across streams (above) orders it too.
   //
-  // Makes the workspace at least `bytes` large: called at the API call, before the group that
-  // holds it launches any kernel (cuMemAlloc may wait until no kernel runs on the device). An
-  // outgrown workspace is freed with the engine or at releaseMemory: work queued before may
-  // still use it.
-  ncclResult_t reserveWorkspace(size_t bytes);
-  CuDevicePtr workspace() const { return workspace_; }
+  // A workspace for one operation, stream-ordered (cuMemAllocAsync from the device's current
+  // pool): usable by work queued on `stream` after this call, freed by freeAsync queued after
+  // the last work that uses it. Neither waits for running kernels, as cuMemAlloc may (a kernel
+  // of an earlier call waiting for a peer whose thread would wait in cuMemAlloc behind it).
+  ncclResult_t allocAsync(size_t bytes, CuStream stream, CuDevicePtr* out);
+  ncclResult_t freeAsync(CuDevicePtr ptr, CuStream stream);
   // One launch of the module's Adasum kernel (kernels/adasum_tasks.h), its grid sized by the
   // work; nothing is queued for a step without work.
   ncclResult_t launchAdasum(const AdasumArgs& args, CuStream stream);
@@ -121,7 +120,6 @@ class CudaEngine final : public CommEngine {
   ncclResult_t waitOrdinaryWork();
   ncclResult_t resolveJob(size_t index, const PlanJob& job, JobDeviceRefs* refs);
   ncclResult_t cudaFailed(CuResult r, const char* what) const;
-  void freeWorkspaces();  // once no kernel of ours runs
   // The first stop a block's status word tells, raised (ncclSuccess if none).
   ncclResult_t readStatusWords() const;
 
@@ -149,9 +147,6 @@ class CudaEngine final : public CommEngine {
 
   CuFunction kernel_ = nullptr;
   CuFunction adasumKernel_ = nullptr;
-  CuDevicePtr workspace_ = 0;  // reserveWorkspace's
-  size_t workspaceBytes_ = 0;
-  std::vector<CuDevicePtr> outgrown_;  // earlier workspaces, freed with the engine
   CuEvent lastEvent_ = nullptr;  // recorded after each ordinary batch (never in a capture)
   CuStream lastStream_ = nullptr;
   bool launched_ = false;           // lastEvent_ was recorded at least once

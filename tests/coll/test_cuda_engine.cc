@@ -17,6 +17,7 @@
 #include "bench/perf/comm_api.h"
 #include "bench/perf/driver.h"
 #include "coll/coll_check.h"
+#include "coll/cuda_ranks.h"
 #include "nccl.h"
 #include "src/base/log.h"
 #include "support/fake_cuda.h"
@@ -27,27 +28,6 @@ using namespace ringcc;
 using namespace ringcc::test;
 
 namespace {
-
-// `n` CUDA communicators on `devs`, a stream each.
-struct CudaRanks {
-  CudaRanks(FakeCudaScope& cuda, std::vector<int> devs) : comms(devs.size()) {
-    REQUIRE(ncclCommInitAll(comms.data(), static_cast<int>(devs.size()), devs.data()) ==
-            ncclSuccess);
-    for (size_t r = 0; r < devs.size(); ++r) {
-      int dev = -1;
-      REQUIRE(ncclCommCuDevice(comms[r], &dev) == ncclSuccess);
-      CHECK(dev == devs[r]);
-      streams.push_back(reinterpret_cast<cudaStream_t>(cuda.newStream()));
-    }
-  }
-  ~CudaRanks() {
-    for (ncclComm_t c : comms)
-      if (c != nullptr) CHECK(ncclCommDestroy(c) == ncclSuccess);
-  }
-  int size() const { return static_cast<int>(comms.size()); }
-  std::vector<ncclComm_t> comms;
-  std::vector<cudaStream_t> streams;
-};
 
 // Runs one case on every rank in one group, waits for the streams, and checks every buffer.
 void runCase(FakeCudaScope& cuda, CudaRanks& ranks, const CollCase& c) {

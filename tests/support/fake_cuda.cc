@@ -186,6 +186,7 @@ struct State {
   std::vector<std::unique_ptr<Stream>> streams;
   Stream* legacy = nullptr;
   std::atomic<size_t> kernelsRun{0};
+  std::atomic<size_t> adasumKernelsRun{0};
   std::atomic<size_t> kernelsQueued{0};
   std::atomic<size_t> peerAccessCalls{0};
   // Kernels running per device, for the calls that wait until none runs (waitDeviceIdle).
@@ -255,6 +256,37 @@ bool capturedEvent(Event* ev) {
   if (ev->capturedIn == nullptr) return false;
   ++gState->captureErrors;
   return true;
+}
+
+// A cuMemAlloc block: a memfd mapped shared (so other processes can open it by IPC).
+CuResult allocateBlock(CuDevicePtr* p, size_t bytes) {
+  const size_t mapped = wholePages(bytes);
+  const int fd = memfd_create("fake-cuda-device", MFD_CLOEXEC);
+  if (fd < 0) return 2;  // CUDA_ERROR_OUT_OF_MEMORY
+  void* mem = ftruncate(fd, static_cast<off_t>(mapped)) == 0
+                  ? mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)
+                  : MAP_FAILED;
+  if (mem == MAP_FAILED) {
+    close(fd);
+    return 2;
+  }
+  const auto base = reinterpret_cast<uintptr_t>(mem);
+  std::lock_guard<std::mutex> lock(gState->mu);
+  gState->deviceAllocs[base] = bytes;
+  gState->blocks[base] = DeviceBlock{fd, mapped, tCurrent != nullptr ? deviceOf(tCurrent) : -1};
+  *p = reinterpret_cast<CuDevicePtr>(mem);
+  return kCuSuccess;
+}
+
+CuResult freeBlock(CuDevicePtr p) {
+  std::lock_guard<std::mutex> lock(gState->mu);
+  auto it = gState->blocks.find(static_cast<uintptr_t>(p));
+  if (it == gState->blocks.end()) return 1;
+  munmap(reinterpret_cast<void*>(p), it->second.mapped);
+  close(it->second.fd);
+  gState->blocks.erase(it);
+  gState->deviceAllocs.erase(static_cast<uintptr_t>(p));
+  return kCuSuccess;
 }
 
 // A kernel: every block on a thread of its own, as blocks of a launch run side by side.
@@ -399,6 +431,7 @@ CudaDriver makeTable() {
           AdasumSoloBlock block{b, gx};
           adasumRunBlock(*args, block);
         });
+        ++gState->adasumKernelsRun;
       });
       return kCuSuccess;
     }
@@ -418,31 +451,24 @@ CudaDriver makeTable() {
   };
   d.cuMemAlloc = [](CuDevicePtr* p, size_t bytes) -> CuResult {
     if (const CuResult r = strictCall("cuMemAlloc"); r != kCuSuccess) return r;
-    const size_t mapped = wholePages(bytes);
-    const int fd = memfd_create("fake-cuda-device", MFD_CLOEXEC);
-    if (fd < 0) return 2;  // CUDA_ERROR_OUT_OF_MEMORY
-    void* mem = ftruncate(fd, static_cast<off_t>(mapped)) == 0
-                    ? mmap(nullptr, mapped, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)
-                    : MAP_FAILED;
-    if (mem == MAP_FAILED) {
-      close(fd);
-      return 2;
-    }
-    const auto base = reinterpret_cast<uintptr_t>(mem);
-    std::lock_guard<std::mutex> lock(gState->mu);
-    gState->deviceAllocs[base] = bytes;
-    gState->blocks[base] = DeviceBlock{fd, mapped, tCurrent != nullptr ? deviceOf(tCurrent) : -1};
-    *p = reinterpret_cast<CuDevicePtr>(mem);
-    return kCuSuccess;
+    return allocateBlock(p, bytes);
   };
-  d.cuMemFree = [](CuDevicePtr p) -> CuResult {
-    std::lock_guard<std::mutex> lock(gState->mu);
-    auto it = gState->blocks.find(static_cast<uintptr_t>(p));
-    if (it == gState->blocks.end()) return 1;
-    munmap(reinterpret_cast<void*>(p), it->second.mapped);
-    close(it->second.fd);
-    gState->blocks.erase(it);
-    gState->deviceAllocs.erase(static_cast<uintptr_t>(p));
+  d.cuMemFree = [](CuDevicePtr p) -> CuResult { return freeBlock(p); };
+  // Stream-ordered: the block exists at once (no wait for running kernels, as the pool
+  // promises) and is freed when the stream reaches the free. Inside a capture the driver would
+  // add memory nodes to the graph, which this emulation does not model: refused.
+  d.cuMemAllocAsync = [](CuDevicePtr* p, size_t bytes, CuStream s) -> CuResult {
+    if (captureStatus(gState->stream(s), nullptr) != kCuStreamCaptureStatusNone)
+      return 801;  // CUDA_ERROR_NOT_SUPPORTED
+    return allocateBlock(p, bytes);
+  };
+  d.cuMemFreeAsync = [](CuDevicePtr p, CuStream s) -> CuResult {
+    if (captureStatus(gState->stream(s), nullptr) != kCuStreamCaptureStatusNone) return 801;
+    {
+      std::lock_guard<std::mutex> lock(gState->mu);
+      if (gState->blocks.count(static_cast<uintptr_t>(p)) == 0) return 1;
+    }
+    gState->stream(s)->push([p] { freeBlock(p); });
     return kCuSuccess;
   };
   d.cuIpcGetMemHandle = [](CuIpcMemHandle* handle, CuDevicePtr p) -> CuResult {
@@ -777,6 +803,7 @@ void FakeCudaScope::synchronizeAll() {
 }
 
 size_t FakeCudaScope::kernelsRun() const { return gState->kernelsRun.load(); }
+size_t FakeCudaScope::adasumKernelsRun() const { return gState->adasumKernelsRun.load(); }
 
 size_t FakeCudaScope::kernelsQueued() const { return gState->kernelsQueued.load(); }
 size_t FakeCudaScope::functionLoads() const { return gState->functionLoads.load(); }

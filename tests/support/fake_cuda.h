@@ -2,13 +2,16 @@
 // machine without a GPU. Only the driver is emulated; everything above it is the real code:
 // the engine, the p2p transport's FIFOs "in device memory", uploads, launch packing, and the
 // batch kernel's own block loop (kernels/cuda/batch_block.h), which a launch runs here with one
-// host thread per block and HostSync instead of 512 threads and DeviceSync.
+// host thread per block and HostSync instead of 512 threads and DeviceSync, and the Adasum
+// kernel's block body (kernels/adasum_tasks.h, adasumRunBlock), one host thread as a block.
 //
 //   contexts   device d's primary context is 0x1000 + d (d < 4); current per thread
 //   memory     cuMemAlloc / cuMemHostAlloc are host allocations; a pointer inside a
 //              cuMemAlloc block is device memory, any other is page-locked host memory;
 //              cuMemHostGetDevicePointer answers only inside a cuMemHostAlloc block or a
-//              cuMemHostRegister range (DEVICEMAP), as the driver does
+//              cuMemHostRegister range (DEVICEMAP), as the driver does; cuMemAllocAsync
+//              allocates at once, cuMemFreeAsync frees when its stream gets there (both
+//              refused inside a capture: no memory nodes in graphs here)
 //   IPC        each cuMemAlloc block is a memfd mapped shared; its CuIpcMemHandle names the
 //              process and fd, and cuIpcOpenMemHandle in another process maps the same pages
 //              (through /proc/<pid>/fd), so forked ranks really share "GPU memory"; a process
@@ -85,6 +88,7 @@ class FakeCudaScope {
   void disablePeerAccess();
 
   size_t kernelsRun() const;             // launches that ran to their end
+  size_t adasumKernelsRun() const;       // ... of them ringccAdasumKernel
   size_t kernelsQueued() const;          // cuLaunchKernel calls that succeeded
   size_t functionLoads() const;          // cuFuncLoad calls (the kernel loaded eagerly)
   size_t liveDeviceAllocs() const;       // cuMemAlloc blocks not freed yet

@@ -110,6 +110,12 @@ CuResult cuMemcpyDtoDAsync_v2(CuDevicePtr dst, CuDevicePtr src, size_t n, CuStre
 CuResult cuMemsetD8Async(CuDevicePtr dst, unsigned char v, size_t n, CuStream s) {
   return forward<&CudaDriver::cuMemsetD8Async>(dst, v, n, s);
 }
+CuResult cuMemAllocAsync(CuDevicePtr* p, size_t n, CuStream s) {
+  return forward<&CudaDriver::cuMemAllocAsync>(p, n, s);
+}
+CuResult cuMemFreeAsync(CuDevicePtr p, CuStream s) {
+  return forward<&CudaDriver::cuMemFreeAsync>(p, s);
+}
 CuResult cuEventCreate(CuEvent* e, unsigned flags) {
   return forward<&CudaDriver::cuEventCreate>(e, flags);
 }
