@@ -11,6 +11,9 @@
 //   gpu_coll graph         an all-reduce captured into a CUDA graph, replayed three times
 //   gpu_coll suspend       ncclCommSuspend(NCCL_SUSPEND_MEM) frees what ncclCommMemStats
 //                          counts, and an all-reduce after ncclCommResume is exact
+//   gpu_coll adasum        ringccAllReduceAdasum at 2 and 4 ranks, every type, segments and
+//                          zero vectors, against its definition (tests/coll/adasum_case.h);
+//                          then its time beside ncclAllReduce's on 64 MiB of floats
 //   gpu_coll --modes       the modes above, one a line (run.sh runs only what is listed)
 // Exit 0 ok; 1 failed (the first difference or error printed); 2 bad arguments.
 #include <dlfcn.h>
@@ -24,9 +27,12 @@
 #include <vector>
 
 #include "nccl.h"
+#include "ringcc.h"
 #include "src/base/cuda_driver.h"
+#include "tests/coll/adasum_case.h"
 
 using namespace ringcc;
+using ringcc::test::AdasumCase;
 
 namespace {
 
@@ -368,19 +374,138 @@ bool graphReplay() {
   return true;
 }
 
+
+// Adasum on device buffers: each case's inputs copied in, every rank's call in one group,
+// each result against the reference; then 64 MiB of floats timed, Adasum beside an all-reduce.
+struct DeviceRanks {
+  explicit DeviceRanks(int n) : comms(n), streams(n) {
+    std::vector<int> devs(n, 0);
+    ok = check(ncclCommInitAll(comms.data(), n, devs.data()) == ncclSuccess,
+               std::string("ncclCommInitAll: ") + ncclGetLastError(nullptr));
+    for (CuStream& s : streams) ok = ok && cudaOk(cu->cuStreamCreate(&s, kCuStreamNonBlocking), "cuStreamCreate");
+  }
+  ~DeviceRanks() {
+    for (ncclComm_t c : comms)
+      if (c != nullptr) ncclCommDestroy(c);
+    for (CuStream s : streams)
+      if (s != nullptr) cu->cuStreamDestroy(s);
+  }
+  bool sync() {
+    for (CuStream s : streams)
+      if (!cudaOk(cu->cuStreamSynchronize(s), "the kernels")) return false;
+    return true;
+  }
+  bool ok = false;
+  std::vector<ncclComm_t> comms;
+  std::vector<CuStream> streams;
+};
+
+bool adasumCase(DeviceRanks& ranks, const AdasumCase& c) {
+  const int n = static_cast<int>(ranks.comms.size());
+  const size_t bytes = c.input[0].size();
+  std::vector<CuDevicePtr> send(n), recv(n);
+  bool ok = true;
+  for (int r = 0; r < n && ok; ++r)
+    ok = cudaOk(cu->cuMemAlloc(&send[r], bytes), "cuMemAlloc") &&
+         cudaOk(cu->cuMemAlloc(&recv[r], bytes), "cuMemAlloc") &&
+         cudaOk(cu->cuMemcpyHtoD(send[r], c.input[r].data(), bytes), "cuMemcpyHtoD");
+  if (ok) {
+    ncclGroupStart();
+    const bool several = c.segs.size() > 1;
+    for (int r = 0; r < n; ++r)
+      ringccAllReduceAdasum(reinterpret_cast<void*>(send[r]),
+                            reinterpret_cast<void*>(c.inPlace ? send[r] : recv[r]), c.count(),
+                            c.type, several ? c.segs.data() : nullptr,
+                            several ? static_cast<int>(c.segs.size()) : 0, ranks.comms[r],
+                            reinterpret_cast<cudaStream_t>(ranks.streams[r]));
+    ok = check(ncclGroupEnd() == ncclSuccess,
+               c.describe() + ": " + ncclGetLastError(nullptr)) && ranks.sync();
+  }
+  for (int r = 0; r < n && ok; ++r) {
+    std::vector<uint8_t> out(bytes);
+    ok = cudaOk(cu->cuMemcpyDtoH(out.data(), c.inPlace ? send[r] : recv[r], bytes),
+                "cuMemcpyDtoH") &&
+         check(c.check(out).empty(), "rank " + std::to_string(r) + ": " + c.check(out));
+  }
+  for (int r = 0; r < n; ++r) {
+    if (send[r] != 0) cu->cuMemFree(send[r]);
+    if (recv[r] != 0) cu->cuMemFree(recv[r]);
+  }
+  return ok;
+}
+
+// Seconds per call of `issue` on every rank (a group), over `iters` calls after a warm-up.
+template <class Issue>
+double timeCalls(DeviceRanks& ranks, int iters, Issue issue) {
+  auto group = [&] {
+    ncclGroupStart();
+    for (size_t r = 0; r < ranks.comms.size(); ++r) issue(static_cast<int>(r));
+    return ncclGroupEnd() == ncclSuccess;
+  };
+  if (!group() || !ranks.sync()) return -1;
+  const auto start = std::chrono::steady_clock::now();
+  for (int i = 0; i < iters; ++i)
+    if (!group()) return -1;
+  if (!ranks.sync()) return -1;
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() / iters;
+}
+
+bool adasum() {
+  for (int n : {2, 4}) {
+    DeviceRanks ranks(n);
+    if (!ranks.ok) return false;
+    uint64_t seed = 1000 + n;
+    for (ncclDataType_t t : ringcc::test::kAdasumTypes) {
+      if (!adasumCase(ranks, AdasumCase(t, n, {1000}, false, ++seed)) ||
+          !adasumCase(ranks, AdasumCase(t, n, {333, 100, 64, 1, 4099}, true, ++seed)))
+        return false;
+    }
+    if (!adasumCase(ranks, AdasumCase(ncclFloat32, n, {size_t{1} << 20, 5, 7}, false, ++seed)))
+      return false;
+    printf("gpu_coll: adasum at %d ranks: every type, segments and zero vectors, within "
+           "tolerance\n", n);
+  }
+  // 64 MiB of floats at 4 ranks, in place: Adasum's time beside an all-reduce's.
+  const int n = 4;
+  const size_t count = size_t{16} << 20;
+  DeviceRanks ranks(n);
+  if (!ranks.ok) return false;
+  std::vector<CuDevicePtr> buf(n);
+  for (int r = 0; r < n; ++r)
+    if (!cudaOk(cu->cuMemAlloc(&buf[r], count * 4), "cuMemAlloc") ||
+        !cudaOk(cu->cuMemsetD8(buf[r], 0, count * 4), "cuMemsetD8"))
+      return false;
+  auto ptr = [&](int r) { return reinterpret_cast<float*>(buf[r]); };
+  auto stream = [&](int r) { return reinterpret_cast<cudaStream_t>(ranks.streams[r]); };
+  const double allReduce = timeCalls(ranks, 5, [&](int r) {
+    ncclAllReduce(ptr(r), ptr(r), count, ncclFloat, ncclSum, ranks.comms[r], stream(r));
+  });
+  const double ada = timeCalls(ranks, 5, [&](int r) {
+    ringccAllReduceAdasum(ptr(r), ptr(r), count, ncclFloat, nullptr, 0, ranks.comms[r],
+                          stream(r));
+  });
+  for (CuDevicePtr b : buf) cu->cuMemFree(b);
+  if (!check(allReduce > 0 && ada > 0, "the timed calls failed")) return false;
+  printf("gpu_coll: adasum exact at 2 and 4 ranks; 64 MiB x 4 ranks: all-reduce %.3f ms, "
+         "adasum %.3f ms (all-reduce / adasum %.2f)\n",
+         allReduce * 1e3, ada * 1e3, allReduce / ada);
+  return true;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const std::string what = argc > 1 ? argv[1] : "collectives";
-  if (what == "--modes") return printf("collectives\nabort\ngraph\nsuspend\n"), 0;
+  if (what == "--modes") return printf("collectives\nabort\ngraph\nsuspend\nadasum\n"), 0;
   std::vector<int> rankCounts = {1, 2, 4, 8};
   std::vector<size_t> counts = {1000, size_t{1} << 20};
   if (what == "collectives" && argc > 2) rankCounts = {atoi(argv[2])};
   if (what == "collectives" && argc > 3) counts = {strtoull(argv[3], nullptr, 10)};
   if (rankCounts[0] < 1 || rankCounts[0] > 64 || counts[0] < 1 ||
-      (what != "collectives" && what != "abort" && what != "graph" && what != "suspend"))
+      (what != "collectives" && what != "abort" && what != "graph" && what != "suspend" &&
+       what != "adasum"))
     return fprintf(stderr,
-                   "usage: gpu_coll collectives [RANKS [COUNT]] | abort | graph | suspend\n"),
+                   "usage: gpu_coll collectives [RANKS [COUNT]] | abort | graph | suspend | adasum\n"),
            2;
   if (cudaDriver(&cu, "gpu_coll") != ncclSuccess) return check(false, "no CUDA driver"), 1;
   CuContext ctx = nullptr;
@@ -390,6 +515,7 @@ int main(int argc, char** argv) {
   const bool ok = what == "abort"     ? abortBlocked()
                   : what == "graph"   ? graphReplay()
                   : what == "suspend" ? suspendCycle()
+                  : what == "adasum"  ? adasum()
                                       : collectives(rankCounts, counts);
   return ok ? 0 : 1;
 }
