@@ -41,8 +41,8 @@ ncclResult_t ringccCommMemoryKind(ncclComm_t comm, ringccMemKind_t* kind);
  * nsegments == 0): the buffer is one vector; otherwise segments[0..nsegments) are element
  * counts summing to count, each its own vector (a fused bucket of several tensors). In place
  * (sendbuff == recvbuff) is allowed. Inside a group it runs at ncclGroupEnd, after the
- * group's other operations. Host communicators for now: a CUDA communicator gets
- * ncclInvalidUsage saying so. */
+ * group's other operations. On a CUDA communicator every step is queued on `stream` and
+ * the call returns before it ran, as any collective. */
 ncclResult_t ringccAllReduceAdasum(const void* sendbuff, void* recvbuff, size_t count,
                                    ncclDataType_t datatype, const size_t* segments,
                                    int nsegments, ncclComm_t comm, cudaStream_t stream);

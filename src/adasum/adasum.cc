@@ -7,8 +7,8 @@
 //      v_s, the upper one of v_{s+d}); they exchange half of them, each keeping the pieces j
 //      whose bit d is its own (the pieces are strided, not one contiguous half, so that rank r
 //      ends up with piece r), sums the three products of its pieces with those of the other
-//      ranks sharing v_s and v_{s+d} (the 2d ranks of its block, by recursive doubling), and
-//      combines its pieces in place;
+//      ranks sharing v_s and v_{s+d} (the 2d ranks of its block, from an all-gather of every
+//      rank's products), and combines its pieces in place;
 //   3. with n == p, one ring all-gather in place (rank r's piece sits at r c, as ncclAllGather
 //      lays it out) and a broadcast of the few left-over elements from rank p - 1; otherwise
 //      the pieces travel back pairwise (distance-halving) and rank r - p sends the result on
