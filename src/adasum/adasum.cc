@@ -24,7 +24,11 @@
 // The local steps (copies, products, coefficients, the combination) are the executor's
 // (local_steps.h): done on the calling thread for a host communicator, queued on the stream
 // for a CUDA one, where the collectives are kernels queued on the same stream; so on a GPU the
-// whole schedule is one fixed sequence of work on the stream, as any collective's.
+// whole schedule is one fixed sequence of work on the stream, as any collective's. Where two
+// ranks of a CUDA communicator share a GPU, the schedule first runs once preparing its batches
+// only (connections, uploads), then every rank meets in a barrier, and only then is anything
+// queued: a connection made between two of the call's kernels allocates, which may wait until
+// no kernel runs on the GPU, and a kernel of the call may be waiting for this very rank.
 #include "src/adasum/adasum.h"
 
 #include <algorithm>
@@ -35,6 +39,7 @@
 #include "kernels/dtypes.h"
 #include "src/adasum/local_steps.h"
 #include "src/base/error.h"
+#include "src/bootstrap/bootstrap.h"
 #include "src/core/comm.h"
 #include "src/exec/group.h"
 #include "src/plan/coll_args.h"
@@ -148,9 +153,12 @@ struct Kept {
 // One call of the schedule on one rank.
 class Schedule {
  public:
+  // `prepareOnly`: the pass that only prepares every batch (AdasumLocal::preparesFirst): no
+  // local step, nothing queued.
   Schedule(char* work, char* workspace, size_t count, ncclDataType_t type, const Segments& segs,
-           ncclComm* comm, cudaStream_t stream, AdasumLocal* local)
-      : work_(work),
+           ncclComm* comm, cudaStream_t stream, AdasumLocal* local, bool prepareOnly)
+      : prepareOnly_(prepareOnly),
+        work_(work),
         type_(type),
         es_(dataTypeSize(type)),
         segs_(segs),
@@ -171,6 +179,13 @@ class Schedule {
 
  private:
   char* at(size_t element) const { return work_ + element * es_; }
+  ncclResult_t submit(const std::vector<CollArgs>& ops);
+  ncclResult_t runStep(const AdasumArgs& args) {
+    return prepareOnly_ ? ncclSuccess : local_->run(args);
+  }
+  ncclResult_t zeroDots() {
+    return prepareOnly_ ? ncclSuccess : local_->zero(dots_, dotsBytes());
+  }
   size_t dotsBytes() const { return segs_.size() * sizeof(AdasumDots); }
   ncclResult_t exchange(int peer, const std::vector<Span>& sends, const std::vector<Span>& recvs);
   ncclResult_t exchangeLevel(int d, std::vector<Kept>* kept);
@@ -181,6 +196,7 @@ class Schedule {
   ncclResult_t ringGather();
   ncclResult_t pairwiseGather();
 
+  const bool prepareOnly_;
   char* const work_;
   const ncclDataType_t type_;
   const size_t es_;
@@ -197,20 +213,30 @@ class Schedule {
   char* const coefficients_;
 };
 
-// One group of sends to and receives from `peer`; empty ones are left out (both ranks of a
+// One batch: its calls in one group, or in the prepare pass only prepared.
+ncclResult_t Schedule::submit(const std::vector<CollArgs>& ops) {
+  if (ops.empty()) return ncclSuccess;
+  if (prepareOnly_) return local_->prepare(ops);
+  RINGCC_CHECK(groupStart());
+  ncclResult_t rc = ncclSuccess;
+  for (const CollArgs& op : ops)
+    if (rc == ncclSuccess) rc = enqueueOp(op);
+  ncclResult_t end = groupEnd();
+  return rc != ncclSuccess ? rc : end;
+}
+
+// One batch of sends to and receives from `peer`; empty ones are left out (both ranks of a
 // pair agree on the counts, so the two sides match).
 ncclResult_t Schedule::exchange(int peer, const std::vector<Span>& sends,
                                 const std::vector<Span>& recvs) {
-  RINGCC_CHECK(groupStart());
-  ncclResult_t rc = ncclSuccess;
+  std::vector<CollArgs> ops;
   for (const Span& s : sends)
-    if (rc == ncclSuccess && s.count > 0)
-      rc = enqueueOp(collArgs(Coll::Send, s.buf, nullptr, s.count, type_, peer, comm_, stream_));
+    if (s.count > 0)
+      ops.push_back(collArgs(Coll::Send, s.buf, nullptr, s.count, type_, peer, comm_, stream_));
   for (const Span& r : recvs)
-    if (rc == ncclSuccess && r.count > 0)
-      rc = enqueueOp(collArgs(Coll::Recv, nullptr, r.buf, r.count, type_, peer, comm_, stream_));
-  ncclResult_t end = groupEnd();
-  return rc != ncclSuccess ? rc : end;
+    if (r.count > 0)
+      ops.push_back(collArgs(Coll::Recv, nullptr, r.buf, r.count, type_, peer, comm_, stream_));
+  return submit(ops);
 }
 
 // The exchange of one level with rank ^ d: the m-th kept piece arrives at scratch + m c.
@@ -229,11 +255,7 @@ ncclResult_t Schedule::exchangeLevel(int d, std::vector<Kept>* kept) {
 // Every rank's products into the table, row r rank r's (extra ranks send zeros, never summed).
 ncclResult_t Schedule::gatherDots() {
   const size_t doubles = 3 * segs_.size();
-  RINGCC_CHECK(groupStart());
-  ncclResult_t rc = enqueueOp(
-      collArgs(Coll::AllGather, dots_, table_, doubles, ncclFloat64, 0, comm_, stream_));
-  ncclResult_t end = groupEnd();
-  return rc != ncclSuccess ? rc : end;
+  return submit({collArgs(Coll::AllGather, dots_, table_, doubles, ncclFloat64, 0, comm_, stream_)});
 }
 
 // The products (into dots_) or the combination (in place, with coefficients_) over the kept
@@ -250,7 +272,7 @@ ncclResult_t Schedule::overRanges(uint32_t step, const std::vector<Kept>& kept, 
     segs_.forEachIn(k.lo, k.hi, [&](size_t seg, size_t b, size_t e) {
       if (rc != ncclSuccess) return;
       if (args.ntasks == kAdasumMaxTasks) {
-        rc = local_->run(args);
+        rc = runStep(args);
         args.ntasks = 0;
       }
       const auto own = reinterpret_cast<uint64_t>(at(b));
@@ -262,7 +284,7 @@ ncclResult_t Schedule::overRanges(uint32_t step, const std::vector<Kept>& kept, 
       t.n = e - b;
       t.segment = static_cast<uint32_t>(seg);
     });
-  if (rc == ncclSuccess && args.ntasks > 0) rc = local_->run(args);
+  if (rc == ncclSuccess && args.ntasks > 0) rc = runStep(args);
   return rc;
 }
 
@@ -275,13 +297,13 @@ ncclResult_t Schedule::coefficients(const char* rows, uint32_t first, uint32_t c
   args.rows = count;
   args.dots = reinterpret_cast<uint64_t>(rows);
   args.coefficients = reinterpret_cast<uint64_t>(coefficients_);
-  return local_->run(args);
+  return runStep(args);
 }
 
 // Products, their sum (over the 2d ranks of this rank's block; d == 0: this rank's alone),
 // coefficients, the combination in place.
 ncclResult_t Schedule::combinePair(const std::vector<Kept>& kept, bool lower, int d) {
-  RINGCC_CHECK(local_->zero(dots_, dotsBytes()));
+  RINGCC_CHECK(zeroDots());
   RINGCC_CHECK(overRanges(kAdasumProducts, kept, lower));
   if (d == 0) {
     RINGCC_CHECK(coefficients(dots_, 0, 1));
@@ -296,17 +318,15 @@ ncclResult_t Schedule::combinePair(const std::vector<Kept>& kept, bool lower, in
 
 // Phase 3 with n == p: rank r's piece r to every rank, over the ring.
 ncclResult_t Schedule::ringGather() {
-  RINGCC_CHECK(groupStart());
-  ncclResult_t rc = ncclSuccess;
+  std::vector<CollArgs> ops;
   if (pc_.c > 0)
-    rc = enqueueOp(collArgs(Coll::AllGather, at(pc_.lo(rank_)), work_, pc_.c, type_, 0, comm_,
-                            stream_));
+    ops.push_back(collArgs(Coll::AllGather, at(pc_.lo(rank_)), work_, pc_.c, type_, 0, comm_,
+                           stream_));
   const size_t tail = pc_.count - static_cast<size_t>(p_) * pc_.c;
-  if (rc == ncclSuccess && tail > 0)
-    rc = enqueueOp(collArgs(Coll::Broadcast, at(pc_.count - tail), at(pc_.count - tail), tail,
-                            type_, p_ - 1, comm_, stream_));
-  ncclResult_t end = groupEnd();
-  return rc != ncclSuccess ? rc : end;
+  if (tail > 0)
+    ops.push_back(collArgs(Coll::Broadcast, at(pc_.count - tail), at(pc_.count - tail), tail,
+                           type_, p_ - 1, comm_, stream_));
+  return submit(ops);
 }
 
 // Phase 3 otherwise: the pieces travel back pairwise, the last level's first.
@@ -326,7 +346,7 @@ ncclResult_t Schedule::run() {
   if (extra) {
     // Its part in every level's gather of products is a row of zeros nobody sums.
     RINGCC_CHECK(exchange(rank_ - p_, {{work_, pc_.count}}, {}));
-    RINGCC_CHECK(local_->zero(dots_, dotsBytes()));
+    RINGCC_CHECK(zeroDots());
     for (int d = 1; d < p_; d <<= 1) RINGCC_CHECK(gatherDots());
     return exchange(rank_ - p_, {}, {{work_, pc_.count}});
   }
@@ -361,9 +381,19 @@ ncclResult_t adasumAllReduce(const void* sendbuff, void* recvbuff, size_t count,
   const Layout layout(comm->nranks, comm->rank, count, dataTypeSize(datatype), segs.size());
   char* workspace = nullptr;
   RINGCC_CHECK(local->acquireWorkspace(layout.total, &workspace));
-  Schedule schedule(static_cast<char*>(recvbuff), workspace, count, datatype, segs, comm, stream,
-                    local.get());
-  const ncclResult_t rc = schedule.run();
+  ncclResult_t rc = ncclSuccess;
+  if (local->preparesFirst()) {
+    // Every batch's connections and uploads first, on every rank (docs/adasum.md, "CUDA").
+    Schedule prepare(static_cast<char*>(recvbuff), workspace, count, datatype, segs, comm,
+                     stream, local.get(), /*prepareOnly=*/true);
+    rc = prepare.run();
+    if (rc == ncclSuccess) rc = comm->bootstrap->barrier();
+  }
+  if (rc == ncclSuccess) {
+    Schedule schedule(static_cast<char*>(recvbuff), workspace, count, datatype, segs, comm,
+                      stream, local.get(), /*prepareOnly=*/false);
+    rc = schedule.run();
+  }
   // Released on failure too: on a CUDA stream the free waits for whatever was queued.
   const ncclResult_t released = local->releaseWorkspace(workspace);
   return rc != ncclSuccess ? rc : released;

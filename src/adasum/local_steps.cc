@@ -58,6 +58,10 @@ class CudaLocal final : public AdasumLocal {
     return engine_->zeroAsync(reinterpret_cast<CuDevicePtr>(dst), bytes, stream_);
   }
   ncclResult_t run(const AdasumArgs& args) override { return engine_->launchAdasum(args, stream_); }
+  bool preparesFirst() const override { return engine_->ranksShareGpu(); }
+  ncclResult_t prepare(std::span<const CollArgs> ops) override {
+    return engine_->prepareOnly(ops, stream_);
+  }
 
  private:
   CudaEngine* engine_;

@@ -6,9 +6,11 @@
 
 #include <cstddef>
 #include <memory>
+#include <span>
 
 #include "kernels/adasum_tasks.h"
 #include "nccl.h"
+#include "src/plan/coll_args.h"
 
 struct ncclComm;
 
@@ -25,6 +27,12 @@ class AdasumLocal {
   virtual ncclResult_t zero(void* dst, size_t bytes) = 0;
   // One step: products, coefficients or the combination.
   virtual ncclResult_t run(const AdasumArgs& args) = 0;
+  // Whether a call prepares every batch of its schedule (prepare) before it queues anything,
+  // every rank having done so (a barrier): CUDA communicators whose ranks share a GPU, where a
+  // connection made between two of the call's kernels could wait for the first of them.
+  virtual bool preparesFirst() const { return false; }
+  // One batch's connections and uploads, without running it.
+  virtual ncclResult_t prepare(std::span<const CollArgs>) { return ncclSuccess; }
 };
 
 // Host: comm->hostScratch, kept between calls (counted as suspendable memory). CUDA: allocated

@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <chrono>
 #include <cstring>
+#include <set>
 #include <thread>
+#include <utility>
 
 #include "kernels/cuda/batch_block.h"
 #include "src/base/error.h"
@@ -22,6 +24,14 @@ constexpr uint32_t kStatusAt = 16;
 constexpr size_t kMappedBytes = (kStatusAt + kLaunchMaxBlocks) * sizeof(uint32_t);
 // The upload arena's first chunk, allocated at init: the tables of a few dozen batch shapes.
 constexpr size_t kUploadArenaBytes = 256 << 10;
+
+// Whether two ranks use one GPU: the same host and the same PCI bus id.
+bool anyRanksShareGpu(const std::vector<PeerInfo>& peers) {
+  std::set<std::pair<uint64_t, int64_t>> gpus;
+  for (const PeerInfo& p : peers)
+    if (p.busId >= 0 && !gpus.insert({p.hostHash, p.busId}).second) return true;
+  return false;
+}
 
 // Makes `ctx` current on the calling thread for the scope's life, then restores the previous
 // one: the user's thread keeps the device it had.
@@ -68,6 +78,7 @@ CudaEngine::CudaEngine(ncclComm* comm, const CudaDriver& cu, CuContext ctx)
       timeoutMs_(std::max<int64_t>(1, paramInt("TIMEOUT"))),
       conns_(comm),
       planner_(ringcc::planContext(comm, conns_)),
+      ranksShareGpu_(anyRanksShareGpu(comm->peers)),
       batchThread_(
           [this](std::span<const CollArgs> ops, cudaStream_t stream) {
             ContextScope scope(cu_, ctx_);
@@ -300,6 +311,15 @@ ncclResult_t CudaEngine::resolveJob(size_t index, const PlanJob& job, JobDeviceR
     RINGCC_CHECK(
         uploads_->get(job.ringRanks, job.nRingRanks, stream_, capturing, &refs->ringRanks));
   return ncclSuccess;
+}
+
+ncclResult_t CudaEngine::prepareOnly(std::span<const CollArgs> ops, CuStream stream) {
+  ContextScope scope(cu_, ctx_);
+  prepared_ = false;
+  const ncclResult_t r = prepareBatch(ops, stream);
+  // Its uploads stay ordered for the batches that will find them (as a dropped batch's).
+  const ncclResult_t ordered = prepared_ ? launchPrepared(/*kernels=*/false) : ncclSuccess;
+  return r != ncclSuccess ? r : ordered;
 }
 
 ncclResult_t CudaEngine::runBatch(std::span<const CollArgs> ops, CuStream stream) {

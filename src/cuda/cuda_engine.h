@@ -102,6 +102,14 @@ class CudaEngine final : public CommEngine {
   ncclResult_t launchAdasum(const AdasumArgs& args, CuStream stream);
   ncclResult_t copyAsync(CuDevicePtr dst, CuDevicePtr src, size_t bytes, CuStream stream);
   ncclResult_t zeroAsync(CuDevicePtr dst, size_t bytes, CuStream stream);
+  // Steps 1-3 of a batch without its kernels: its connections made and its tables uploaded
+  // (ordered on `stream`, as a dropped batch's), so that the same batch later allocates
+  // nothing. An operation of several batches prepares them all before its first kernel when
+  // ranksShareGpu: a connection made later would allocate while the operation's earlier
+  // kernels may wait for a peer on the same GPU, and an allocation may wait for those.
+  ncclResult_t prepareOnly(std::span<const CollArgs> ops, CuStream stream);
+  // Whether two ranks of the communicator use one GPU (same host, same PCI bus id).
+  bool ranksShareGpu() const { return ranksShareGpu_; }
 
  private:
   CudaEngine(ncclComm* comm, const CudaDriver& cu, CuContext ctx);
@@ -129,6 +137,7 @@ class CudaEngine final : public CommEngine {
   const int64_t timeoutMs_;  // NCCL_TIMEOUT for making connections and kernels' waits, at init
   ConnectionTable conns_;
   Planner planner_;
+  const bool ranksShareGpu_;
   Plan plan_;
   std::vector<std::vector<ConnectorView>> views_;  // per job of plan_: its ports' views
   // Scratch of prepareBatch, kept so that a repeated call allocates nothing.

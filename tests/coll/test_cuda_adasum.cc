@@ -63,11 +63,11 @@ TEST_CASE("Adasum on CUDA communicators: every type, segments and zero vectors, 
           "[cuda_adasum]") {
   FakeCudaScope cuda;
   CudaAdasumEnv env;
-  // One rank (a copy), 2 and 4 (powers of two), 3 (an extra rank); a GPU each (docs/adasum.md,
-  // "CUDA": ranks sharing a GPU may stall while Adasum's later steps make connections).
+  // One rank (a copy), 2 and 4 (powers of two), 3 and 5 (extra ranks); a GPU each, and ranks
+  // sharing GPUs (the prepare pass: docs/adasum.md, "CUDA").
   for (const std::vector<int>& devs :
        {std::vector<int>{0}, std::vector<int>{0, 1}, std::vector<int>{0, 1, 2},
-        std::vector<int>{0, 1, 2, 3}}) {
+        std::vector<int>{0, 1, 2, 3}, std::vector<int>{0, 0}, std::vector<int>{0, 1, 2, 3, 0}}) {
     const size_t adasumBefore = cuda.adasumKernelsRun();
     {
       CudaRanks ranks(cuda, devs);
@@ -85,11 +85,14 @@ TEST_CASE("Adasum on CUDA communicators: calls outside a group, one thread per r
   // Each rank's thread (one GPU each, as NCCL's users run) calls on its own: a small case,
   // then one that needs a larger workspace (the first call's kernels may still be queued or
   // waiting for a peer when the second allocates), then a small one again, all queued on the
-  // rank's stream before anything is waited for. The later calls' connections are made while
-  // the earlier calls' kernels run: each rank's allocations wait only for its own GPU.
+  // rank's stream before anything is waited for. With a GPU each, the later calls'
+  // connections are made while the earlier calls' kernels run (each rank's allocations wait
+  // only for its own GPU); ranks sharing GPUs prepare every batch first.
   FakeCudaScope cuda;
   CudaAdasumEnv env;
-  for (const std::vector<int>& devs : {std::vector<int>{0, 1}, std::vector<int>{0, 1, 2, 3}}) {
+  for (const std::vector<int>& devs :
+       {std::vector<int>{0, 1}, std::vector<int>{0, 1, 2, 3}, std::vector<int>{0, 0},
+        std::vector<int>{0, 0, 1, 1}}) {
     CudaRanks ranks(cuda, devs);
     const int n = ranks.size();
     const std::vector<AdasumCase> cases = {
