@@ -75,6 +75,17 @@ RINGCC_LOOP_WIDE void adasumAccumulate(const T* __restrict__ a, const T* __restr
 
 constexpr size_t kAdasumCombineBlock = 8;
 
+// One element of the combination, c.a * a + c.b * b in double, rounded to T once.
+template <class T>
+RINGCC_INLINE typename DataTypeTraits<T>::Bits adasumCombined(typename DataTypeTraits<T>::Bits a,
+                                                              typename DataTypeTraits<T>::Bits b,
+                                                              AdasumCoefficients c) {
+  using Traits = DataTypeTraits<T>;
+  const double v = c.a * static_cast<double>(Traits::load(a)) +
+                   c.b * static_cast<double>(Traits::load(b));
+  return Traits::store(static_cast<typename Traits::Compute>(v));
+}
+
 // out[0..n) = c.a * a + c.b * b, rounded to T once. `out` may be `a` or `b` (each element is
 // read before it is written, block by block). Blocks of kAdasumCombineBlock elements: a
 // fixed-size inner loop that GCC at -O2 vectorizes (its cheapest cost model takes only loops
@@ -98,11 +109,7 @@ RINGCC_LOOP_WIDE void adasumCombine(T* out, const T* a, const T* b, size_t n,
              c.b * static_cast<double>(Traits::load(bb[i + l]));
     for (size_t l = 0; l < L; ++l) ob[i + l] = Traits::store(static_cast<Compute>(v[l]));
   }
-  for (; i < n; ++i) {
-    double v = c.a * static_cast<double>(Traits::load(ab[i])) +
-               c.b * static_cast<double>(Traits::load(bb[i]));
-    ob[i] = Traits::store(static_cast<Compute>(v));
-  }
+  for (; i < n; ++i) ob[i] = adasumCombined<T>(ab[i], bb[i], c);
 }
 
 // The forms a thread of a CUDA block runs: elements first, first + stride, ... of [0, n), so
@@ -126,17 +133,11 @@ RINGCC_INLINE void adasumAccumulateStrided(const T* a, const T* b, size_t n, siz
 template <class T>
 RINGCC_INLINE void adasumCombineStrided(T* out, const T* a, const T* b, size_t n, size_t first,
                                         size_t stride, AdasumCoefficients c) {
-  using Traits = DataTypeTraits<T>;
-  using Bits = typename Traits::Bits;
-  using Compute = typename Traits::Compute;
+  using Bits = typename DataTypeTraits<T>::Bits;
   const Bits* ab = reinterpret_cast<const Bits*>(a);
   const Bits* bb = reinterpret_cast<const Bits*>(b);
   Bits* ob = reinterpret_cast<Bits*>(out);
-  for (size_t i = first; i < n; i += stride) {
-    double v = c.a * static_cast<double>(Traits::load(ab[i])) +
-               c.b * static_cast<double>(Traits::load(bb[i]));
-    ob[i] = Traits::store(static_cast<Compute>(v));
-  }
+  for (size_t i = first; i < n; i += stride) ob[i] = adasumCombined<T>(ab[i], bb[i], c);
 }
 
 }  // namespace ringcc
