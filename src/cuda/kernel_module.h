@@ -27,8 +27,5 @@ constexpr int kKernels = 2;
 // with the driver's version and the toolkit the kernels were built with, a GPU that cannot run
 // kLaunchThreads threads a block of it).
 ncclResult_t kernelFunction(const CudaDriver& cu, Kernel which, CuFunction* out);
-inline ncclResult_t batchKernelFunction(const CudaDriver& cu, CuFunction* out) {
-  return kernelFunction(cu, Kernel::Batch, out);
-}
 
 }  // namespace ringcc

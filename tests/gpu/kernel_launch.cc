@@ -32,7 +32,7 @@ int main() {
   if (r == kCuSuccess) r = cu->cuCtxSetCurrent(ctx);
   if (r != kCuSuccess) return failed("device 0's context:", cu, r);
   CuFunction fn = nullptr;
-  if (batchKernelFunction(*cu, &fn) != ncclSuccess) return failed("loading:", cu, 0);
+  if (kernelFunction(*cu, Kernel::Batch, &fn) != ncclSuccess) return failed("loading:", cu, 0);
 
   CuDevicePtr scratch = 0, status = 0;
   r = cu->cuMemAlloc(&scratch, 2 * sizeof(ChannelScratch));

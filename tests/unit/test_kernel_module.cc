@@ -115,8 +115,8 @@ TEST_CASE("the kernel module is kept per context id, not per context address", "
   gCurrent = reinterpret_cast<CuContext>(0x2000);
   gIds[gCurrent] = freshId();
   CuFunction first = nullptr, again = nullptr;
-  REQUIRE(batchKernelFunction(cu, &first) == ncclSuccess);
-  REQUIRE(batchKernelFunction(cu, &again) == ncclSuccess);
+  REQUIRE(kernelFunction(cu, Kernel::Batch, &first) == ncclSuccess);
+  REQUIRE(kernelFunction(cu, Kernel::Batch, &again) == ncclSuccess);
   CHECK(again == first);
   CHECK(gLoads == 1);
   CHECK(gFuncLoads == 2);  // both kernels loaded eagerly, not at the first launch
@@ -130,7 +130,7 @@ TEST_CASE("the kernel module is kept per context id, not per context address", "
   gDeadModules.insert(reinterpret_cast<CuModule>(reinterpret_cast<uintptr_t>(first) - 8));
   gIds[gCurrent] = freshId();
   CuFunction fresh = nullptr;
-  REQUIRE(batchKernelFunction(cu, &fresh) == ncclSuccess);
+  REQUIRE(kernelFunction(cu, Kernel::Batch, &fresh) == ncclSuccess);
   CHECK(fresh != first);
   CHECK(gLoads == 2);
   // Another device's context: a module of its own.
@@ -138,7 +138,7 @@ TEST_CASE("the kernel module is kept per context id, not per context address", "
   gCurrent = reinterpret_cast<CuContext>(0x2100);
   gIds[gCurrent] = freshId();
   CuFunction other = nullptr;
-  REQUIRE(batchKernelFunction(cu, &other) == ncclSuccess);
+  REQUIRE(kernelFunction(cu, Kernel::Batch, &other) == ncclSuccess);
   CHECK(other != fresh);
   CHECK(gLoads == 3);
   gCurrent = nullptr;
@@ -151,16 +151,16 @@ TEST_CASE("without cuCtxGetId a kept module is checked again before use", "[kern
   cu.cuFuncLoad = nullptr;  // ... and before 12.4: the attribute query loads the function
   gCurrent = reinterpret_cast<CuContext>(0x3000 + 0x10 * static_cast<uintptr_t>(freshId()));
   CuFunction first = nullptr, again = nullptr;
-  REQUIRE(batchKernelFunction(cu, &first) == ncclSuccess);
+  REQUIRE(kernelFunction(cu, Kernel::Batch, &first) == ncclSuccess);
   CHECK(gAttributeQueries == 2);  // one per kernel
   gCountRevalidation = true;
-  REQUIRE(batchKernelFunction(cu, &again) == ncclSuccess);
+  REQUIRE(kernelFunction(cu, Kernel::Batch, &again) == ncclSuccess);
   CHECK(again == first);
   CHECK(gLoads == 1);
   CHECK(gRevalidations == 1);
   // The context behind this address was re-created: the kept module no longer answers.
   gDeadModules.insert(reinterpret_cast<CuModule>(reinterpret_cast<uintptr_t>(first) - 8));
-  REQUIRE(batchKernelFunction(cu, &again) == ncclSuccess);
+  REQUIRE(kernelFunction(cu, Kernel::Batch, &again) == ncclSuccess);
   CHECK(again != first);
   CHECK(gLoads == 2);
   gCurrent = nullptr;
@@ -175,7 +175,7 @@ TEST_CASE("a failed load names the driver's version and the kernels' toolkit", "
   CuFunction fn = nullptr;
   gLoadResult = 209;
   gDriverVersion = 12040;
-  CHECK(batchKernelFunction(cu, &fn) == ncclUnhandledCudaError);
+  CHECK(kernelFunction(cu, Kernel::Batch, &fn) == ncclUnhandledCudaError);
   std::string msg = lastErrorMessage();
   INFO(msg);
   CHECK(msg.find("CUDA_ERROR_NO_BINARY_FOR_GPU") != std::string::npos);
@@ -185,18 +185,18 @@ TEST_CASE("a failed load names the driver's version and the kernels' toolkit", "
   CHECK(msg.find("older than that toolkit") != std::string::npos);  // 12.4 < 13.x
   // A driver as new as the toolkit, refusing anyway (another GPU): no claim about age.
   gDriverVersion = 99090;
-  CHECK(batchKernelFunction(cu, &fn) == ncclUnhandledCudaError);
+  CHECK(kernelFunction(cu, Kernel::Batch, &fn) == ncclUnhandledCudaError);
   msg = lastErrorMessage();
   CHECK(msg.find("driver 99.9") != std::string::npos);
   CHECK(msg.find("older") == std::string::npos);
   // A failed load is not kept: once the driver can, the kernel loads.
   gLoadResult = kCuSuccess;
-  REQUIRE(batchKernelFunction(cu, &fn) == ncclSuccess);
+  REQUIRE(kernelFunction(cu, Kernel::Batch, &fn) == ncclSuccess);
   CHECK(gLoads == 1);
   // A kernel that cannot run a whole block here is refused at load, not at the first launch.
   gIds[gCurrent] = freshId();
   gMaxThreads = 256;
-  CHECK(batchKernelFunction(cu, &fn) == ncclUnhandledCudaError);
+  CHECK(kernelFunction(cu, Kernel::Batch, &fn) == ncclUnhandledCudaError);
   msg = lastErrorMessage();
   CHECK(msg.find("at most 256 threads a block") != std::string::npos);
   CHECK(msg.find(toolkit) != std::string::npos);
@@ -224,7 +224,7 @@ TEST_CASE("a CUDA communicator loads its kernel at init, into each new context",
 TEST_CASE("a build without CUDA kernels says so", "[kernel_module]") {
   CudaDriver cu;
   CuFunction fn = nullptr;
-  CHECK(batchKernelFunction(cu, &fn) == ncclInvalidUsage);
+  CHECK(kernelFunction(cu, Kernel::Batch, &fn) == ncclInvalidUsage);
   CHECK(lastErrorMessage().find("built without CUDA kernels") != std::string::npos);
 }
 
