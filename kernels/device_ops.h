@@ -15,6 +15,8 @@
 //                                 as seen from the GPU / from the host and other GPUs too
 //   atomicAddF64                  *p += v as one atomic step (Adasum's products, summed by
 //                                 the blocks of a launch: kernels/adasum_tasks.h)
+//   atomicAddSystemU64            *p += v as one atomic step that the host and other GPUs see
+//                                 whole (a one-sided signal: kernels/rma_tasks.h)
 #pragma once
 
 #include <stdint.h>
@@ -123,6 +125,14 @@ RINGCC_INLINE void atomicAddF64(double* p, double v) {
                                     __ATOMIC_RELAXED, __ATOMIC_RELAXED))
       return;
   }
+#endif
+}
+
+RINGCC_INLINE void atomicAddSystemU64(uint64_t* p, uint64_t v) {
+#if defined(__CUDA_ARCH__)
+  atomicAdd_system(reinterpret_cast<unsigned long long*>(p), static_cast<unsigned long long>(v));
+#else
+  __atomic_fetch_add(p, v, __ATOMIC_RELEASE);
 #endif
 }
 

@@ -29,8 +29,8 @@ LAYERS = [
     "src/core",       # the communicator: config, peers, topology, engine interface, errors
     "src/monitor",    # the hang watcher thread
     "src/exec",       # group layer, host engine, connections
-    "src/rma",        # one-sided windows, puts and signals on host communicators
     "src/cuda",       # CUDA engine: kernels on streams, memory kinds
+    "src/rma",        # one-sided windows, puts and signals (host; CUDA through the engine)
     "src/init",       # making communicators (init, split, shrink) and their engines
     "src/adasum",     # Adasum over grouped send/recv
     "src/api",        # the C entry points

@@ -55,5 +55,6 @@ extern "C" __global__ void __launch_bounds__(kLaunchThreads)
 
 }  // namespace ringcc
 
-// The module's other kernel (Adasum's local steps).
+// The module's other kernels (Adasum's local steps, one-sided signals and waits).
 #include "kernels/cuda/adasum_kernel.cuh"
+#include "kernels/cuda/rma_kernel.cuh"

@@ -35,7 +35,6 @@ ncclResult_t checkFlags(unsigned int flags, const char* where) {
 NCCL_API(ncclResult_t, ncclPutSignal, const void* localbuff, size_t count, ncclDataType_t datatype,
          int peer, ncclWindow_t peerWin, size_t peerWinOffset, int sigIdx, int ctx,
          unsigned int flags, ncclComm_t comm, cudaStream_t stream) {
-  (void)stream;  // host communicators: the put is done when the call returns
   const char* where = "ncclPutSignal";
   ApiGuard guard;
   RINGCC_CHECK(guard.enterReady(comm, where));
@@ -52,24 +51,23 @@ NCCL_API(ncclResult_t, ncclPutSignal, const void* localbuff, size_t count, ncclD
   if (count > SIZE_MAX / elem)
     return fail(ncclInvalidArgument, where, "count %zu of %zu-byte elements overflows", count,
                 elem);
-  return rmaPutSignal(comm, localbuff, count * elem, peer, peerWin, peerWinOffset, sigIdx, ctx);
+  return rmaPutSignal(comm, localbuff, count * elem, peer, peerWin, peerWinOffset, sigIdx, ctx,
+                      stream);
 }
 
 NCCL_API(ncclResult_t, ncclSignal, int peer, int sigIdx, int ctx, unsigned int flags,
          ncclComm_t comm, cudaStream_t stream) {
-  (void)stream;
   const char* where = "ncclSignal";
   ApiGuard guard;
   RINGCC_CHECK(guard.enterReady(comm, where));
   RINGCC_CHECK(checkPeer(comm, peer, "peer", where));
   RINGCC_CHECK(checkSignal(sigIdx, ctx, where));
   RINGCC_CHECK(checkFlags(flags, where));
-  return rmaPutSignal(comm, nullptr, 0, peer, nullptr, 0, sigIdx, ctx);
+  return rmaPutSignal(comm, nullptr, 0, peer, nullptr, 0, sigIdx, ctx, stream);
 }
 
 NCCL_API(ncclResult_t, ncclWaitSignal, int nDesc, ncclWaitSignalDesc_t* signalDescs,
          ncclComm_t comm, cudaStream_t stream) {
-  (void)stream;  // host communicators: the signals have arrived when the call returns
   const char* where = "ncclWaitSignal";
   ApiGuard guard;
   RINGCC_CHECK(guard.enterReady(comm, where));
@@ -82,7 +80,7 @@ NCCL_API(ncclResult_t, ncclWaitSignal, int nDesc, ncclWaitSignalDesc_t* signalDe
     RINGCC_CHECK(checkPeer(comm, d.peer, "signalDescs[].peer", where));
     RINGCC_CHECK(checkSignal(d.sigIdx, d.ctx, where));
   }
-  return rmaWaitSignal(comm, {signalDescs, static_cast<size_t>(nDesc)});
+  return rmaWaitSignal(comm, {signalDescs, static_cast<size_t>(nDesc)}, stream);
 }
 
 NCCL_API(ncclResult_t, ncclWinGetUserPtr, ncclComm_t comm, ncclWindow_t win, void** outUserPtr) {

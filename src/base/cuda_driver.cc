@@ -85,6 +85,7 @@ bool resolve(void* lib, CudaDriver* t, std::string* missing) {
   get(t->cuIpcGetMemHandle, "cuIpcGetMemHandle");
   get(t->cuIpcOpenMemHandle, "cuIpcOpenMemHandle_v2");
   get(t->cuIpcCloseMemHandle, "cuIpcCloseMemHandle");
+  get(t->cuMemGetAddressRange, "cuMemGetAddressRange_v2");
   get(t->cuDeviceGetAttribute, "cuDeviceGetAttribute");
   get(t->cuDriverGetVersion, "cuDriverGetVersion");
   get(t->cuFuncGetAttribute, "cuFuncGetAttribute");

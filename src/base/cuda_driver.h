@@ -139,6 +139,10 @@ struct CudaDriver {
   CuResult (*cuIpcGetMemHandle)(CuIpcMemHandle* handle, CuDevicePtr ptr) = nullptr;
   CuResult (*cuIpcOpenMemHandle)(CuDevicePtr* ptr, CuIpcMemHandle handle, unsigned flags) = nullptr;
   CuResult (*cuIpcCloseMemHandle)(CuDevicePtr ptr) = nullptr;
+  // The allocation a device address lies in (its base and size): a window of one-sided
+  // operations (src/rma) is exported to another process by its allocation's IPC handle and its
+  // offset there.
+  CuResult (*cuMemGetAddressRange)(CuDevicePtr* base, size_t* bytes, CuDevicePtr ptr) = nullptr;
   CuResult (*cuDeviceGetAttribute)(int* value, int attribute, CuDevice dev) = nullptr;
   // The batch kernel's module (src/cuda/kernel_module.h): the driver's version, named when the
   // kernels do not load, and the function's attributes (asking one loads a lazily loaded

@@ -12,6 +12,7 @@
 #include "src/base/log.h"
 #include "src/base/param.h"
 #include "src/core/comm.h"
+#include "src/cuda/context_scope.h"
 #include "src/cuda/kernel_module.h"
 #include "src/exec/engine_setup.h"
 #include "transports/proxy/proxy.h"
@@ -19,9 +20,11 @@
 namespace ringcc {
 namespace {
 
-// Host-mapped words: the abort flag, then (a cache line further) one status word per block.
+// Host-mapped words: the abort flag, then (a cache line further) one status word per block,
+// then the one-sided waits' status (kernels/rma_tasks.h).
 constexpr uint32_t kStatusAt = 16;
-constexpr size_t kMappedBytes = (kStatusAt + kLaunchMaxBlocks) * sizeof(uint32_t);
+constexpr uint32_t kRmaStatusAt = kStatusAt + kLaunchMaxBlocks;
+constexpr size_t kMappedBytes = (kRmaStatusAt + kRmaStatusWords) * sizeof(uint32_t);
 // The upload arena's first chunk, allocated at init: the tables of a few dozen batch shapes.
 constexpr size_t kUploadArenaBytes = 256 << 10;
 
@@ -32,26 +35,6 @@ bool anyRanksShareGpu(const std::vector<PeerInfo>& peers) {
     if (p.busId >= 0 && !gpus.insert({p.hostHash, p.busId}).second) return true;
   return false;
 }
-
-// Makes `ctx` current on the calling thread for the scope's life, then restores the previous
-// one: the user's thread keeps the device it had.
-class ContextScope {
- public:
-  ContextScope(const CudaDriver& cu, CuContext ctx) : cu_(cu), ctx_(ctx) {
-    if (cu_.cuCtxGetCurrent(&previous_) != kCuSuccess) previous_ = nullptr;
-    if (previous_ != ctx_) cu_.cuCtxSetCurrent(ctx_);
-  }
-  ~ContextScope() {
-    if (previous_ != ctx_) cu_.cuCtxSetCurrent(previous_);
-  }
-  ContextScope(const ContextScope&) = delete;
-  ContextScope& operator=(const ContextScope&) = delete;
-
- private:
-  const CudaDriver& cu_;
-  CuContext ctx_;
-  CuContext previous_ = nullptr;
-};
 
 }  // namespace
 
@@ -117,6 +100,7 @@ ncclResult_t CudaEngine::allocate() {
   ContextScope scope(cu_, ctx_);
   RINGCC_CHECK(kernelFunction(cu_, Kernel::Batch, &kernel_));
   RINGCC_CHECK(kernelFunction(cu_, Kernel::Adasum, &adasumKernel_));
+  RINGCC_CHECK(kernelFunction(cu_, Kernel::Rma, &rmaKernel_));
   CuResult r = cu_.cuEventCreate(&lastEvent_, kCuEventDisableTiming);
   if (r == kCuSuccess) r = cu_.cuEventCreate(&captureEvent_, kCuEventDisableTiming);
   if (r != kCuSuccess) return cudaFailed(r, "cuEventCreate");
@@ -229,6 +213,19 @@ ncclResult_t CudaEngine::launchAdasum(const AdasumArgs& args, CuStream stream) {
   return ncclSuccess;
 }
 
+ncclResult_t CudaEngine::launchRma(RmaArgs& args, CuStream stream) {
+  args.abortFlag = static_cast<uint64_t>(mappedDev_);
+  args.status = static_cast<uint64_t>(mappedDev_) + kRmaStatusAt * sizeof(uint32_t);
+  args.timeoutNs = static_cast<uint64_t>(timeoutMs_) * 1000000u;
+  ContextScope scope(cu_, ctx_);
+  void* params[] = {&args};
+  const CuResult r =
+      cu_.cuLaunchKernel(rmaKernel_, 1, 1, 1, kRmaThreads, 1, 1, 0, stream, params, nullptr);
+  if (r != kCuSuccess) return cudaFailed(r, "cuLaunchKernel(ringccRmaKernel)");
+  ++launches_;
+  return ncclSuccess;
+}
+
 ncclResult_t CudaEngine::copyAsync(CuDevicePtr dst, CuDevicePtr src, size_t bytes,
                                    CuStream stream) {
   if (bytes == 0 || dst == src) return ncclSuccess;
@@ -263,6 +260,7 @@ ncclResult_t CudaEngine::pollAsyncError() {
 
 ncclResult_t CudaEngine::readStatusWords() const {
   if (mapped_ == nullptr) return ncclSuccess;
+  RINGCC_CHECK(readRmaStatus());
   for (uint32_t b = 0; b < kLaunchMaxBlocks; ++b) {
     const uint32_t st = __atomic_load_n(&mapped_[kStatusAt + b], __ATOMIC_ACQUIRE);
     if (st == kBlockOk) continue;
@@ -300,6 +298,23 @@ ncclResult_t CudaEngine::readStatusWords() const {
                 usersMistake ? " (the ranks' calls differ)" : "");
   }
   return ncclSuccess;
+}
+
+ncclResult_t CudaEngine::readRmaStatus() const {
+  const uint32_t* w = mapped_ + kRmaStatusAt;
+  const uint32_t stop = __atomic_load_n(&w[0], __ATOMIC_ACQUIRE);
+  if (stop == kRmaStopNone) return ncclSuccess;
+  const unsigned peer = w[1], sigIdx = w[2] & 0xffff, ctx = w[2] >> 16;
+  if (stop == kRmaStopAborted)
+    return fail(ncclInvalidUsage, "ncclWaitSignal",
+                "a wait of this communicator for signal (sigIdx %u, ctx %u) from peer %u "
+                "stopped: the communicator was aborted",
+                sigIdx, ctx, peer);
+  return failPeer(ncclRemoteError, static_cast<int>(peer), "ncclWaitSignal",
+                  "a wait of this communicator for signal (sigIdx %u, ctx %u) from peer %u "
+                  "stopped: no signal came for %lld ms (NCCL_TIMEOUT; the counter was at %u of "
+                  "%u): the peer did not signal, or stopped",
+                  sigIdx, ctx, peer, static_cast<long long>(timeoutMs_), w[3], w[4]);
 }
 
 ncclResult_t CudaEngine::resolveJob(size_t index, const PlanJob& job, JobDeviceRefs* refs) {

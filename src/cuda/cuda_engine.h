@@ -36,7 +36,7 @@
 // why into a status word in host-mapped memory. The next call, and ncclCommGetAsyncError,
 // read the status words (pollAsyncError) and turn a stop into the communicator's error.
 // ncclCommAbort raises the abort flag (host-mapped) that every waiting block reads, so a kernel
-// blocked on a peer that never comes is freed. A peer process that dies is seen by a watch
+// blocked on a peer that never comes is freed; a one-sided wait (launchRma) reads it too. A peer process that dies is seen by a watch
 // thread (src/cuda/peer_watch.h) that marks its connections, which the waiting blocks read.
 // Destroying the engine waits for its last kernel to finish (the event), then frees connections,
 // uploads and scratch.
@@ -50,6 +50,7 @@
 
 #include "kernels/adasum_tasks.h"
 #include "kernels/cuda/batch_args.h"
+#include "kernels/rma_tasks.h"
 #include "src/base/cuda_driver.h"
 #include "src/base/error.h"
 #include "src/core/engine.h"
@@ -110,6 +111,13 @@ class CudaEngine final : public CommEngine {
   ncclResult_t prepareOnly(std::span<const CollArgs> ops, CuStream stream);
   // Whether two ranks of the communicator use one GPU (same host, same PCI bus id).
   bool ranksShareGpu() const { return ranksShareGpu_; }
+  // One launch of the module's one-sided kernel (kernels/rma_tasks.h): its abort flag, status
+  // words and clock are set here (this engine's, NCCL_TIMEOUT). A wait that stops is found by
+  // pollAsyncError like a stopped block of a collective.
+  ncclResult_t launchRma(RmaArgs& args, CuStream stream);
+  // The driver and the context the engine's work runs in (ContextScope: src/cuda/context_scope.h).
+  const CudaDriver& driver() const { return cu_; }
+  CuContext context() const { return ctx_; }
 
  private:
   CudaEngine(ncclComm* comm, const CudaDriver& cu, CuContext ctx);
@@ -130,6 +138,7 @@ class CudaEngine final : public CommEngine {
   ncclResult_t cudaFailed(CuResult r, const char* what) const;
   // The first stop a block's status word tells, raised (ncclSuccess if none).
   ncclResult_t readStatusWords() const;
+  ncclResult_t readRmaStatus() const;  // ... the one-sided waits' status words
 
   ncclComm* comm_;
   const CudaDriver& cu_;
@@ -156,6 +165,7 @@ class CudaEngine final : public CommEngine {
 
   CuFunction kernel_ = nullptr;
   CuFunction adasumKernel_ = nullptr;
+  CuFunction rmaKernel_ = nullptr;
   CuEvent lastEvent_ = nullptr;  // recorded after each ordinary batch (never in a capture)
   CuStream lastStream_ = nullptr;
   bool launched_ = false;           // lastEvent_ was recorded at least once

@@ -30,7 +30,8 @@ const unsigned char* batchKernelImage(size_t* size) {
 
 namespace {
 
-constexpr const char* kKernelNames[kKernels] = {"ringccBatchKernel", "ringccAdasumKernel"};
+constexpr const char* kKernelNames[kKernels] = {"ringccBatchKernel", "ringccAdasumKernel",
+                                                 "ringccRmaKernel"};
 
 // Which context a module belongs to. With cuCtxGetId the id never repeats in a process; without
 // it (drivers before CUDA 12.0) it is the context's address, which a re-created context may

@@ -15,8 +15,8 @@ namespace ringcc {
 const unsigned char* batchKernelImage(size_t* size);
 
 // The module's kernels.
-enum class Kernel : int { Batch = 0, Adasum = 1 };
-constexpr int kKernels = 2;
+enum class Kernel : int { Batch = 0, Adasum = 1, Rma = 2 };
+constexpr int kKernels = 3;
 
 // A kernel of the module in the current context, loading the module on first use there and
 // its functions too (cuFuncLoad, else an attribute query), so no launch pays for lazy

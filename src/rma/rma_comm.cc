@@ -60,6 +60,8 @@ const char* rmaPathName(RmaPath path) {
       return "process_vm_writev";
     case RmaPath::kMessage:
       return "message";
+    case RmaPath::kCudaIpc:
+      return "cuda_ipc";
   }
   return "?";
 }
@@ -123,6 +125,10 @@ CommRma::CommRma(Communicator* comm, const SignalGeometry& g)
 CommRma::~CommRma() {
   // The handler may still run on its copy: it holds inbound_ itself.
   if (comm_->bootstrap) comm_->bootstrap->onMessage(kTagRma, nullptr);
+  if (device_) {
+    device_->drain();  // no launch of ours still writes a peer's buffer or counter
+    for (auto& [handle, win] : windows_) closeWindow(win.get());
+  }
 }
 
 ncclResult_t CommRma::setup(Communicator* comm, std::unique_ptr<CommRma>* out) {
@@ -160,6 +166,7 @@ ncclResult_t CommRma::setup(Communicator* comm, std::unique_ptr<CommRma>* out) {
   bool forced = false;
   RINGCC_CHECK(netForced(&forced));
   RINGCC_CHECK(rma->connectPeers(descs, forced));
+  if (comm->memKind == MemoryKind::Cuda) RINGCC_CHECK(rma->setupDevice());
   // kKernel's probe: an 8-byte write into the peer's region header (its own magic, so a
   // concurrent probe by another rank changes nothing).
   for (int r = 0; r < comm->nranks; ++r) {
@@ -201,6 +208,48 @@ ncclResult_t CommRma::connectPeers(const std::vector<SignalRegionDesc>& descs, b
   return ncclSuccess;
 }
 
+ncclResult_t CommRma::setupDevice() {
+  RINGCC_CHECK(RmaDevice::create(comm_, comm_->nranks, &device_));
+  RINGCC_CHECK(device_->mapOwn(inbound_->signals->view(), geometry_.bytes()));
+  for (int r = 0; r < comm_->nranks; ++r) {
+    Peer& p = peers_[r];
+    if (p.path == RmaPath::kMessage) continue;
+    // Another process's GPU memory is reached by CUDA IPC, not process_vm_writev.
+    if (p.path == RmaPath::kKernel) p.path = RmaPath::kCudaIpc;
+    RINGCC_CHECK(device_->mapPeer(r, p.signals->view(), geometry_.bytes()));
+  }
+  return ncclSuccess;
+}
+
+ncclResult_t CommRma::reachWindow(RmaWindow* win) {
+  win->reach.assign(comm_->nranks, 0);
+  for (int r = 0; r < comm_->nranks; ++r) {
+    const RmaWindowDesc& d = win->ranks[r];
+    if (peers_[r].path == RmaPath::kDirect) {
+      win->reach[r] = d.base;
+    } else if (peers_[r].path == RmaPath::kCudaIpc) {
+      CuDevicePtr base = 0;
+      RINGCC_CHECK(device_->openWindow(r, d.device, &base));
+      win->opened.push_back(base);
+      win->reach[r] = base + d.device.offset;
+    }
+  }
+  return ncclSuccess;
+}
+
+void CommRma::closeWindow(RmaWindow* win) {
+  for (CuDevicePtr base : win->opened) device_->closeWindow(base);
+  win->opened.clear();
+}
+
+ncclResult_t CommRma::notReachable(int peer, const char* where) const {
+  return fail(ncclInvalidUsage, where,
+              "%s to or from peer %d on a CUDA communicator: peer %d is reached over the network "
+              "(another host, or NCCL_NET=ucx), and one-sided calls on CUDA communicators reach "
+              "peers on this host only (over the network: not implemented yet)",
+              where, peer, peer);
+}
+
 ncclResult_t CommRma::registerWindow(void* buff, size_t size, int flags, RmaWindow** out) {
   const char* where = "ncclCommWindowRegister";
   auto win = std::make_unique<RmaWindow>();
@@ -209,7 +258,14 @@ ncclResult_t CommRma::registerWindow(void* buff, size_t size, int flags, RmaWind
   win->size = size;
   win->flags = flags;
   win->ranks.resize(comm_->nranks);
-  win->ranks[comm_->rank] = {reinterpret_cast<uintptr_t>(buff), size, win->id, flags};
+  RmaWindowDesc& mine = win->ranks[comm_->rank];
+  mine = {reinterpret_cast<uintptr_t>(buff), size, win->id, flags, {}, 0};
+  // Named for other processes when a peer is one (paths are symmetric, so that peer opens it);
+  // a refusal is every rank's failure (below), not a registration that hangs half made.
+  const bool exports = std::any_of(peers_.begin(), peers_.end(),
+                                   [](const Peer& p) { return p.path == RmaPath::kCudaIpc; });
+  if (device_ && exports)
+    mine.exported = device_->exportWindow(buff, &mine.device) == ncclSuccess ? 1 : 2;
   {
     // Before the exchange, as at setup: a peer may put once it has our buffer.
     std::lock_guard<std::mutex> lock(inbound_->mu);
@@ -232,6 +288,20 @@ ncclResult_t CommRma::registerWindow(void* buff, size_t size, int flags, RmaWind
                 "every rank must register (and deregister) windows in the same order",
                 peer, win->ranks[peer].id, comm_->rank, win->id);
   }
+  if (device_) {
+    for (int peer = 0; peer < comm_->nranks; ++peer) {
+      if (win->ranks[peer].exported != 2) continue;
+      forget();
+      return fail(ncclInvalidArgument, where,
+                  "rank %d's window buffer is not memory CUDA IPC can share (its WARN says why)",
+                  peer);
+    }
+    if (const ncclResult_t r = reachWindow(win.get()); r != ncclSuccess) {
+      closeWindow(win.get());
+      forget();
+      return r;
+    }
+  }
   *out = win.get();
   windows_[win.get()] = std::move(win);
   return ncclSuccess;
@@ -239,12 +309,14 @@ ncclResult_t CommRma::registerWindow(void* buff, size_t size, int flags, RmaWind
 
 ncclResult_t CommRma::deregisterWindow(RmaWindow* win) {
   // Every rank has stopped putting into it once all have arrived here (NCCL's contract: the
-  // puts were waited for before).
+  // puts were waited for before); on CUDA once the copies queued here are done too.
+  if (device_) RINGCC_CHECK(device_->drain());
   RINGCC_CHECK(comm_->bootstrap->barrier());
   {
     std::lock_guard<std::mutex> lock(inbound_->mu);
     inbound_->targets.erase(win->id);
   }
+  if (device_) closeWindow(win);
   windows_.erase(win);
   return ncclSuccess;
 }
@@ -268,6 +340,13 @@ ncclResult_t CommRma::checkPut(const RmaPut& put, const char* where) const {
 ncclResult_t CommRma::put(const RmaPut& put) {
   const char* where = put.win ? "ncclPutSignal" : "ncclSignal";
   Peer& p = peers_[put.peer];
+  if (device_) {
+    if (p.path == RmaPath::kMessage) return notReachable(put.peer, where);
+    RINGCC_CHECK(device_->asyncError());
+    const uint64_t to = put.win ? put.win->reach[put.peer] + put.offset : 0;
+    return device_->put(to, put.src, put.win ? put.bytes : 0, put.peer,
+                        p.signals->view().counter(comm_->rank, put.ctx, put.sigIdx), put.stream);
+  }
   if (p.path == RmaPath::kMessage) return putByMessage(put);
   if (put.win && put.bytes > 0) {
     const uint64_t to = put.win->ranks[put.peer].base + put.offset;
@@ -325,7 +404,7 @@ ncclResult_t CommRma::checkSignal(int sigIdx, int ctx, const char* what, const c
   return ncclSuccess;
 }
 
-ncclResult_t CommRma::wait(std::span<const ncclWaitSignalDesc_t> descs) {
+ncclResult_t CommRma::wait(std::span<const ncclWaitSignalDesc_t> descs, cudaStream_t stream) {
   const char* where = "ncclWaitSignal";
   // Targets per counter: what earlier waits consumed plus this wait's opCnt (summed when a
   // counter is named twice).
@@ -345,6 +424,18 @@ ncclResult_t CommRma::wait(std::span<const ncclWaitSignalDesc_t> descs) {
       it = wants.end() - 1;
     }
     it->target += static_cast<uint64_t>(d.opCnt);
+  }
+  if (device_) {
+    std::vector<RmaDevice::Want> onDevice;
+    for (const Want& w : wants) {
+      if (peers_[w.peer].path == RmaPath::kMessage) return notReachable(w.peer, where);
+      onDevice.push_back({inbound_->signals->view().counter(w.peer, w.ctx, w.sigIdx), w.target,
+                          w.peer, w.sigIdx, w.ctx});
+    }
+    RINGCC_CHECK(device_->asyncError());
+    RINGCC_CHECK(device_->wait(onDevice, stream));
+    for (const Want& w : wants) consumed_[w.index] = w.target;
+    return ncclSuccess;
   }
   const SignalView ours = inbound_->signals->view();
   FifoCounter* bell = ours.bell();

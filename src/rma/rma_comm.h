@@ -1,5 +1,6 @@
-// One-sided operations of one host communicator: NCCL's memory windows
-// (ncclCommWindowRegister), ncclPutSignal, ncclSignal and ncclWaitSignal.
+// One-sided operations of one communicator: NCCL's memory windows (ncclCommWindowRegister),
+// ncclPutSignal, ncclSignal and ncclWaitSignal, on host communicators and, for peers on this
+// host, on CUDA ones (src/rma/rma_device.h: stream-ordered copies and kernels).
 //
 // Made at the communicator's first window registration (collective), kept until the
 // communicator is destroyed (ncclComm::rma). What it promises:
@@ -31,6 +32,12 @@
 //             signal with the last); the peer's bootstrap listener copies them into the window
 //             and adds to the counter, in arrival order, which is send order.
 //
+// CUDA communicators (RmaDevice): windows are GPU memory, counters the same host memory mapped
+// for the GPU; kDirect (same process) and kCudaIpc (another process on this host: the window by
+// CUDA IPC) queue a copy and a signal kernel on the caller's stream, a wait queues a kernel that
+// polls our counters, and each call returns at once. Peers on kMessage are refused there (not
+// implemented yet).
+//
 // Threads: NCCL's rule, one thread calls on a communicator at a time; the listener thread runs
 // the message path's receive side at any time (the windows it may write are kept under a lock,
 // so a deregistration never races a copy into a buffer being given back).
@@ -46,12 +53,13 @@
 
 #include "nccl.h"
 #include "src/core/comm.h"
+#include "src/rma/rma_device.h"
 #include "src/rma/signal_region.h"
 #include "transports/shm/process_watch.h"
 
 namespace ringcc {
 
-enum class RmaPath : uint8_t { kDirect, kKernel, kMessage };
+enum class RmaPath : uint8_t { kDirect, kKernel, kMessage, kCudaIpc };
 const char* rmaPathName(RmaPath path);
 
 // The signal indices each (peer, ctx) has (NCCL 2.30 accepts sigIdx 0 only).
@@ -65,6 +73,9 @@ struct RmaWindowDesc {
   uint64_t size = 0;
   uint32_t id = 0;  // the registration's number on its rank
   int32_t flags = 0;
+  RmaDeviceExport device;  // CUDA communicators: the buffer named for other processes
+  uint32_t exported = 0;   // ... 1 when named so, 2 when the driver refused
+  uint32_t pad = 0;
 };
 
 // What ncclWindow_t points to.
@@ -74,6 +85,10 @@ struct RmaWindow {
   size_t size = 0;
   int flags = 0;
   std::vector<RmaWindowDesc> ranks;  // by rank
+  // CUDA communicators, by rank: where this rank writes that rank's buffer (0: not reachable),
+  // and the IPC openings to close with the window.
+  std::vector<uint64_t> reach;
+  std::vector<CuDevicePtr> opened;
 };
 
 // One put or signal (bytes may be 0; signal false only for chunks before the last).
@@ -85,6 +100,7 @@ struct RmaPut {
   size_t offset = 0;
   int sigIdx = 0;
   int ctx = 0;
+  cudaStream_t stream = nullptr;  // CUDA communicators: where the put is queued
 };
 
 class CommRma {
@@ -111,7 +127,7 @@ class CommRma {
   // ncclInvalidArgument if the bytes at offset do not fit the peer's buffer of win.
   ncclResult_t checkPut(const RmaPut& put, const char* where) const;
   ncclResult_t put(const RmaPut& put);
-  ncclResult_t wait(std::span<const ncclWaitSignalDesc_t> descs);
+  ncclResult_t wait(std::span<const ncclWaitSignalDesc_t> descs, cudaStream_t stream);
 
  private:
   struct Inbound;  // what the listener thread uses (shared with its handler)
@@ -124,6 +140,10 @@ class CommRma {
   CommRma(Communicator* comm, const SignalGeometry& g);
   ncclResult_t connectPeers(const std::vector<SignalRegionDesc>& descs, bool netForced);
   ncclResult_t putByMessage(const RmaPut& put);
+  ncclResult_t setupDevice();  // CUDA: counters mapped for kernels, kKernel peers -> kCudaIpc
+  ncclResult_t reachWindow(RmaWindow* win);  // CUDA: win->reach, opening other processes' buffers
+  void closeWindow(RmaWindow* win);
+  ncclResult_t notReachable(int peer, const char* where) const;
   ncclResult_t waitFailed(const char* why, int peer, int sigIdx, int ctx, uint64_t got,
                           uint64_t want) const;
 
@@ -134,6 +154,8 @@ class CommRma {
   std::vector<uint64_t> consumed_;  // by SignalGeometry::index(peer, ctx, sigIdx)
   std::map<const void*, std::unique_ptr<RmaWindow>> windows_;
   uint32_t nextId_ = 0;
+  // CUDA communicators only. Last: it is gone before the counters it maps (peers_, inbound_).
+  std::unique_ptr<RmaDevice> device_;
 };
 
 }  // namespace ringcc

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "src/base/error.h"
+#include "src/base/mem_kind.h"
 #include "src/exec/group.h"
 #include "src/rma/rma_comm.h"
 
@@ -59,16 +60,7 @@ ncclResult_t runOrQueue(Communicator* comm, std::function<ncclResult_t()> work) 
   return enqueueDeferred([q] { return runQueue(*q); });
 }
 
-ncclResult_t hostOnly(const Communicator* comm, const char* where) {
-  if (comm->memKind == MemoryKind::Host) return ncclSuccess;
-  return fail(ncclInvalidUsage, where,
-              "%s is not implemented yet for CUDA communicators (ringcc's one-sided calls work "
-              "on host communicators)",
-              where);
-}
-
 ncclResult_t rmaState(Communicator* comm, const char* where, CommRma** out) {
-  RINGCC_CHECK(hostOnly(comm, where));
   if (!comm->rma)
     return fail(ncclInvalidUsage, where,
                 "no window was registered on this communicator: its signals are set up by the "
@@ -86,7 +78,7 @@ RmaWindow* windowOf(Communicator* comm, ncclWindow_t win) {
 ncclResult_t rmaWindowRegister(Communicator* comm, void* buff, size_t size, int flags,
                                ncclWindow_t* win) {
   const char* where = "ncclCommWindowRegister";
-  RINGCC_CHECK(hostOnly(comm, where));
+  RINGCC_CHECK(checkBufferKind(comm->memKind, buff, "buff", where));
   return runOrQueue(comm, [=]() -> ncclResult_t {
     if (!comm->rma) {
       std::unique_ptr<CommRma> rma;
@@ -103,7 +95,6 @@ ncclResult_t rmaWindowRegister(Communicator* comm, void* buff, size_t size, int 
 ncclResult_t rmaWindowDeregister(Communicator* comm, ncclWindow_t win) {
   const char* where = "ncclCommWindowDeregister";
   if (win == nullptr) return ncclSuccess;
-  RINGCC_CHECK(hostOnly(comm, where));
   RmaWindow* w = windowOf(comm, win);
   if (!w)
     return fail(ncclInvalidArgument, where,
@@ -115,7 +106,6 @@ ncclResult_t rmaWindowDeregister(Communicator* comm, ncclWindow_t win) {
 
 ncclResult_t rmaWindowUserPtr(Communicator* comm, ncclWindow_t win, void** out) {
   const char* where = "ncclWinGetUserPtr";
-  RINGCC_CHECK(hostOnly(comm, where));
   RmaWindow* w = windowOf(comm, win);
   if (!w)
     return fail(ncclInvalidArgument, where,
@@ -125,11 +115,13 @@ ncclResult_t rmaWindowUserPtr(Communicator* comm, ncclWindow_t win, void** out) 
 }
 
 ncclResult_t rmaPutSignal(Communicator* comm, const void* src, size_t bytes, int peer,
-                          ncclWindow_t win, size_t offset, int sigIdx, int ctx) {
+                          ncclWindow_t win, size_t offset, int sigIdx, int ctx,
+                          cudaStream_t stream) {
   const char* where = win ? "ncclPutSignal" : "ncclSignal";
   CommRma* rma = nullptr;
   RINGCC_CHECK(rmaState(comm, where, &rma));
-  RmaPut put{src, bytes, peer, nullptr, offset, sigIdx, ctx};
+  if (bytes > 0) RINGCC_CHECK(checkBufferKind(comm->memKind, src, "localbuff", where));
+  RmaPut put{src, bytes, peer, nullptr, offset, sigIdx, ctx, stream};
   if (win) {
     put.win = rma->find(win);
     if (!put.win)
@@ -142,14 +134,16 @@ ncclResult_t rmaPutSignal(Communicator* comm, const void* src, size_t bytes, int
   return runOrQueue(comm, [rma, put] { return rma->put(put); });
 }
 
-ncclResult_t rmaWaitSignal(Communicator* comm, std::span<const ncclWaitSignalDesc_t> descs) {
+ncclResult_t rmaWaitSignal(Communicator* comm, std::span<const ncclWaitSignalDesc_t> descs,
+                           cudaStream_t stream) {
   CommRma* rma = nullptr;
   RINGCC_CHECK(rmaState(comm, "ncclWaitSignal", &rma));
   for (const ncclWaitSignalDesc_t& d : descs)
     RINGCC_CHECK(rma->checkSignal(d.sigIdx, d.ctx, "signalDescs[].", "ncclWaitSignal"));
   // The descriptors are the caller's: copied, since a grouped wait runs after the call.
   std::vector<ncclWaitSignalDesc_t> copy(descs.begin(), descs.end());
-  return runOrQueue(comm, [rma, copy = std::move(copy)] { return rma->wait(copy); });
+  return runOrQueue(comm,
+                    [rma, copy = std::move(copy), stream] { return rma->wait(copy, stream); });
 }
 
 }  // namespace ringcc

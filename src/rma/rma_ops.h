@@ -5,7 +5,8 @@
 // one communicator in call order, those of different communicators concurrently (one thread
 // may drive every rank of ncclCommInitAll), before the group's collectives.
 //
-// Host communicators only; CUDA communicators get ncclInvalidUsage saying so.
+// On CUDA communicators puts and waits are queued on `stream` (src/rma/rma_device.h); host
+// communicators ignore it.
 #pragma once
 
 #include <cstddef>
@@ -25,7 +26,9 @@ ncclResult_t rmaWindowUserPtr(Communicator* comm, ncclWindow_t win, void** out);
 
 // ncclPutSignal (win set) and ncclSignal (win null, bytes 0).
 ncclResult_t rmaPutSignal(Communicator* comm, const void* src, size_t bytes, int peer,
-                          ncclWindow_t win, size_t offset, int sigIdx, int ctx);
-ncclResult_t rmaWaitSignal(Communicator* comm, std::span<const ncclWaitSignalDesc_t> descs);
+                          ncclWindow_t win, size_t offset, int sigIdx, int ctx,
+                          cudaStream_t stream);
+ncclResult_t rmaWaitSignal(Communicator* comm, std::span<const ncclWaitSignalDesc_t> descs,
+                           cudaStream_t stream);
 
 }  // namespace ringcc

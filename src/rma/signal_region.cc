@@ -54,6 +54,11 @@ uint64_t SignalView::count(int sender, int ctx, int sigIdx) const {
       .load(std::memory_order_acquire);
 }
 
+uint64_t* SignalView::counter(int sender, int ctx, int sigIdx) const {
+  return reinterpret_cast<uint64_t*>(base_ + kCountersOffset) +
+         geometry_.index(sender, ctx, sigIdx);
+}
+
 FifoCounter* SignalView::bell() const {
   return reinterpret_cast<FifoCounter*>(base_ + kBellOffset);
 }

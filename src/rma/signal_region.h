@@ -55,6 +55,8 @@ class SignalView {
   // The count of (sender, ctx, sigIdx), acquire.
   uint64_t count(int sender, int ctx, int sigIdx) const;
   FifoCounter* bell() const;
+  // The counter of (sender, ctx, sigIdx) itself (CUDA communicators hand it to kernels).
+  uint64_t* counter(int sender, int ctx, int sigIdx) const;
   char* base() const { return base_; }
 
  private:

@@ -25,6 +25,7 @@
 
 #include "kernels/adasum_tasks.h"
 #include "kernels/cuda/batch_block.h"
+#include "kernels/rma_tasks.h"
 #include "src/exec/host_sync.h"
 
 namespace ringcc::test {
@@ -34,6 +35,7 @@ constexpr int kDevices = 4;
 constexpr uintptr_t kContextBase = 0x1000;
 CuFunction const kKernel = reinterpret_cast<CuFunction>(0xf00);
 CuFunction const kAdasumKernel = reinterpret_cast<CuFunction>(0xf10);  // the module's second
+CuFunction const kRmaKernel = reinterpret_cast<CuFunction>(0xf20);     // ... and third
 CuModule const kModule = reinterpret_cast<CuModule>(0xe00);
 
 // A capture sequence (FakeCudaScope::beginCapture): what the streams in it queued, in call
@@ -187,6 +189,7 @@ struct State {
   Stream* legacy = nullptr;
   std::atomic<size_t> kernelsRun{0};
   std::atomic<size_t> adasumKernelsRun{0};
+  std::atomic<size_t> rmaKernelsRun{0};
   std::atomic<size_t> kernelsQueued{0};
   std::atomic<size_t> peerAccessCalls{0};
   // Kernels running per device, for the calls that wait until none runs (waitDeviceIdle).
@@ -385,6 +388,10 @@ CudaDriver makeTable() {
     return kCuSuccess;
   };
   d.cuModuleGetFunction = [](CuFunction* fn, CuModule, const char* name) -> CuResult {
+    if (std::strcmp(name, "ringccRmaKernel") == 0) {
+      *fn = kRmaKernel;
+      return kCuSuccess;
+    }
     if (std::strcmp(name, "ringccAdasumKernel") == 0) {
       *fn = kAdasumKernel;
       return kCuSuccess;
@@ -405,12 +412,14 @@ CudaDriver makeTable() {
     return kCuSuccess;
   };
   d.cuFuncLoad = [](CuFunction fn) -> CuResult {
-    if (fn != kKernel && fn != kAdasumKernel) return 400;  // CUDA_ERROR_INVALID_HANDLE
+    if (fn != kKernel && fn != kAdasumKernel && fn != kRmaKernel)
+      return 400;  // CUDA_ERROR_INVALID_HANDLE
     ++gState->functionLoads;
     return kCuSuccess;
   };
   d.cuFuncGetAttribute = [](int* value, int attribute, CuFunction fn) -> CuResult {
-    if ((fn != kKernel && fn != kAdasumKernel) || attribute != kCuFuncAttributeMaxThreadsPerBlock)
+    if ((fn != kKernel && fn != kAdasumKernel && fn != kRmaKernel) ||
+        attribute != kCuFuncAttributeMaxThreadsPerBlock)
       return 1;
     *value = 1024;
     return kCuSuccess;
@@ -419,6 +428,21 @@ CudaDriver makeTable() {
                         unsigned by, unsigned bz, unsigned, CuStream stream, void** params,
                         void**) -> CuResult {
     const int device = tCurrent != nullptr ? deviceOf(tCurrent) : -1;
+    if (fn == kRmaKernel) {
+      // One-sided signals and waits: one block, its thread 0 working (a wait blocks the stream
+      // until its signals came, as on a GPU).
+      if (gx != 1 || gy != 1 || gz != 1 || bx != kRmaThreads || by != 1 || bz != 1) return 1;
+      auto args = std::make_shared<RmaArgs>(*static_cast<const RmaArgs*>(params[0]));
+      ++gState->kernelsQueued;
+      gState->stream(stream)->push([args, device] {
+        runKernel(1, device, [&args](uint32_t b) {
+          HostBlock block{b};
+          rmaRunBlock(*args, block);
+        });
+        ++gState->rmaKernelsRun;
+      });
+      return kCuSuccess;
+    }
     if (fn == kAdasumKernel) {
       // Adasum's local steps: any grid, one host thread a block.
       if (gy != 1 || gz != 1 || by != 1 || bz != 1 || bx != kLaunchThreads || gx == 0 ||
@@ -510,6 +534,19 @@ CudaDriver makeTable() {
     munmap(reinterpret_cast<void*>(p), it->second);
     gState->imports.erase(it);
     return kCuSuccess;
+  };
+  d.cuMemGetAddressRange = [](CuDevicePtr* base, size_t* bytes, CuDevicePtr p) -> CuResult {
+    std::lock_guard<std::mutex> lock(gState->mu);
+    for (const auto* ranges : {&gState->deviceAllocs, &gState->imports}) {
+      auto it = ranges->upper_bound(static_cast<uintptr_t>(p));
+      if (it == ranges->begin()) continue;
+      --it;
+      if (static_cast<uintptr_t>(p) >= it->first + it->second) continue;
+      if (base != nullptr) *base = it->first;
+      if (bytes != nullptr) *bytes = it->second;
+      return kCuSuccess;
+    }
+    return 1;  // CUDA_ERROR_INVALID_VALUE: not device memory
   };
   d.cuDeviceGetAttribute = [](int* value, int attribute, CuDevice dev) -> CuResult {
     if (dev < 0 || dev >= kDevices) return 101;  // CUDA_ERROR_INVALID_DEVICE
@@ -804,6 +841,7 @@ void FakeCudaScope::synchronizeAll() {
 
 size_t FakeCudaScope::kernelsRun() const { return gState->kernelsRun.load(); }
 size_t FakeCudaScope::adasumKernelsRun() const { return gState->adasumKernelsRun.load(); }
+size_t FakeCudaScope::rmaKernelsRun() const { return gState->rmaKernelsRun.load(); }
 
 size_t FakeCudaScope::kernelsQueued() const { return gState->kernelsQueued.load(); }
 size_t FakeCudaScope::functionLoads() const { return gState->functionLoads.load(); }

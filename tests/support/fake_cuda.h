@@ -89,6 +89,7 @@ class FakeCudaScope {
 
   size_t kernelsRun() const;             // launches that ran to their end
   size_t adasumKernelsRun() const;       // ... of them ringccAdasumKernel
+  size_t rmaKernelsRun() const;          // ... of them ringccRmaKernel
   size_t kernelsQueued() const;          // cuLaunchKernel calls that succeeded
   size_t functionLoads() const;          // cuFuncLoad calls (the kernel loaded eagerly)
   size_t liveDeviceAllocs() const;       // cuMemAlloc blocks not freed yet

@@ -146,6 +146,9 @@ CuResult cuIpcOpenMemHandle_v2(CuDevicePtr* p, CuIpcMemHandle h, unsigned flags)
   return forward<&CudaDriver::cuIpcOpenMemHandle>(p, h, flags);
 }
 CuResult cuIpcCloseMemHandle(CuDevicePtr p) { return forward<&CudaDriver::cuIpcCloseMemHandle>(p); }
+CuResult cuMemGetAddressRange_v2(CuDevicePtr* base, size_t* bytes, CuDevicePtr p) {
+  return forward<&CudaDriver::cuMemGetAddressRange>(base, bytes, p);
+}
 CuResult cuDeviceGetAttribute(int* v, int attribute, CuDevice d) {
   return forward<&CudaDriver::cuDeviceGetAttribute>(v, attribute, d);
 }

@@ -1,0 +1,103 @@
+// The CUDA side of one communicator's one-sided operations (src/rma/rma_comm.h): what a CUDA
+// communicator needs beyond the host path's bookkeeping (windows, paths, consumed counts).
+//
+//   counters  every rank's signal counters stay the host memory of src/rma/signal_region.h;
+//             ours and each reachable peer's mapping of theirs are registered with the driver
+//             (transports/host_mapped.h), so kernels add to a peer's counter and poll ours.
+//   windows   a window is GPU memory. A peer in this process writes it at its own address
+//             (unified addressing); one in another process of this host opens it by its
+//             allocation's IPC handle plus the window's offset there (cuMemGetAddressRange,
+//             cuIpcGetMemHandle / cuIpcOpenMemHandle).
+//   a put     a copy on the user's stream (cuMemcpyDtoDAsync), then the signal kernel
+//             (kernels/rma_tasks.h) on the same stream: stream order puts the data first.
+//   a wait    the wait kernel on the user's stream: the stream's later work runs once the
+//             signals came; the call returns at once, as NCCL's does.
+//
+// Peers reached only over the network (another host, or NCCL_NET=ucx) cannot be reached this
+// way; the caller refuses them (not implemented yet). Every launch records an event per
+// stream, so that drain() (before a window is deregistered or the communicator destroyed)
+// waits for the launches that may still touch a window or a counter.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <span>
+#include <vector>
+
+#include "nccl.h"
+#include "src/base/cuda_driver.h"
+#include "src/core/comm.h"
+#include "src/rma/signal_region.h"
+#include "transports/host_mapped.h"
+
+namespace ringcc {
+
+class CudaEngine;
+
+// How a window's buffer is named to a process that is not ours.
+struct RmaDeviceExport {
+  CuIpcMemHandle handle{};  // its allocation's
+  uint64_t offset = 0;      // the buffer's offset in that allocation
+};
+
+class RmaDevice {
+ public:
+  // ncclInternalError if the communicator has no CUDA engine.
+  static ncclResult_t create(Communicator* comm, int nranks, std::unique_ptr<RmaDevice>* out);
+  ~RmaDevice();  // drains, then unregisters the counters
+  RmaDevice(const RmaDevice&) = delete;
+  RmaDevice& operator=(const RmaDevice&) = delete;
+
+  // Our counters (waits poll them) and a peer's mapping of its counters (signals add to them),
+  // registered for the engine's kernels. `bytes` is the region's size.
+  ncclResult_t mapOwn(const SignalView& view, size_t bytes);
+  ncclResult_t mapPeer(int peer, const SignalView& view, size_t bytes);
+  bool reaches(int peer) const { return peers_[peer].mapped(); }
+
+  // A window's buffer: GPU memory of this communicator's device, named for other processes.
+  ncclResult_t exportWindow(const void* buff, RmaDeviceExport* out) const;
+  // A peer's buffer in another process, opened here: *base is its allocation's base here, to
+  // be closed with closeWindow; the buffer is at *base + e.offset.
+  ncclResult_t openWindow(int peer, const RmaDeviceExport& e, CuDevicePtr* base) const;
+  void closeWindow(CuDevicePtr base) const;
+
+  // Queued on `stream`: bytes from src to dst (device addresses; 0 bytes: none), then one added
+  // to `peer`'s counter at `counter` (the host address in our mapping of its region). dst 0:
+  // ncclSignal. A stream being captured is refused (put and wait): see rma_device.cc.
+  ncclResult_t put(uint64_t dst, const void* src, size_t bytes, int peer, const uint64_t* counter,
+                   cudaStream_t stream);
+  // Queued on `stream`: a wait until each counter (our host addresses) reaches its target.
+  struct Want {
+    const uint64_t* counter;
+    uint64_t target;
+    int peer, sigIdx, ctx;
+  };
+  ncclResult_t wait(std::span<const Want> wants, cudaStream_t stream);
+  // Waits on the host until every launch queued so far is done.
+  ncclResult_t drain();
+  // The error a stopped wait left, or an earlier one of the engine's kernels (pollAsyncError).
+  ncclResult_t asyncError() const;
+
+ private:
+  RmaDevice(CudaEngine* engine, int nranks);
+  ncclResult_t launched(cudaStream_t stream);  // records the stream's event
+  ncclResult_t notCapturing(cudaStream_t stream, const char* where) const;
+  ncclResult_t cudaFailed(CuResult r, const char* what) const;
+
+  CudaEngine* engine_;
+  const CudaDriver& cu_;
+  CuContext ctx_;
+  HostMapping own_;
+  const char* ownBase_ = nullptr;
+  struct PeerCounters {
+    HostMapping mapping;
+    const char* base = nullptr;  // our host address of its region
+    bool mapped() const { return mapping.mapped(); }
+  };
+  std::vector<PeerCounters> peers_;
+  std::map<cudaStream_t, CuEvent> events_;  // the last launch on each stream used
+};
+
+}  // namespace ringcc

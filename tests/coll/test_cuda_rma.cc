@@ -1,0 +1,319 @@
+// One-sided calls on CUDA communicators (src/rma/rma_device.h), on the emulated driver
+// (support/fake_cuda.h): windows of GPU memory, puts as stream-ordered copies plus the signal
+// kernel, waits as the wait kernel on the caller's stream (ringccRmaKernel, whose block body
+// the fake runs on a host thread). Ranks in one process (threads, a GPU each or sharing one)
+// and in forked processes (the window opened by CUDA IPC).
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <cstring>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "coll/cuda_ranks.h"
+#include "nccl.h"
+#include "support/fake_cuda.h"
+#include "support/ranks.h"
+#include "support/test_env.h"
+
+using namespace ringcc;
+using namespace ringcc::test;
+
+namespace {
+
+struct CudaRmaEnv {
+  ScopedEnv device{"RINGCC_DEVICE", "cuda"};
+  ScopedEnv timeout{"NCCL_TIMEOUT", "20000"};
+};
+
+// cuMemAlloc'd memory of device `dev`, zeroed; freed with the object. The fake's device memory
+// is host memory, so the test reads and writes it directly.
+class DeviceMemory {
+ public:
+  DeviceMemory(FakeCudaScope& cuda, int dev, size_t bytes) : cuda_(cuda) {
+    const CudaDriver& cu = cuda.driver();
+    CuContext ctx = nullptr;
+    REQUIRE(cu.cuDevicePrimaryCtxRetain(&ctx, dev) == kCuSuccess);
+    REQUIRE(cu.cuCtxSetCurrent(ctx) == kCuSuccess);
+    REQUIRE(cu.cuMemAlloc(&ptr_, bytes) == kCuSuccess);
+    std::memset(data(), 0, bytes);
+  }
+  ~DeviceMemory() { cuda_.driver().cuMemFree(ptr_); }
+  DeviceMemory(const DeviceMemory&) = delete;
+  DeviceMemory& operator=(const DeviceMemory&) = delete;
+  int32_t* data() const { return reinterpret_cast<int32_t*>(ptr_); }
+  CuDevicePtr address() const { return ptr_; }
+
+ private:
+  FakeCudaScope& cuda_;
+  CuDevicePtr ptr_ = 0;
+};
+
+constexpr size_t kCount = 1000;  // int32 elements of one put
+
+int32_t valueOf(int rank, size_t i) { return rank * 100000 + static_cast<int32_t>(i) + 1; }
+
+// Every rank registers a window of n * kCount ints (one thread drives all: a group).
+std::vector<ncclWindow_t> registerWindows(CudaRanks& ranks,
+                                          const std::vector<std::unique_ptr<DeviceMemory>>& w) {
+  std::vector<ncclWindow_t> wins(ranks.size(), nullptr);
+  REQUIRE(ncclGroupStart() == ncclSuccess);
+  for (int r = 0; r < ranks.size(); ++r)
+    CHECK(ncclCommWindowRegister(ranks.comms[r], w[r]->data(), ranks.size() * kCount * 4,
+                                 &wins[r], 0) == ncclSuccess);
+  REQUIRE(ncclGroupEnd() == ncclSuccess);
+  for (ncclWindow_t win : wins) REQUIRE(win != nullptr);
+  return wins;
+}
+
+void deregisterWindows(CudaRanks& ranks, const std::vector<ncclWindow_t>& wins) {
+  REQUIRE(ncclGroupStart() == ncclSuccess);
+  for (int r = 0; r < ranks.size(); ++r)
+    CHECK(ncclCommWindowDeregister(ranks.comms[r], wins[r]) == ncclSuccess);
+  REQUIRE(ncclGroupEnd() == ncclSuccess);
+}
+
+ncclWaitSignalDesc_t desc(int peer, int sigIdx, int opCnt) {
+  ncclWaitSignalDesc_t d{};
+  d.opCnt = opCnt;
+  d.peer = peer;
+  d.sigIdx = sigIdx;
+  d.ctx = 0;
+  return d;
+}
+
+void checkNoAsyncError(const CudaRanks& ranks) {
+  for (int r = 0; r < ranks.size(); ++r) {
+    ncclResult_t async = ncclInternalError;
+    CHECK(ncclCommGetAsyncError(ranks.comms[r], &async) == ncclSuccess);
+    INFO("rank " << r << ": " << ncclGetLastError(ranks.comms[r]));
+    CHECK(async == ncclSuccess);
+  }
+}
+
+}  // namespace
+
+TEST_CASE("CUDA one-sided calls: a wait holds the stream until the put's signal, data first",
+          "[cuda_rma]") {
+  FakeCudaScope cuda;
+  CudaRmaEnv env;
+  for (const std::vector<int>& devs : {std::vector<int>{0, 1}, std::vector<int>{0, 1, 2},
+                                       std::vector<int>{0, 0}, std::vector<int>{0, 1, 2, 3, 0}}) {
+    CudaRanks ranks(cuda, devs);
+    const int n = ranks.size();
+    INFO(n << " ranks, devices[0] " << devs[0] << " devices[1] " << devs[1]);
+    std::vector<std::unique_ptr<DeviceMemory>> window, src, seen;
+    for (int r = 0; r < n; ++r) {
+      window.push_back(std::make_unique<DeviceMemory>(cuda, devs[r], n * kCount * 4));
+      src.push_back(std::make_unique<DeviceMemory>(cuda, devs[r], kCount * 4));
+      seen.push_back(std::make_unique<DeviceMemory>(cuda, devs[r], kCount * 4));
+      for (size_t i = 0; i < kCount; ++i) src[r]->data()[i] = valueOf(r, i);
+    }
+    const std::vector<ncclWindow_t> wins = registerWindows(ranks, window);
+    const size_t kernelsBefore = cuda.rmaKernelsRun();
+    // Each rank first queues a wait for its left neighbour's put, then a copy of what that put
+    // writes: the copy must not run before the signal came.
+    for (int r = 0; r < n; ++r) {
+      const int left = (r + n - 1) % n;
+      ncclWaitSignalDesc_t d = desc(left, 0, 1);
+      REQUIRE(ncclWaitSignal(1, &d, ranks.comms[r], ranks.streams[r]) == ncclSuccess);
+      REQUIRE(cuda.driver().cuMemcpyDtoDAsync(
+                  seen[r]->address(), window[r]->address() + left * kCount * 4, kCount * 4,
+                  reinterpret_cast<CuStream>(ranks.streams[r])) == kCuSuccess);
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(100));
+    for (int r = 0; r < n; ++r) CHECK(seen[r]->data()[0] == 0);  // the waits hold the streams
+    // The puts on other streams (behind its wait, a rank's put would never start).
+    for (int r = 0; r < n; ++r) {
+      const int right = (r + 1) % n;
+      REQUIRE(ncclPutSignal(src[r]->data(), kCount, ncclInt32, right, wins[r], r * kCount * 4, 0,
+                            0, 0, ranks.comms[r],
+                            reinterpret_cast<cudaStream_t>(cuda.newStream())) == ncclSuccess);
+    }
+    cuda.synchronizeAll();
+    for (int r = 0; r < n; ++r) {
+      const int left = (r + n - 1) % n;
+      INFO("rank " << r);
+      bool exact = true;
+      for (size_t i = 0; i < kCount; ++i) {
+        exact = exact && seen[r]->data()[i] == valueOf(left, i);
+        for (int p = 0; p < n; ++p)
+          exact = exact && window[r]->data()[p * kCount + i] == (p == left ? valueOf(left, i) : 0);
+      }
+      CHECK(exact);
+    }
+    // Signals without data: every rank signals every rank (itself too) twice on sigIdx 1 and
+    // waits for them with each peer named twice (a descriptor named twice counts twice).
+    for (int r = 0; r < n; ++r)
+      for (int p = 0; p < n; ++p)
+        for (int k = 0; k < 2; ++k)
+          REQUIRE(ncclSignal(p, 1, 0, 0, ranks.comms[r], ranks.streams[r]) == ncclSuccess);
+    for (int r = 0; r < n; ++r) {
+      std::vector<ncclWaitSignalDesc_t> descs;
+      for (int p = 0; p < n; ++p) descs.insert(descs.end(), 2, desc(p, 1, 1));
+      REQUIRE(ncclWaitSignal(static_cast<int>(descs.size()), descs.data(), ranks.comms[r],
+                             ranks.streams[r]) == ncclSuccess);
+    }
+    cuda.synchronizeAll();
+    checkNoAsyncError(ranks);
+    // Puts and waits ran as kernels, none on the host: per rank a wait, a put's signal, 2n
+    // signals and one wait for them all.
+    CHECK(cuda.rmaKernelsRun() - kernelsBefore == static_cast<size_t>(n * (3 + 2 * n)));
+    deregisterWindows(ranks, wins);
+  }
+}
+
+TEST_CASE("CUDA one-sided calls: a wait for a signal that never comes stops at NCCL_TIMEOUT",
+          "[cuda_rma]") {
+  FakeCudaScope cuda;
+  CudaRmaEnv env;
+  ScopedEnv timeout("NCCL_TIMEOUT", "300");  // read when the communicator is made
+  CudaRanks ranks(cuda, {0, 1});
+  std::vector<std::unique_ptr<DeviceMemory>> window;
+  for (int r = 0; r < 2; ++r) window.push_back(std::make_unique<DeviceMemory>(cuda, r, 2 * kCount * 4));
+  const std::vector<ncclWindow_t> wins = registerWindows(ranks, window);
+  // Rank 1 signals once; rank 0 waits for two.
+  REQUIRE(ncclSignal(0, 0, 0, 0, ranks.comms[1], ranks.streams[1]) == ncclSuccess);
+  ncclWaitSignalDesc_t d = desc(1, 0, 2);
+  REQUIRE(ncclWaitSignal(1, &d, ranks.comms[0], ranks.streams[0]) == ncclSuccess);
+  cuda.synchronizeAll();  // the wait kernel stops by itself
+  ncclResult_t async = ncclSuccess;
+  CHECK(ncclCommGetAsyncError(ranks.comms[0], &async) == ncclSuccess);
+  CHECK(async == ncclRemoteError);
+  const std::string why = ncclGetLastError(ranks.comms[0]);
+  INFO(why);
+  CHECK(why.find("from peer 1") != std::string::npos);
+  CHECK(why.find("NCCL_TIMEOUT") != std::string::npos);
+  CHECK(why.find("at 1 of 2") != std::string::npos);
+  // The communicator is failed: the next one-sided call says so.
+  CHECK(ncclSignal(1, 0, 0, 0, ranks.comms[0], ranks.streams[0]) == ncclRemoteError);
+  deregisterWindows(ranks, wins);
+}
+
+TEST_CASE("CUDA one-sided calls: ncclCommAbort frees a waiting kernel", "[cuda_rma]") {
+  FakeCudaScope cuda;
+  CudaRmaEnv env;
+  ScopedEnv timeout("NCCL_TIMEOUT", "60000");
+  CudaRanks ranks(cuda, {0, 1});
+  std::vector<std::unique_ptr<DeviceMemory>> window;
+  for (int r = 0; r < 2; ++r) window.push_back(std::make_unique<DeviceMemory>(cuda, r, 2 * kCount * 4));
+  registerWindows(ranks, window);
+  ncclWaitSignalDesc_t d = desc(1, 0, 1);
+  REQUIRE(ncclWaitSignal(1, &d, ranks.comms[0], ranks.streams[0]) == ncclSuccess);
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  const auto start = std::chrono::steady_clock::now();
+  CHECK(ncclCommAbort(ranks.comms[0]) == ncclSuccess);
+  ranks.comms[0] = nullptr;
+  cuda.synchronizeAll();
+  // Freed by the abort, not by NCCL_TIMEOUT (a minute).
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(30));
+}
+
+TEST_CASE("CUDA one-sided calls: refused on a capturing stream and to peers over the network",
+          "[cuda_rma]") {
+  FakeCudaScope cuda;
+  CudaRmaEnv env;
+  {
+    CudaRanks ranks(cuda, {0, 1});
+    std::vector<std::unique_ptr<DeviceMemory>> window;
+    for (int r = 0; r < 2; ++r) window.push_back(std::make_unique<DeviceMemory>(cuda, r, 2 * kCount * 4));
+    const std::vector<ncclWindow_t> wins = registerWindows(ranks, window);
+    const auto s = reinterpret_cast<CuStream>(ranks.streams[0]);
+    cuda.beginCapture(s);
+    CHECK(ncclSignal(1, 0, 0, 0, ranks.comms[0], ranks.streams[0]) == ncclInvalidUsage);
+    CHECK(std::string(ncclGetLastError(ranks.comms[0])).find("captured") != std::string::npos);
+    ncclWaitSignalDesc_t d = desc(1, 0, 1);
+    CHECK(ncclWaitSignal(1, &d, ranks.comms[0], ranks.streams[0]) == ncclInvalidUsage);
+    FakeGraph graph;
+    CHECK(cuda.endCapture(s, &graph) == kCuSuccess);
+    // Bad arguments are still checked first.
+    CHECK(ncclPutSignal(window[0]->data(), kCount, ncclInt32, 1, wins[0], 2 * kCount * 4, 0, 0,
+                        0, ranks.comms[0], ranks.streams[0]) == ncclInvalidArgument);
+    checkNoAsyncError(ranks);
+    deregisterWindows(ranks, wins);
+  }
+  ScopedEnv net("NCCL_NET", "ucx");
+  ScopedEnv devices("UCX_NET_DEVICES", "lo");
+  CudaRanks ranks(cuda, {0, 1});
+  std::vector<std::unique_ptr<DeviceMemory>> window;
+  for (int r = 0; r < 2; ++r) window.push_back(std::make_unique<DeviceMemory>(cuda, r, 2 * kCount * 4));
+  const std::vector<ncclWindow_t> wins = registerWindows(ranks, window);
+  CHECK(ncclPutSignal(window[0]->data(), kCount, ncclInt32, 1, wins[0], 0, 0, 0, 0,
+                      ranks.comms[0], ranks.streams[0]) == ncclInvalidUsage);
+  const std::string why = ncclGetLastError(ranks.comms[0]);
+  INFO(why);
+  CHECK(why.find("not implemented yet") != std::string::npos);
+  ncclWaitSignalDesc_t d = desc(1, 0, 1);
+  CHECK(ncclWaitSignal(1, &d, ranks.comms[0], ranks.streams[0]) == ncclInvalidUsage);
+  deregisterWindows(ranks, wins);
+}
+
+namespace {
+
+// One rank of the forked test: a window inside a larger allocation (so its IPC handle names
+// the allocation and the offset matters), a put to the other rank, a wait for the other's put,
+// a copy queued after the wait; the number of failures (printed).
+int rmaRankProcess(int rank, const ncclUniqueId& id) {
+  FakeCudaScope cuda;
+  setenv("RINGCC_DEVICE", "cuda", 1);
+  const CudaDriver& cu = cuda.driver();
+  CuContext ctx = nullptr;
+  if (cu.cuDevicePrimaryCtxRetain(&ctx, rank) != kCuSuccess || cu.cuCtxSetCurrent(ctx) != kCuSuccess)
+    return 100;
+  ncclComm_t comm = nullptr;
+  if (ncclCommInitRank(&comm, 2, id, rank) != ncclSuccess) return 10;
+  const auto stream = reinterpret_cast<cudaStream_t>(cuda.newStream());
+  int bad = 0;
+  auto no = [&](const char* what) {
+    std::fprintf(stderr, "[cuda rma procs] rank %d: %s (%s)\n", rank, what, ncclGetLastError(comm));
+    ++bad;
+  };
+  CuDevicePtr block = 0, src = 0, seen = 0;
+  cu.cuMemAlloc(&block, 64 << 10);
+  cu.cuMemAlloc(&src, kCount * 4);
+  cu.cuMemAlloc(&seen, kCount * 4);
+  std::memset(reinterpret_cast<void*>(block), 0, 64 << 10);
+  std::memset(reinterpret_cast<void*>(seen), 0, kCount * 4);
+  auto* from = reinterpret_cast<int32_t*>(src);
+  for (size_t i = 0; i < kCount; ++i) from[i] = valueOf(rank, i);
+  auto* window = reinterpret_cast<int32_t*>(block + 4096);
+  ncclWindow_t win = nullptr;
+  if (ncclCommWindowRegister(comm, window, 2 * kCount * 4, &win, 0) != ncclSuccess) no("register");
+  const int peer = 1 - rank;
+  ncclWaitSignalDesc_t d = desc(peer, 0, 1);
+  if (ncclWaitSignal(1, &d, comm, stream) != ncclSuccess) no("wait");
+  cu.cuMemcpyDtoDAsync(seen, reinterpret_cast<CuDevicePtr>(window + peer * kCount), kCount * 4,
+                       reinterpret_cast<CuStream>(stream));
+  // On a stream of its own: behind the wait it would never start.
+  const auto putStream = reinterpret_cast<cudaStream_t>(cuda.newStream());
+  if (ncclPutSignal(from, kCount, ncclInt32, peer, win, rank * kCount * 4, 0, 0, 0, comm,
+                    putStream) != ncclSuccess)
+    no("put");
+  cuda.synchronizeAll();
+  const auto* got = reinterpret_cast<const int32_t*>(seen);
+  for (size_t i = 0; i < kCount; ++i)
+    if (got[i] != valueOf(peer, i) || window[rank * kCount + i] != 0) {
+      no("the peer's put is not where the wait's copy read it");
+      break;
+    }
+  if (cuda.ipcOpens() == 0) no("the peer's window was not opened by CUDA IPC");
+  ncclResult_t async = ncclInternalError;
+  ncclCommGetAsyncError(comm, &async);
+  if (async != ncclSuccess) no("async error");
+  if (ncclCommWindowDeregister(comm, win) != ncclSuccess) no("deregister");
+  if (cuda.liveIpcImports() != 0) no("the peer's window is still open after deregistration");
+  if (ncclCommDestroy(comm) != ncclSuccess) no("destroy");
+  if (cuda.liveHostRegistrations() != 0) no("signal counters still registered");
+  cu.cuMemFree(block);
+  cu.cuMemFree(src);
+  cu.cuMemFree(seen);
+  return bad;
+}
+
+}  // namespace
+
+// Forked ranks: this group's process starts no thread before it forks (tests/support/ranks.h).
+TEST_CASE("CUDA one-sided calls between processes: the window by CUDA IPC", "[cuda_rma_procs]") {
+  const ncclUniqueId id = newUniqueId();
+  CHECK(runProcesses(2, [&](int rank) { return rmaRankProcess(rank, id); }) == 0);
+}
