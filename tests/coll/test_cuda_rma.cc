@@ -142,12 +142,15 @@ TEST_CASE("CUDA one-sided calls: a wait holds the stream until the put's signal,
       }
       CHECK(exact);
     }
-    // Signals without data: every rank signals every rank (itself too) twice on sigIdx 1 and
-    // waits for them with each peer named twice (a descriptor named twice counts twice).
+    // Signals without data, in a group (queued at ncclGroupEnd): every rank signals every rank
+    // (itself too) twice on sigIdx 1 and waits for them with each peer named twice (a
+    // descriptor named twice counts twice).
+    REQUIRE(ncclGroupStart() == ncclSuccess);
     for (int r = 0; r < n; ++r)
       for (int p = 0; p < n; ++p)
         for (int k = 0; k < 2; ++k)
           REQUIRE(ncclSignal(p, 1, 0, 0, ranks.comms[r], ranks.streams[r]) == ncclSuccess);
+    REQUIRE(ncclGroupEnd() == ncclSuccess);
     for (int r = 0; r < n; ++r) {
       std::vector<ncclWaitSignalDesc_t> descs;
       for (int p = 0; p < n; ++p) descs.insert(descs.end(), 2, desc(p, 1, 1));
@@ -278,7 +281,10 @@ int rmaRankProcess(int rank, const ncclUniqueId& id) {
   for (size_t i = 0; i < kCount; ++i) from[i] = valueOf(rank, i);
   auto* window = reinterpret_cast<int32_t*>(block + 4096);
   ncclWindow_t win = nullptr;
+  // The connections open peers' GPU memory too (shm slots): the window's import is one more.
+  const size_t importsBefore = cuda.liveIpcImports();
   if (ncclCommWindowRegister(comm, window, 2 * kCount * 4, &win, 0) != ncclSuccess) no("register");
+  if (cuda.liveIpcImports() != importsBefore + 1) no("the peer's window was not opened by CUDA IPC");
   const int peer = 1 - rank;
   ncclWaitSignalDesc_t d = desc(peer, 0, 1);
   if (ncclWaitSignal(1, &d, comm, stream) != ncclSuccess) no("wait");
@@ -296,12 +302,12 @@ int rmaRankProcess(int rank, const ncclUniqueId& id) {
       no("the peer's put is not where the wait's copy read it");
       break;
     }
-  if (cuda.ipcOpens() == 0) no("the peer's window was not opened by CUDA IPC");
   ncclResult_t async = ncclInternalError;
   ncclCommGetAsyncError(comm, &async);
   if (async != ncclSuccess) no("async error");
   if (ncclCommWindowDeregister(comm, win) != ncclSuccess) no("deregister");
-  if (cuda.liveIpcImports() != 0) no("the peer's window is still open after deregistration");
+  if (cuda.liveIpcImports() != importsBefore)
+    no("the peer's window is still open after deregistration");
   if (ncclCommDestroy(comm) != ncclSuccess) no("destroy");
   if (cuda.liveHostRegistrations() != 0) no("signal counters still registered");
   cu.cuMemFree(block);

@@ -14,6 +14,9 @@
 //   gpu_coll adasum        ringccAllReduceAdasum at 2 and 4 ranks, every type, segments and
 //                          zero vectors, against its definition (tests/coll/adasum_case.h);
 //                          then its time beside ncclAllReduce's on 64 MiB of floats
+//   gpu_coll rma           one-sided calls at 2 ranks: each waits for the other's put of 4 MiB
+//                          (issued on another stream) and a copy after the wait reads it; then
+//                          1,000 signal ping-pongs timed (docs/rma.md, "CUDA communicators")
 //   gpu_coll --modes       the modes above, one a line (run.sh runs only what is listed)
 // Exit 0 ok; 1 failed (the first difference or error printed); 2 bad arguments.
 #include <dlfcn.h>
@@ -492,20 +495,115 @@ bool adasum() {
   return true;
 }
 
+ncclWaitSignalDesc_t signalFrom(int peer) {
+  ncclWaitSignalDesc_t d{};
+  d.opCnt = 1;
+  d.peer = peer;
+  return d;
+}
+
+bool rmaCheck() {
+  const int n = 2;
+  const size_t count = size_t{1} << 20;  // floats of one put
+  DeviceRanks ranks(n);
+  if (!ranks.ok) return false;
+  std::vector<CuStream> putStreams(n);
+  std::vector<CuDevicePtr> win(n), src(n), seen(n);
+  std::vector<ncclWindow_t> wins(n);
+  bool ok = true;
+  std::vector<float> host(count);
+  for (int r = 0; r < n && ok; ++r) {
+    for (size_t i = 0; i < count; ++i) host[i] = input(r, i);
+    ok = cudaOk(cu->cuStreamCreate(&putStreams[r], kCuStreamNonBlocking), "cuStreamCreate") &&
+         cudaOk(cu->cuMemAlloc(&win[r], n * count * 4), "cuMemAlloc") &&
+         cudaOk(cu->cuMemsetD8(win[r], 0, n * count * 4), "cuMemsetD8") &&
+         cudaOk(cu->cuMemAlloc(&src[r], count * 4), "cuMemAlloc") &&
+         cudaOk(cu->cuMemcpyHtoD(src[r], host.data(), count * 4), "cuMemcpyHtoD") &&
+         cudaOk(cu->cuMemAlloc(&seen[r], count * 4), "cuMemAlloc") &&
+         cudaOk(cu->cuMemsetD8(seen[r], 0, count * 4), "cuMemsetD8");
+  }
+  auto stream = [&](int r) { return reinterpret_cast<cudaStream_t>(ranks.streams[r]); };
+  if (ok) {
+    ncclGroupStart();
+    for (int r = 0; r < n; ++r)
+      ncclCommWindowRegister(ranks.comms[r], reinterpret_cast<void*>(win[r]), n * count * 4,
+                             &wins[r], 0);
+    ok = check(ncclGroupEnd() == ncclSuccess,
+               std::string("ncclCommWindowRegister: ") + ncclGetLastError(ranks.comms[0]));
+  }
+  for (int r = 0; r < n && ok; ++r) {
+    ncclWaitSignalDesc_t d = signalFrom(1 - r);
+    ok = check(ncclWaitSignal(1, &d, ranks.comms[r], stream(r)) == ncclSuccess, "ncclWaitSignal") &&
+         cudaOk(cu->cuMemcpyDtoDAsync(seen[r], win[r] + (1 - r) * count * 4, count * 4,
+                                      ranks.streams[r]),
+                "cuMemcpyDtoDAsync");
+  }
+  for (int r = 0; r < n && ok; ++r)
+    ok = check(ncclPutSignal(reinterpret_cast<void*>(src[r]), count, ncclFloat, 1 - r, wins[r],
+                             r * count * 4, 0, 0, 0, ranks.comms[r],
+                             reinterpret_cast<cudaStream_t>(putStreams[r])) == ncclSuccess,
+               std::string("ncclPutSignal: ") + ncclGetLastError(ranks.comms[r]));
+  for (CuStream s : putStreams) ok = ok && cudaOk(cu->cuStreamSynchronize(s), "the puts");
+  ok = ok && ranks.sync();
+  for (int r = 0; r < n && ok; ++r) {
+    ok = cudaOk(cu->cuMemcpyDtoH(host.data(), seen[r], count * 4), "cuMemcpyDtoH");
+    for (size_t i = 0; i < count && ok; ++i)
+      ok = check(host[i] == input(1 - r, i), "rank " + std::to_string(r) + " element " +
+                                                 std::to_string(i) + " is not the peer's put");
+  }
+  // Ping-pong: rank 0 signals and waits for the answer, rank 1 waits and answers.
+  const int rounds = 1000;
+  double perRound = 0;
+  if (ok) {
+    const auto start = std::chrono::steady_clock::now();
+    ncclWaitSignalDesc_t from1 = signalFrom(1), from0 = signalFrom(0);
+    for (int i = 0; i < rounds && ok; ++i)
+      ok = ncclSignal(1, 0, 0, 0, ranks.comms[0], stream(0)) == ncclSuccess &&
+           ncclWaitSignal(1, &from1, ranks.comms[0], stream(0)) == ncclSuccess &&
+           ncclWaitSignal(1, &from0, ranks.comms[1], stream(1)) == ncclSuccess &&
+           ncclSignal(0, 0, 0, 0, ranks.comms[1], stream(1)) == ncclSuccess;
+    ok = check(ok, std::string("ping-pong: ") + ncclGetLastError(nullptr)) && ranks.sync();
+    perRound = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count() /
+               rounds;
+  }
+  for (int r = 0; r < n && ok; ++r) {
+    ncclResult_t async = ncclInternalError;
+    ncclCommGetAsyncError(ranks.comms[r], &async);
+    ok = check(async == ncclSuccess, std::string("async: ") + ncclGetLastError(ranks.comms[r]));
+  }
+  if (ok) {
+    ncclGroupStart();
+    for (int r = 0; r < n; ++r) ncclCommWindowDeregister(ranks.comms[r], wins[r]);
+    ok = check(ncclGroupEnd() == ncclSuccess, "ncclCommWindowDeregister");
+  }
+  for (int r = 0; r < n; ++r) {
+    cu->cuMemFree(win[r]);
+    cu->cuMemFree(src[r]);
+    cu->cuMemFree(seen[r]);
+    if (putStreams[r] != nullptr) cu->cuStreamDestroy(putStreams[r]);
+  }
+  if (ok)
+    printf("gpu_coll: rma exact (4 MiB puts both ways, waits holding the streams); signal "
+           "ping-pong %.1f us a round trip (2 ranks, one GPU)\n",
+           perRound * 1e6);
+  return ok;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   const std::string what = argc > 1 ? argv[1] : "collectives";
-  if (what == "--modes") return printf("collectives\nabort\ngraph\nsuspend\nadasum\n"), 0;
+  if (what == "--modes") return printf("collectives\nabort\ngraph\nsuspend\nadasum\nrma\n"), 0;
   std::vector<int> rankCounts = {1, 2, 4, 8};
   std::vector<size_t> counts = {1000, size_t{1} << 20};
   if (what == "collectives" && argc > 2) rankCounts = {atoi(argv[2])};
   if (what == "collectives" && argc > 3) counts = {strtoull(argv[3], nullptr, 10)};
   if (rankCounts[0] < 1 || rankCounts[0] > 64 || counts[0] < 1 ||
       (what != "collectives" && what != "abort" && what != "graph" && what != "suspend" &&
-       what != "adasum"))
+       what != "adasum" && what != "rma"))
     return fprintf(stderr,
-                   "usage: gpu_coll collectives [RANKS [COUNT]] | abort | graph | suspend | adasum\n"),
+                   "usage: gpu_coll collectives [RANKS [COUNT]] | abort | graph | suspend | adasum | "
+                   "rma\n"),
            2;
   if (cudaDriver(&cu, "gpu_coll") != ncclSuccess) return check(false, "no CUDA driver"), 1;
   CuContext ctx = nullptr;
@@ -516,6 +614,7 @@ int main(int argc, char** argv) {
                   : what == "graph"   ? graphReplay()
                   : what == "suspend" ? suspendCycle()
                   : what == "adasum"  ? adasum()
+                  : what == "rma"     ? rmaCheck()
                                       : collectives(rankCounts, counts);
   return ok ? 0 : 1;
 }

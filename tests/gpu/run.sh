@@ -23,6 +23,8 @@
 #                       an all-reduce after the resume is exact
 #   adasum              gpu_coll: ringccAllReduceAdasum at 2 and 4 ranks on GPU 0 against its
 #                       definition, and its time beside an all-reduce's (64 MiB, 4 ranks)
+#   rma                 gpu_coll: one-sided puts and waits at 2 ranks on GPU 0, exact, and a
+#                       signal ping-pong's round trip
 #   side-stream-capture gpu_coll's mode for it, when gpu_coll lists one (--modes)
 #   sanitize-memcheck, sanitize-racecheck, sanitize-synccheck
 #                       compute-sanitizer over gpu_coll at 1 rank, 1,000 floats (one rank: the
@@ -59,7 +61,7 @@ OUTDIR=$(cd "$OUTDIR" && pwd)
 DEADLINE=$((SECONDS + BUDGET))
 RESERVE=10  # seconds kept for the summary
 
-CHECKS=(gpu bundle kernel-launch coll-1 coll-2 coll-4 coll-8 abort graph suspend adasum side-stream-capture
+CHECKS=(gpu bundle kernel-launch coll-1 coll-2 coll-4 coll-8 abort graph suspend adasum rma side-stream-capture
         sanitize-memcheck sanitize-racecheck sanitize-synccheck reduce-copy-bw perf-g2 perf-g4
         perf-g8 procs-ipc procs-host torch-ringcc torch-ringcc-2 torch-nvidia)
 declare -A RESULT
@@ -227,7 +229,7 @@ for r in 1 2 4 8; do
     conclude "coll-$r" "$(grep -c 'every collective exact' "$LOG") sizes exact"
 done
 modes=$("$COLL" --modes 2>/dev/null)
-for m in abort graph suspend adasum; do
+for m in abort graph suspend adasum rma; do
   if ! echo "$modes" | grep -qx "$m"; then
     record "$m" "not run (gpu_coll has no $m mode)"
     continue
