@@ -69,6 +69,7 @@ bool resolve(void* lib, CudaDriver* t, std::string* missing) {
   get(t->cuMemcpyHtoDAsync, "cuMemcpyHtoDAsync_v2");
   get(t->cuMemsetD8Async, "cuMemsetD8Async");
   get(t->cuMemcpyDtoDAsync, "cuMemcpyDtoDAsync_v2");
+  get(t->cuLaunchHostFunc, "cuLaunchHostFunc");
   get(t->cuMemAllocAsync, "cuMemAllocAsync");
   get(t->cuMemFreeAsync, "cuMemFreeAsync");
   get(t->cuEventCreate, "cuEventCreate");

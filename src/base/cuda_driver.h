@@ -113,6 +113,9 @@ struct CudaDriver {
                                 CuStream stream) = nullptr;
   CuResult (*cuMemsetD8Async)(CuDevicePtr dst, unsigned char value, size_t bytes,
                               CuStream stream) = nullptr;
+  // A host function run in stream order (it must not call CUDA): a one-sided put to a peer
+  // reached by message sends what the stream staged (src/rma/rma_device.h).
+  CuResult (*cuLaunchHostFunc)(CuStream stream, void (*fn)(void*), void* userData) = nullptr;
   // Stream-ordered allocation (CUDA 11.2+) from the device's current pool: a composite
   // operation's workspace (Adasum), allocated and freed in stream order, never waiting for
   // running kernels.

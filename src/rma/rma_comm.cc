@@ -76,6 +76,7 @@ struct CommRma::Inbound {
   std::map<uint32_t, Target> targets;
   std::unique_ptr<SignalRegion> signals;
   SignalGeometry geometry;
+  RmaDevice* device = nullptr;  // CUDA communicators with peers by message: windows are GPU memory
 
   // The receive side of kMessage, on the listener thread. Nothing here may block, and nothing
   // from the wire is trusted: a bad message is dropped with a WARN (the waiter then times out).
@@ -102,7 +103,12 @@ struct CommRma::Inbound {
             static_cast<unsigned long long>(m.offset));
         return;
       }
-      if (m.bytes) std::memcpy(it->second.base + m.offset, data.data() + sizeof(m), m.bytes);
+      char* to = it->second.base + m.offset;
+      if (m.bytes && device) {
+        if (!device->copyIn(to, data.data() + sizeof(m), m.bytes)) return;  // (logged)
+      } else if (m.bytes) {
+        std::memcpy(to, data.data() + sizeof(m), m.bytes);
+      }
     }
     if (!m.signal) return;
     if (m.ctx < 0 || m.ctx >= geometry.nCtx || m.sigIdx < 0 || m.sigIdx >= geometry.nSig) {
@@ -128,6 +134,9 @@ CommRma::~CommRma() {
   if (device_) {
     device_->drain();  // no launch of ours still writes a peer's buffer or counter
     for (auto& [handle, win] : windows_) closeWindow(win.get());
+    std::lock_guard<std::mutex> lock(inbound_->mu);  // a late message is dropped, not copied
+    inbound_->device = nullptr;
+    inbound_->targets.clear();
   }
 }
 
@@ -218,6 +227,12 @@ ncclResult_t CommRma::setupDevice() {
     if (p.path == RmaPath::kKernel) p.path = RmaPath::kCudaIpc;
     RINGCC_CHECK(device_->mapPeer(r, p.signals->view(), geometry_.bytes()));
   }
+  if (std::any_of(peers_.begin(), peers_.end(),
+                  [](const Peer& p) { return p.path == RmaPath::kMessage; })) {
+    RINGCC_CHECK(device_->setupStaging());
+    std::lock_guard<std::mutex> lock(inbound_->mu);
+    inbound_->device = device_.get();
+  }
   return ncclSuccess;
 }
 
@@ -242,12 +257,51 @@ void CommRma::closeWindow(RmaWindow* win) {
   win->opened.clear();
 }
 
-ncclResult_t CommRma::notReachable(int peer, const char* where) const {
-  return fail(ncclInvalidUsage, where,
-              "%s to or from peer %d on a CUDA communicator: peer %d is reached over the network "
-              "(another host, or NCCL_NET=ucx), and one-sided calls on CUDA communicators reach "
-              "peers on this host only (over the network: not implemented yet)",
-              where, peer, peer);
+// One staged chunk of a CUDA put by message (or a signal alone), sent by a host function.
+struct CommRma::StagedSend {
+  CommRma* rma;
+  RmaPut put;  // this chunk's offset and bytes
+  RmaDevice::Slot* slot;  // null: no bytes
+  bool signal;
+};
+
+void CommRma::sendStaged(void* arg) {
+  std::unique_ptr<StagedSend> job(static_cast<StagedSend*>(arg));
+  RmaPut put = job->put;
+  if (job->slot) put.src = job->slot->host;
+  const ncclResult_t r = job->rma->sendMessages(put, job->signal);
+  if (job->slot) job->slot->busy.store(false, std::memory_order_release);
+  // On a driver thread, so no caller hears it: the communicator's error, as a kernel's stop.
+  if (r != ncclSuccess) job->rma->comm_->recordError(r);
+}
+
+ncclResult_t CommRma::putStaged(const RmaPut& put) {
+  size_t done = 0;
+  do {
+    const size_t n = std::min(put.bytes - done, RmaDevice::kStagingSlotBytes);
+    RmaDevice::Slot* slot = nullptr;
+    if (n > 0) {
+      RINGCC_CHECK(device_->acquireSlot(&slot));
+      if (const ncclResult_t r = device_->stage(slot, static_cast<const char*>(put.src) + done, n,
+                                                put.stream);
+          r != ncclSuccess) {
+        slot->busy.store(false);
+        return r;
+      }
+    }
+    RmaPut chunk = put;
+    chunk.offset = put.offset + done;
+    chunk.bytes = n;
+    auto job = std::make_unique<StagedSend>(StagedSend{this, chunk, slot, done + n == put.bytes});
+    if (const ncclResult_t r = device_->hostCall(put.stream, &CommRma::sendStaged, job.get());
+        r != ncclSuccess) {
+      if (slot) slot->busy.store(false);  // (a copy into it may still be queued: harmless)
+      return r;
+    }
+    job.release();  // the host function's now
+    done += n;
+  } while (done < put.bytes);
+  return ncclSuccess;
 }
 
 ncclResult_t CommRma::registerWindow(void* buff, size_t size, int flags, RmaWindow** out) {
@@ -341,13 +395,13 @@ ncclResult_t CommRma::put(const RmaPut& put) {
   const char* where = put.win ? "ncclPutSignal" : "ncclSignal";
   Peer& p = peers_[put.peer];
   if (device_) {
-    if (p.path == RmaPath::kMessage) return notReachable(put.peer, where);
     RINGCC_CHECK(device_->asyncError());
+    if (p.path == RmaPath::kMessage) return putStaged(put);
     const uint64_t to = put.win ? put.win->reach[put.peer] + put.offset : 0;
     return device_->put(to, put.src, put.win ? put.bytes : 0, put.peer,
                         p.signals->view().counter(comm_->rank, put.ctx, put.sigIdx), put.stream);
   }
-  if (p.path == RmaPath::kMessage) return putByMessage(put);
+  if (p.path == RmaPath::kMessage) return sendMessages(put, /*signal=*/true);
   if (put.win && put.bytes > 0) {
     const uint64_t to = put.win->ranks[put.peer].base + put.offset;
     if (p.path == RmaPath::kDirect) {
@@ -362,7 +416,7 @@ ncclResult_t CommRma::put(const RmaPut& put) {
   return ncclSuccess;
 }
 
-ncclResult_t CommRma::putByMessage(const RmaPut& put) {
+ncclResult_t CommRma::sendMessages(const RmaPut& put, bool signal) {
   size_t done = 0;
   std::vector<char> buf;
   do {
@@ -374,7 +428,7 @@ ncclResult_t CommRma::putByMessage(const RmaPut& put) {
     m.bytes = n;
     m.sigIdx = put.sigIdx;
     m.ctx = put.ctx;
-    m.signal = done + n == put.bytes ? 1 : 0;
+    m.signal = signal && done + n == put.bytes ? 1 : 0;
     buf.resize(sizeof(m) + n);
     std::memcpy(buf.data(), &m, sizeof(m));
     if (n) std::memcpy(buf.data() + sizeof(m), static_cast<const char*>(put.src) + done, n);
@@ -428,7 +482,6 @@ ncclResult_t CommRma::wait(std::span<const ncclWaitSignalDesc_t> descs, cudaStre
   if (device_) {
     std::vector<RmaDevice::Want> onDevice;
     for (const Want& w : wants) {
-      if (peers_[w.peer].path == RmaPath::kMessage) return notReachable(w.peer, where);
       onDevice.push_back({inbound_->signals->view().counter(w.peer, w.ctx, w.sigIdx), w.target,
                           w.peer, w.sigIdx, w.ctx});
     }

@@ -34,9 +34,10 @@
 //
 // CUDA communicators (RmaDevice): windows are GPU memory, counters the same host memory mapped
 // for the GPU; kDirect (same process) and kCudaIpc (another process on this host: the window by
-// CUDA IPC) queue a copy and a signal kernel on the caller's stream, a wait queues a kernel that
-// polls our counters, and each call returns at once. Peers on kMessage are refused there (not
-// implemented yet).
+// CUDA IPC) queue a copy and a signal kernel on the caller's stream; kMessage queues a copy into
+// a pinned staging slot and a host function that sends the messages (the listener copies them
+// into the GPU window); a wait queues a kernel that polls our counters; each call returns at
+// once.
 //
 // Threads: NCCL's rule, one thread calls on a communicator at a time; the listener thread runs
 // the message path's receive side at any time (the windows it may write are kept under a lock,
@@ -139,11 +140,15 @@ class CommRma {
   };
   CommRma(Communicator* comm, const SignalGeometry& g);
   ncclResult_t connectPeers(const std::vector<SignalRegionDesc>& descs, bool netForced);
-  ncclResult_t putByMessage(const RmaPut& put);
+  // kMessage: the put as tagged bootstrap messages, the last one signalling if `signal`.
+  ncclResult_t sendMessages(const RmaPut& put, bool signal);
   ncclResult_t setupDevice();  // CUDA: counters mapped for kernels, kKernel peers -> kCudaIpc
   ncclResult_t reachWindow(RmaWindow* win);  // CUDA: win->reach, opening other processes' buffers
   void closeWindow(RmaWindow* win);
-  ncclResult_t notReachable(int peer, const char* where) const;
+  // CUDA, kMessage: the put staged on its stream and sent by host functions, chunk by chunk.
+  struct StagedSend;
+  ncclResult_t putStaged(const RmaPut& put);
+  static void sendStaged(void* job);
   ncclResult_t waitFailed(const char* why, int peer, int sigIdx, int ctx, uint64_t got,
                           uint64_t want) const;
 

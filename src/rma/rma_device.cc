@@ -1,9 +1,13 @@
 #include "src/rma/rma_device.h"
 
 #include <algorithm>
+#include <chrono>
+#include <thread>
 
 #include "kernels/rma_tasks.h"
 #include "src/base/error.h"
+#include "src/base/log.h"
+#include "src/base/param.h"
 #include "src/cuda/context_scope.h"
 #include "src/cuda/cuda_engine.h"
 
@@ -27,12 +31,77 @@ ncclResult_t RmaDevice::create(Communicator* comm, int nranks, std::unique_ptr<R
 }
 
 RmaDevice::RmaDevice(CudaEngine* engine, int nranks)
-    : engine_(engine), cu_(engine->driver()), ctx_(engine->context()), peers_(nranks) {}
+    : engine_(engine),
+      cu_(engine->driver()),
+      ctx_(engine->context()),
+      peers_(nranks),
+      timeoutMs_(std::max<int64_t>(1, paramInt("TIMEOUT"))) {}
 
 RmaDevice::~RmaDevice() {
   drain();
   ContextScope scope(cu_, ctx_);
   for (auto& [stream, event] : events_) cu_.cuEventDestroy(event);
+  if (copyEvent_ != nullptr) cu_.cuEventDestroy(copyEvent_);
+  if (copyStream_ != nullptr) cu_.cuStreamDestroy(copyStream_);
+  if (staging_ != nullptr) cu_.cuMemFreeHost(staging_);
+}
+
+ncclResult_t RmaDevice::setupStaging() {
+  ContextScope scope(cu_, ctx_);
+  CuResult r = cu_.cuMemHostAlloc(&staging_, kStagingSlots * kStagingSlotBytes,
+                                  kCuMemHostAllocDeviceMap | kCuMemHostAllocPortable);
+  if (r != kCuSuccess) return cudaFailed(r, "cuMemHostAlloc of the one-sided staging slots");
+  for (int i = 0; i < kStagingSlots; ++i) {
+    slots_[i].host = static_cast<char*>(staging_) + i * kStagingSlotBytes;
+    r = cu_.cuMemHostGetDevicePointer(&slots_[i].device, slots_[i].host, 0);
+    if (r != kCuSuccess) return cudaFailed(r, "cuMemHostGetDevicePointer of a staging slot");
+  }
+  r = cu_.cuStreamCreate(&copyStream_, kCuStreamNonBlocking);
+  if (r == kCuSuccess) r = cu_.cuEventCreate(&copyEvent_, kCuEventDisableTiming);
+  return r == kCuSuccess ? ncclSuccess : cudaFailed(r, "cuStreamCreate for one-sided messages");
+}
+
+ncclResult_t RmaDevice::acquireSlot(Slot** out) {
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeoutMs_);
+  for (int polls = 0;; ++polls) {
+    for (Slot& s : slots_) {
+      bool expected = false;
+      if (s.busy.compare_exchange_strong(expected, true, std::memory_order_acquire)) {
+        *out = &s;
+        return ncclSuccess;
+      }
+    }
+    if (std::chrono::steady_clock::now() >= deadline)
+      return fail(ncclRemoteError, "ncclPutSignal",
+                  "no staging slot freed for %lld ms (NCCL_TIMEOUT): the streams of this "
+                  "communicator's earlier puts by message did not move",
+                  static_cast<long long>(timeoutMs_));
+    std::this_thread::sleep_for(std::chrono::microseconds(polls < 100 ? 10 : 500));
+  }
+}
+
+ncclResult_t RmaDevice::stage(Slot* slot, const void* src, size_t bytes, cudaStream_t stream) {
+  return engine_->copyAsync(slot->device, reinterpret_cast<uintptr_t>(src), bytes,
+                            reinterpret_cast<CuStream>(stream));
+}
+
+ncclResult_t RmaDevice::hostCall(cudaStream_t stream, void (*fn)(void*), void* arg) {
+  ContextScope scope(cu_, ctx_);
+  const CuResult r = cu_.cuLaunchHostFunc(reinterpret_cast<CuStream>(stream), fn, arg);
+  if (r != kCuSuccess) return cudaFailed(r, "cuLaunchHostFunc of a one-sided send");
+  return launched(stream);
+}
+
+bool RmaDevice::copyIn(void* dst, const void* src, size_t bytes) {
+  ContextScope scope(cu_, ctx_);
+  CuResult r = cu_.cuMemcpyHtoDAsync(reinterpret_cast<uintptr_t>(dst), src, bytes, copyStream_);
+  if (r == kCuSuccess) r = cu_.cuEventRecord(copyEvent_, copyStream_);
+  if (r == kCuSuccess) r = cu_.cuEventSynchronize(copyEvent_);
+  if (r == kCuSuccess) return true;
+  char name[96];
+  LOG_WARN("rma: a put's %zu bytes could not be copied into this rank's window: %s", bytes,
+           cuErrorName(cu_, r, name, sizeof name));
+  return false;
 }
 
 ncclResult_t RmaDevice::cudaFailed(CuResult r, const char* what) const {

@@ -13,12 +13,20 @@
 //   a wait    the wait kernel on the user's stream: the stream's later work runs once the
 //             signals came; the call returns at once, as NCCL's does.
 //
-// Peers reached only over the network (another host, or NCCL_NET=ucx) cannot be reached this
-// way; the caller refuses them (not implemented yet). Every launch records an event per
-// stream, so that drain() (before a window is deregistered or the communicator destroyed)
-// waits for the launches that may still touch a window or a counter.
+// Peers reached only by message (another host, or every peer under NCCL_NET=ucx: the host
+// path's bootstrap messages, src/rma/rma_comm.h) take the same messages, in stream order: the
+// put's bytes are copied on the stream into a pinned host slot (kStagingSlots of
+// kStagingSlotBytes, made at setup), then a host function (cuLaunchHostFunc) sends the slot's
+// bytes and frees it; a signal is a host function alone. The receiving rank's listener copies
+// a message's bytes into its GPU window (copyIn: its own stream, done before the count is
+// added) and adds to its counter, which its wait kernel polls.
+//
+// Every launch records an event per stream, so that drain() (before a window is deregistered
+// or the communicator destroyed) waits for the launches that may still touch a window, a
+// counter or a slot.
 #pragma once
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -80,6 +88,26 @@ class RmaDevice {
   // The error a stopped wait left, or an earlier one of the engine's kernels (pollAsyncError).
   ncclResult_t asyncError() const;
 
+  // The message path (peers reached by message). setupStaging at setup, when any peer is one.
+  static constexpr int kStagingSlots = 4;
+  static constexpr size_t kStagingSlotBytes = size_t{1} << 20;
+  struct Slot {
+    char* host = nullptr;
+    CuDevicePtr device = 0;  // the same memory, as kernels and copies on the stream see it
+    std::atomic<bool> busy{false};
+  };
+  ncclResult_t setupStaging();
+  // A free slot, marked busy (the host function that sends it frees it); waits for one, up to
+  // NCCL_TIMEOUT (ncclRemoteError: the streams holding them did not move).
+  ncclResult_t acquireSlot(Slot** out);
+  // Queued on `stream`: bytes (at most kStagingSlotBytes) from src into the slot.
+  ncclResult_t stage(Slot* slot, const void* src, size_t bytes, cudaStream_t stream);
+  // Queued on `stream`: fn(arg) on a driver thread once the stream's earlier work is done.
+  ncclResult_t hostCall(cudaStream_t stream, void (*fn)(void*), void* arg);
+  // The receiving side, on the listener thread: bytes of a message into our GPU window; false
+  // (logged) if the driver refused. Done when it returns.
+  bool copyIn(void* dst, const void* src, size_t bytes);
+
  private:
   RmaDevice(CudaEngine* engine, int nranks);
   ncclResult_t launched(cudaStream_t stream);  // records the stream's event
@@ -98,6 +126,11 @@ class RmaDevice {
   };
   std::vector<PeerCounters> peers_;
   std::map<cudaStream_t, CuEvent> events_;  // the last launch on each stream used
+  void* staging_ = nullptr;                 // kStagingSlots slots, pinned (cuMemHostAlloc)
+  Slot slots_[kStagingSlots];
+  CuStream copyStream_ = nullptr;  // copyIn's, with its event
+  CuEvent copyEvent_ = nullptr;
+  int64_t timeoutMs_ = 0;
 };
 
 }  // namespace ringcc

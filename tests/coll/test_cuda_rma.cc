@@ -173,7 +173,8 @@ TEST_CASE("CUDA one-sided calls: a wait for a signal that never comes stops at N
   ScopedEnv timeout("NCCL_TIMEOUT", "300");  // read when the communicator is made
   CudaRanks ranks(cuda, {0, 1});
   std::vector<std::unique_ptr<DeviceMemory>> window;
-  for (int r = 0; r < 2; ++r) window.push_back(std::make_unique<DeviceMemory>(cuda, r, 2 * kCount * 4));
+  for (int r = 0; r < 2; ++r)
+    window.push_back(std::make_unique<DeviceMemory>(cuda, r, 2 * kCount * 4));
   const std::vector<ncclWindow_t> wins = registerWindows(ranks, window);
   // Rank 1 signals once; rank 0 waits for two.
   REQUIRE(ncclSignal(0, 0, 0, 0, ranks.comms[1], ranks.streams[1]) == ncclSuccess);
@@ -199,7 +200,8 @@ TEST_CASE("CUDA one-sided calls: ncclCommAbort frees a waiting kernel", "[cuda_r
   ScopedEnv timeout("NCCL_TIMEOUT", "60000");
   CudaRanks ranks(cuda, {0, 1});
   std::vector<std::unique_ptr<DeviceMemory>> window;
-  for (int r = 0; r < 2; ++r) window.push_back(std::make_unique<DeviceMemory>(cuda, r, 2 * kCount * 4));
+  for (int r = 0; r < 2; ++r)
+    window.push_back(std::make_unique<DeviceMemory>(cuda, r, 2 * kCount * 4));
   registerWindows(ranks, window);
   ncclWaitSignalDesc_t d = desc(1, 0, 1);
   REQUIRE(ncclWaitSignal(1, &d, ranks.comms[0], ranks.streams[0]) == ncclSuccess);
@@ -212,42 +214,86 @@ TEST_CASE("CUDA one-sided calls: ncclCommAbort frees a waiting kernel", "[cuda_r
   CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(30));
 }
 
-TEST_CASE("CUDA one-sided calls: refused on a capturing stream and to peers over the network",
+TEST_CASE("CUDA one-sided calls: refused on a capturing stream", "[cuda_rma]") {
+  FakeCudaScope cuda;
+  CudaRmaEnv env;
+  CudaRanks ranks(cuda, {0, 1});
+  std::vector<std::unique_ptr<DeviceMemory>> window;
+  for (int r = 0; r < 2; ++r)
+    window.push_back(std::make_unique<DeviceMemory>(cuda, r, 2 * kCount * 4));
+  const std::vector<ncclWindow_t> wins = registerWindows(ranks, window);
+  const auto s = reinterpret_cast<CuStream>(ranks.streams[0]);
+  cuda.beginCapture(s);
+  CHECK(ncclSignal(1, 0, 0, 0, ranks.comms[0], ranks.streams[0]) == ncclInvalidUsage);
+  CHECK(std::string(ncclGetLastError(ranks.comms[0])).find("captured") != std::string::npos);
+  ncclWaitSignalDesc_t d = desc(1, 0, 1);
+  CHECK(ncclWaitSignal(1, &d, ranks.comms[0], ranks.streams[0]) == ncclInvalidUsage);
+  FakeGraph graph;
+  CHECK(cuda.endCapture(s, &graph) == kCuSuccess);
+  // A put beyond the peer's window: ncclInvalidArgument, the communicator unharmed.
+  CHECK(ncclPutSignal(window[0]->data(), kCount, ncclInt32, 1, wins[0], 2 * kCount * 4, 0, 0, 0,
+                      ranks.comms[0], ranks.streams[0]) == ncclInvalidArgument);
+  checkNoAsyncError(ranks);
+  deregisterWindows(ranks, wins);
+}
+
+TEST_CASE("CUDA one-sided calls by message (NCCL_NET=ucx): staged in stream order, chunked",
           "[cuda_rma]") {
   FakeCudaScope cuda;
   CudaRmaEnv env;
-  {
-    CudaRanks ranks(cuda, {0, 1});
-    std::vector<std::unique_ptr<DeviceMemory>> window;
-    for (int r = 0; r < 2; ++r) window.push_back(std::make_unique<DeviceMemory>(cuda, r, 2 * kCount * 4));
-    const std::vector<ncclWindow_t> wins = registerWindows(ranks, window);
-    const auto s = reinterpret_cast<CuStream>(ranks.streams[0]);
-    cuda.beginCapture(s);
-    CHECK(ncclSignal(1, 0, 0, 0, ranks.comms[0], ranks.streams[0]) == ncclInvalidUsage);
-    CHECK(std::string(ncclGetLastError(ranks.comms[0])).find("captured") != std::string::npos);
-    ncclWaitSignalDesc_t d = desc(1, 0, 1);
-    CHECK(ncclWaitSignal(1, &d, ranks.comms[0], ranks.streams[0]) == ncclInvalidUsage);
-    FakeGraph graph;
-    CHECK(cuda.endCapture(s, &graph) == kCuSuccess);
-    // Bad arguments are still checked first.
-    CHECK(ncclPutSignal(window[0]->data(), kCount, ncclInt32, 1, wins[0], 2 * kCount * 4, 0, 0,
-                        0, ranks.comms[0], ranks.streams[0]) == ncclInvalidArgument);
-    checkNoAsyncError(ranks);
-    deregisterWindows(ranks, wins);
-  }
-  ScopedEnv net("NCCL_NET", "ucx");
+  ScopedEnv net("NCCL_NET", "ucx");  // every peer by message, as on another host
   ScopedEnv devices("UCX_NET_DEVICES", "lo");
-  CudaRanks ranks(cuda, {0, 1});
-  std::vector<std::unique_ptr<DeviceMemory>> window;
-  for (int r = 0; r < 2; ++r) window.push_back(std::make_unique<DeviceMemory>(cuda, r, 2 * kCount * 4));
-  const std::vector<ncclWindow_t> wins = registerWindows(ranks, window);
-  CHECK(ncclPutSignal(window[0]->data(), kCount, ncclInt32, 1, wins[0], 0, 0, 0, 0,
-                      ranks.comms[0], ranks.streams[0]) == ncclInvalidUsage);
-  const std::string why = ncclGetLastError(ranks.comms[0]);
-  INFO(why);
-  CHECK(why.find("not implemented yet") != std::string::npos);
-  ncclWaitSignalDesc_t d = desc(1, 0, 1);
-  CHECK(ncclWaitSignal(1, &d, ranks.comms[0], ranks.streams[0]) == ncclInvalidUsage);
+  CudaRanks ranks(cuda, {0, 1, 0});
+  const int n = ranks.size();
+  // 6 MiB and a bit: seven chunks through four staging slots, so slots are reused.
+  const size_t count = (size_t{6} << 18) + 12345;
+  std::vector<std::unique_ptr<DeviceMemory>> window, src, seen;
+  for (int r = 0; r < n; ++r) {
+    window.push_back(std::make_unique<DeviceMemory>(cuda, r % 2, n * count * 4));
+    src.push_back(std::make_unique<DeviceMemory>(cuda, r % 2, count * 4));
+    seen.push_back(std::make_unique<DeviceMemory>(cuda, r % 2, count * 4));
+    for (size_t i = 0; i < count; ++i) src[r]->data()[i] = valueOf(r, i);
+  }
+  std::vector<ncclWindow_t> wins(n, nullptr);
+  REQUIRE(ncclGroupStart() == ncclSuccess);
+  for (int r = 0; r < n; ++r)
+    CHECK(ncclCommWindowRegister(ranks.comms[r], window[r]->data(), n * count * 4, &wins[r], 0) ==
+          ncclSuccess);
+  REQUIRE(ncclGroupEnd() == ncclSuccess);
+  for (int r = 0; r < n; ++r) {
+    const int left = (r + n - 1) % n;
+    ncclWaitSignalDesc_t d = desc(left, 0, 1);
+    REQUIRE(ncclWaitSignal(1, &d, ranks.comms[r], ranks.streams[r]) == ncclSuccess);
+    REQUIRE(cuda.driver().cuMemcpyDtoDAsync(
+                seen[r]->address(), window[r]->address() + left * count * 4, count * 4,
+                reinterpret_cast<CuStream>(ranks.streams[r])) == kCuSuccess);
+  }
+  for (int r = 0; r < n; ++r)
+    REQUIRE(ncclPutSignal(src[r]->data(), count, ncclInt32, (r + 1) % n, wins[r], r * count * 4,
+                          0, 0, 0, ranks.comms[r],
+                          reinterpret_cast<cudaStream_t>(cuda.newStream())) == ncclSuccess);
+  // Signals alone, to every rank, and the waits for them.
+  for (int r = 0; r < n; ++r)
+    for (int p = 0; p < n; ++p)
+      REQUIRE(ncclSignal(p, 2, 0, 0, ranks.comms[r], ranks.streams[r]) == ncclSuccess);
+  for (int r = 0; r < n; ++r) {
+    std::vector<ncclWaitSignalDesc_t> descs;
+    for (int p = 0; p < n; ++p) descs.push_back(desc(p, 2, 1));
+    REQUIRE(ncclWaitSignal(n, descs.data(), ranks.comms[r], ranks.streams[r]) == ncclSuccess);
+  }
+  cuda.synchronizeAll();
+  for (int r = 0; r < n; ++r) {
+    const int left = (r + n - 1) % n;
+    INFO("rank " << r);
+    bool exact = true;
+    for (size_t i = 0; i < count; ++i) {
+      exact = exact && seen[r]->data()[i] == valueOf(left, i);
+      for (int p = 0; p < n; ++p)
+        exact = exact && window[r]->data()[p * count + i] == (p == left ? valueOf(left, i) : 0);
+    }
+    CHECK(exact);
+  }
+  checkNoAsyncError(ranks);
   deregisterWindows(ranks, wins);
 }
 

@@ -658,6 +658,11 @@ CudaDriver makeTable() {
     });
     return kCuSuccess;
   };
+  d.cuLaunchHostFunc = [](CuStream s, void (*fn)(void*), void* user) -> CuResult {
+    if (fn == nullptr) return 1;  // CUDA_ERROR_INVALID_VALUE
+    gState->stream(s)->push([fn, user] { fn(user); });
+    return kCuSuccess;
+  };
   d.cuMemsetD8Async = [](CuDevicePtr dst, unsigned char v, size_t bytes, CuStream s) {
     gState->stream(s)->push([=] { std::memset(reinterpret_cast<void*>(dst), v, bytes); });
     return kCuSuccess;

@@ -20,7 +20,7 @@
 //   devices    4, on PCI buses 0000:18:00.0, 0000:28:00.0, ... (cuDeviceGetAttribute)
 //   streams    each stream (the legacy default stream too) is a host thread running its
 //              tasks in order: kernel launches, async copies and memsets, event records and
-//              waits; cuStreamSynchronize waits until its queue is empty
+//              waits, host functions; cuStreamSynchronize waits until its queue is empty
 //   strict     the conservative reading of the documentation: cuMemAlloc, cuMemHostAlloc, the
 //              synchronous copies and memsets and cuStreamSynchronize wait until no kernel runs
 //              on the current context's device. A kernel waiting for a peer's kernel that such

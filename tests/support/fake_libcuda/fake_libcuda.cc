@@ -104,6 +104,9 @@ CuResult cuStreamDestroy_v2(CuStream s) { return forward<&CudaDriver::cuStreamDe
 CuResult cuMemcpyHtoDAsync_v2(CuDevicePtr dst, const void* src, size_t n, CuStream s) {
   return forward<&CudaDriver::cuMemcpyHtoDAsync>(dst, src, n, s);
 }
+CuResult cuLaunchHostFunc(CuStream s, void (*fn)(void*), void* user) {
+  return forward<&CudaDriver::cuLaunchHostFunc>(s, fn, user);
+}
 CuResult cuMemcpyDtoDAsync_v2(CuDevicePtr dst, CuDevicePtr src, size_t n, CuStream s) {
   return forward<&CudaDriver::cuMemcpyDtoDAsync>(dst, src, n, s);
 }
