@@ -21,6 +21,7 @@
 #include "coll/coll_check.h"
 #include "fault/fault_util.h"
 #include "net/netns_lab.h"
+#include "support/fake_cuda.h"
 #include "support/ranks.h"
 
 using namespace ringcc::test;
@@ -644,4 +645,87 @@ TEST_CASE(
   CHECK(err.find("peer 1") != std::string::npos);
   CHECK(err.find("bootstrap connection") != std::string::npos);
   CHECK(err.find("got 1 of 2") != std::string::npos);  // counts run on: one came, two wanted
+}
+
+TEST_CASE(
+    "one-sided across hosts on CUDA communicators: puts staged on the stream and sent by "
+    "message, waits as kernels; every element exact",
+    "[net_cuda_rma]") {
+  // Host 0 has rank 0, host 1 rank 1, each its own emulated driver (support/fake_cuda.h). Each
+  // rank waits (its stream) for the other's put of 1.2 MB (two staging chunks), copies what it
+  // wrote after the wait, and puts (another stream) into the other's window.
+  const int n = 2;
+  const size_t count = 300000;
+  NetnsLab lab(2);
+  REQUIRE(lab.error() == "");
+  SharedArray<Shared> sh(1);
+  SharedArray<NetReport> reps(n);
+  REQUIRE((sh.ok() && reps.ok()));
+  auto value = [](int rank, size_t i) { return static_cast<int32_t>(rank * 1000003 + i); };
+  std::vector<int> status = runProcessesStatus(
+      n,
+      [&](int rank) {
+        NetReport* rep = &reps[static_cast<size_t>(rank)];
+        if (!becomeHost(lab, rank, 60000)) return 20;
+        ringcc::test::FakeCudaScope cuda;
+        const ringcc::CudaDriver& cu = cuda.driver();
+        setenv("RINGCC_DEVICE", "cuda", 1);
+        setenv("NCCL_TIMEOUT", "30000", 1);
+        ringcc::CuContext ctx = nullptr;
+        if (cu.cuDevicePrimaryCtxRetain(&ctx, 0) != ringcc::kCuSuccess ||
+            cu.cuCtxSetCurrent(ctx) != ringcc::kCuSuccess)
+          return 21;
+        ncclComm_t comm = nullptr;
+        rep->initResult = initRank(&sh[0], rank, n, &comm);
+        if (rep->initResult != ncclSuccess) return 10;
+        ringcc::CuDevicePtr window = 0, src = 0, seen = 0;
+        cu.cuMemAlloc(&window, n * count * 4);
+        cu.cuMemAlloc(&src, count * 4);
+        cu.cuMemAlloc(&seen, count * 4);
+        std::memset(reinterpret_cast<void*>(window), 0, n * count * 4);
+        auto* from = reinterpret_cast<int32_t*>(src);
+        for (size_t i = 0; i < count; ++i) from[i] = value(rank, i);
+        auto stream = reinterpret_cast<cudaStream_t>(cuda.newStream());
+        auto putStream = reinterpret_cast<cudaStream_t>(cuda.newStream());
+        ncclWindow_t win = nullptr;
+        int bad = 0;
+        auto no = [&](const char* what) {
+          if (!bad) note(rep->firstBad, sizeof(rep->firstBad), what);
+          note(rep->lastError, sizeof(rep->lastError), ncclGetLastError(comm));
+          ++bad;
+        };
+        if (ncclCommWindowRegister(comm, reinterpret_cast<void*>(window), n * count * 4, &win,
+                                   0) != ncclSuccess) {
+          no("register");
+          return 11;
+        }
+        const int peer = 1 - rank;
+        ncclWaitSignalDesc_t d = {1, peer, 0, 0};
+        if (ncclWaitSignal(1, &d, comm, stream) != ncclSuccess) no("wait");
+        cu.cuMemcpyDtoDAsync(seen, window + peer * count * 4, count * 4,
+                             reinterpret_cast<ringcc::CuStream>(stream));
+        if (ncclPutSignal(from, count, ncclInt32, peer, win, rank * count * 4, 0, 0, 0, comm,
+                          putStream) != ncclSuccess)
+          no("put");
+        cuda.synchronizeAll();
+        const auto* got = reinterpret_cast<const int32_t*>(seen);
+        for (size_t i = 0; i < count; ++i)
+          if (got[i] != value(peer, i)) {
+            no("the peer's put is not where the copy after the wait read it");
+            break;
+          }
+        ncclResult_t async = ncclInternalError;
+        ncclCommGetAsyncError(comm, &async);
+        if (async != ncclSuccess) no("async error");
+        if (ncclCommWindowDeregister(comm, win) != ncclSuccess) no("deregister");
+        if (ncclCommDestroy(comm) != ncclSuccess) no("destroy");
+        rep->badCases = bad;
+        return bad;
+      },
+      120);
+  for (int r = 0; r < n; ++r) {
+    const NetReport& rep = reps[static_cast<size_t>(r)];
+    INFO("rank " << r << ": " << rep.firstBad << " / " << rep.lastError);
+    CHECK(status[r] == 0);
+  }
 }
