@@ -9,9 +9,11 @@
 //           rank's GPU wrote visible before the count.
 //   wait    polls this rank's counters until each has reached its target (what earlier waits
 //           consumed plus opCnt: the host counts, at the call), then a fence. Between polls it
-//           naps, and every kRmaCheckPolls polls it reads the communicator's abort flag and the
-//           clock: a wait in which no counter moved for timeoutNs (NCCL_TIMEOUT) stops, as the
-//           batch kernel's waits do. A stop writes why into the status words (host-mapped), in
+//           naps, and every kRmaCheckPolls polls it reads the communicator's abort flag, the
+//           flag of the peer it waits for (set by the host when that peer's process exited or
+//           its connection closed: after a last look at the counter, since what the peer sent
+//           before it went still counts) and the clock: a wait in which no counter moved for
+//           timeoutNs (NCCL_TIMEOUT) stops, as the batch kernel's waits do. A stop writes why into the status words (host-mapped), in
 //           which the engine finds it (src/cuda/cuda_engine.h).
 //
 // Thread 0 of one block does the work; the CUDA kernel is kernels/cuda/rma_kernel.cuh, the
@@ -28,7 +30,12 @@ namespace ringcc {
 enum RmaKind : uint32_t { kRmaSignal = 0, kRmaWait = 1 };
 
 // Why a wait stopped: status[0] of RmaArgs::status.
-enum RmaStop : uint32_t { kRmaStopNone = 0, kRmaStopAborted = 1, kRmaStopTimeout = 2 };
+enum RmaStop : uint32_t {
+  kRmaStopNone = 0,
+  kRmaStopAborted = 1,
+  kRmaStopTimeout = 2,
+  kRmaStopPeerGone = 3,
+};
 
 // A counter to add one to (signal) or to wait for (wait), by its device address. peer, sigIdx
 // and ctx only name it in a stop's status.
@@ -52,6 +59,7 @@ struct RmaArgs {
   uint64_t abortFlag = 0;  // const uint32_t*, host-mapped: non-zero stops a wait
   uint64_t status = 0;     // uint32_t[kRmaStatusWords], host-mapped: written when a wait stops
   uint64_t timeoutNs = 0;  // 0: no clock
+  uint64_t peerGone = 0;   // const uint32_t[nranks], host-mapped: non-zero once that peer is gone
   RmaItem items[kRmaMaxItems];
 };
 static_assert(sizeof(RmaArgs) <= 4096, "a launch's arguments");
@@ -95,6 +103,12 @@ RINGCC_INLINE void rmaRunBlock(const RmaArgs& args, Block& blk) {
       if (polls % kRmaCheckPolls == kRmaCheckPolls - 1) {
         if (ldVolatile32(at<const uint32_t>(args.abortFlag)) != 0) {
           rma_detail::stop(args, item, kRmaStopAborted, seen);
+          return;
+        }
+        if (args.peerGone != 0 && ldVolatile32(at<const uint32_t>(args.peerGone) + item.peer)) {
+          seen = ldVolatile64(counter);  // the last look: what it sent before it went counts
+          if (seen >= item.target) break;
+          rma_detail::stop(args, item, kRmaStopPeerGone, seen);
           return;
         }
         if (args.timeoutNs != 0) {

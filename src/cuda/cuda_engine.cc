@@ -310,6 +310,12 @@ ncclResult_t CudaEngine::readRmaStatus() const {
                 "a wait of this communicator for signal (sigIdx %u, ctx %u) from peer %u "
                 "stopped: the communicator was aborted",
                 sigIdx, ctx, peer);
+  if (stop == kRmaStopPeerGone)
+    return failPeer(ncclRemoteError, static_cast<int>(peer), "ncclWaitSignal",
+                    "a wait of this communicator for signal (sigIdx %u, ctx %u) from peer %u "
+                    "stopped: the peer is gone (its process exited, or its connection to this "
+                    "rank closed; the counter was at %u of %u)",
+                    sigIdx, ctx, peer, w[3], w[4]);
   return failPeer(ncclRemoteError, static_cast<int>(peer), "ncclWaitSignal",
                   "a wait of this communicator for signal (sigIdx %u, ctx %u) from peer %u "
                   "stopped: no signal came for %lld ms (NCCL_TIMEOUT; the counter was at %u of "

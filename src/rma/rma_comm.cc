@@ -233,7 +233,18 @@ ncclResult_t CommRma::setupDevice() {
     std::lock_guard<std::mutex> lock(inbound_->mu);
     inbound_->device = device_.get();
   }
-  return ncclSuccess;
+  // What the host path's wait looks at between naps, asked by the device's watch thread:
+  // another process on this host exited; a peer elsewhere closed the bootstrap connection it
+  // sent on (one never heard from is found at NCCL_TIMEOUT, as on the host path).
+  return device_->watchPeers(comm_->rank, [this](int r) -> std::string {
+    const Peer& p = peers_[r];
+    if (!p.watch.alive()) return "its process has exited";
+    if (p.path == RmaPath::kMessage && p.watch.pid() == 0) {
+      const std::string ended = comm_->bootstrap->peerEnded(r);
+      if (!ended.empty()) return "its bootstrap connection " + ended;
+    }
+    return "";
+  });
 }
 
 ncclResult_t CommRma::reachWindow(RmaWindow* win) {

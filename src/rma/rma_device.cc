@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstring>
 #include <thread>
 
 #include "kernels/rma_tasks.h"
@@ -10,6 +11,7 @@
 #include "src/base/param.h"
 #include "src/cuda/context_scope.h"
 #include "src/cuda/cuda_engine.h"
+#include "src/cuda/peer_watch.h"
 
 namespace ringcc {
 namespace {
@@ -38,12 +40,51 @@ RmaDevice::RmaDevice(CudaEngine* engine, int nranks)
       timeoutMs_(std::max<int64_t>(1, paramInt("TIMEOUT"))) {}
 
 RmaDevice::~RmaDevice() {
-  drain();
+  drain();      // (a wait for a dead peer ends because the watch still runs)
+  stopWatch();
   ContextScope scope(cu_, ctx_);
+  if (peerGone_ != nullptr) cu_.cuMemFreeHost(peerGone_);
   for (auto& [stream, event] : events_) cu_.cuEventDestroy(event);
   if (copyEvent_ != nullptr) cu_.cuEventDestroy(copyEvent_);
   if (copyStream_ != nullptr) cu_.cuStreamDestroy(copyStream_);
   if (staging_ != nullptr) cu_.cuMemFreeHost(staging_);
+}
+
+ncclResult_t RmaDevice::watchPeers(int self, std::function<std::string(int peer)> gone) {
+  ContextScope scope(cu_, ctx_);
+  void* host = nullptr;
+  const size_t bytes = peers_.size() * sizeof(uint32_t);
+  CuResult r = cu_.cuMemHostAlloc(&host, bytes, kCuMemHostAllocDeviceMap | kCuMemHostAllocPortable);
+  if (r != kCuSuccess) return cudaFailed(r, "cuMemHostAlloc of the peers' flags");
+  peerGone_ = static_cast<uint32_t*>(host);
+  std::memset(peerGone_, 0, bytes);
+  r = cu_.cuMemHostGetDevicePointer(&peerGoneDev_, host, 0);
+  if (r != kCuSuccess) return cudaFailed(r, "cuMemHostGetDevicePointer of the peers' flags");
+  watch_ = std::thread([this, self, gone = std::move(gone)] { watch(self, gone); });
+  return ncclSuccess;
+}
+
+void RmaDevice::watch(int self, const std::function<std::string(int peer)>& gone) {
+  std::unique_lock<std::mutex> lock(watchMu_);
+  while (!watchCv_.wait_for(lock, kPeerWatchPeriod, [this] { return stopWatch_; })) {
+    for (int p = 0; p < static_cast<int>(peers_.size()); ++p) {
+      if (p == self || __atomic_load_n(&peerGone_[p], __ATOMIC_RELAXED) != 0) continue;
+      const std::string why = gone(p);
+      if (why.empty()) continue;
+      LOG_INFO(kLogInit, "rma: peer %d is gone (%s): its waits stop", p, why.c_str());
+      __atomic_store_n(&peerGone_[p], 1u, __ATOMIC_RELEASE);
+    }
+  }
+}
+
+void RmaDevice::stopWatch() {
+  if (!watch_.joinable()) return;
+  {
+    std::lock_guard<std::mutex> lock(watchMu_);
+    stopWatch_ = true;
+  }
+  watchCv_.notify_all();
+  watch_.join();
 }
 
 ncclResult_t RmaDevice::setupStaging() {
@@ -210,6 +251,7 @@ ncclResult_t RmaDevice::wait(std::span<const Want> wants, cudaStream_t stream) {
   for (size_t first = 0; first < wants.size(); first += kRmaMaxItems) {
     RmaArgs args;
     args.kind = kRmaWait;
+    args.peerGone = static_cast<uint64_t>(peerGoneDev_);
     args.nItems = static_cast<uint32_t>(std::min<size_t>(kRmaMaxItems, wants.size() - first));
     for (uint32_t i = 0; i < args.nItems; ++i) {
       const Want& w = wants[first + i];

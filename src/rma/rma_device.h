@@ -21,17 +21,27 @@
 // a message's bytes into its GPU window (copyIn: its own stream, done before the count is
 // added) and adds to its counter, which its wait kernel polls.
 //
+// Peers that go: a watch thread asks the caller's `gone` every kPeerWatchPeriod (a peer's
+// process exited, its bootstrap connection closed) and raises that peer's flag in host-mapped
+// memory, which the wait kernel reads between polls, so a wait for a dead peer ends at once
+// rather than at NCCL_TIMEOUT.
+//
 // Every launch records an event per stream, so that drain() (before a window is deregistered
 // or the communicator destroyed) waits for the launches that may still touch a window, a
 // counter or a slot.
 #pragma once
 
 #include <atomic>
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
+#include <mutex>
 #include <span>
+#include <string>
+#include <thread>
 #include <vector>
 
 #include "nccl.h"
@@ -88,6 +98,10 @@ class RmaDevice {
   // The error a stopped wait left, or an earlier one of the engine's kernels (pollAsyncError).
   ncclResult_t asyncError() const;
 
+  // Starts the watch: `gone(peer)` says why a peer is gone ("" while it is not); called on the
+  // watch thread, for every peer but this rank, until the object is destroyed.
+  ncclResult_t watchPeers(int self, std::function<std::string(int peer)> gone);
+
   // The message path (peers reached by message). setupStaging at setup, when any peer is one.
   static constexpr int kStagingSlots = 4;
   static constexpr size_t kStagingSlotBytes = size_t{1} << 20;
@@ -111,6 +125,8 @@ class RmaDevice {
  private:
   RmaDevice(CudaEngine* engine, int nranks);
   ncclResult_t launched(cudaStream_t stream);  // records the stream's event
+  void watch(int self, const std::function<std::string(int peer)>& gone);  // the watch thread
+  void stopWatch();
   ncclResult_t notCapturing(cudaStream_t stream, const char* where) const;
   ncclResult_t cudaFailed(CuResult r, const char* what) const;
 
@@ -131,6 +147,12 @@ class RmaDevice {
   CuStream copyStream_ = nullptr;  // copyIn's, with its event
   CuEvent copyEvent_ = nullptr;
   int64_t timeoutMs_ = 0;
+  uint32_t* peerGone_ = nullptr;  // host-mapped, [nranks]: the wait kernel's flags
+  CuDevicePtr peerGoneDev_ = 0;
+  std::mutex watchMu_;
+  std::condition_variable watchCv_;
+  bool stopWatch_ = false;
+  std::thread watch_;
 };
 
 }  // namespace ringcc

@@ -369,3 +369,53 @@ TEST_CASE("CUDA one-sided calls between processes: the window by CUDA IPC", "[cu
   const ncclUniqueId id = newUniqueId();
   CHECK(runProcesses(2, [&](int rank) { return rmaRankProcess(rank, id); }) == 0);
 }
+
+namespace {
+
+// Rank 1 registers its window and exits; rank 0's wait for its signal must stop once the
+// process is gone (the watch raises its flag), long before NCCL_TIMEOUT. 0 if so (printed).
+int peerExitsProcess(int rank, const ncclUniqueId& id) {
+  FakeCudaScope cuda;
+  setenv("RINGCC_DEVICE", "cuda", 1);
+  setenv("NCCL_TIMEOUT", "60000", 1);
+  const CudaDriver& cu = cuda.driver();
+  CuContext ctx = nullptr;
+  if (cu.cuDevicePrimaryCtxRetain(&ctx, rank) != kCuSuccess || cu.cuCtxSetCurrent(ctx) != kCuSuccess)
+    return 100;
+  ncclComm_t comm = nullptr;
+  if (ncclCommInitRank(&comm, 2, id, rank) != ncclSuccess) return 10;
+  CuDevicePtr window = 0;
+  cu.cuMemAlloc(&window, 4096);
+  ncclWindow_t win = nullptr;
+  if (ncclCommWindowRegister(comm, reinterpret_cast<void*>(window), 4096, &win, 0) != ncclSuccess)
+    return 11;
+  if (rank == 1) _exit(0);  // gone without a word
+  const auto stream = reinterpret_cast<cudaStream_t>(cuda.newStream());
+  ncclWaitSignalDesc_t d = desc(1, 0, 1);
+  const auto start = std::chrono::steady_clock::now();
+  if (ncclWaitSignal(1, &d, comm, stream) != ncclSuccess) return 12;
+  cuda.synchronizeAll();
+  const auto took = std::chrono::steady_clock::now() - start;
+  ncclResult_t async = ncclSuccess;
+  ncclCommGetAsyncError(comm, &async);
+  const std::string why = ncclGetLastError(comm);
+  int bad = 0;
+  if (async != ncclRemoteError || why.find("peer 1 stopped: the peer is gone") == std::string::npos) {
+    std::fprintf(stderr, "[cuda rma procs] rank 0: async %d, last error: %s\n", async, why.c_str());
+    ++bad;
+  }
+  if (took > std::chrono::seconds(30)) {  // NCCL_TIMEOUT is a minute
+    std::fprintf(stderr, "[cuda rma procs] rank 0: the wait ended only at the timeout\n");
+    ++bad;
+  }
+  ncclCommAbort(comm);
+  return bad;
+}
+
+}  // namespace
+
+TEST_CASE("CUDA one-sided calls between processes: a wait for a peer that exited stops",
+          "[cuda_rma_procs]") {
+  const ncclUniqueId id = newUniqueId();
+  CHECK(runProcesses(2, [&](int rank) { return peerExitsProcess(rank, id); }) == 0);
+}
