@@ -15,33 +15,12 @@
 // cuModuleLoadData: the kernel's name is unmangled so that cuModuleGetFunction finds it.
 #include "kernels/cuda/batch_args.h"
 #include "kernels/cuda/batch_block.h"
+#include "kernels/cuda/device_block.h"
 #include "kernels/cuda/device_sync.h"
 
 namespace ringcc {
 namespace {
 
-// The kernel's side of runBatchBlock (kernels/cuda/batch_block.h).
-struct DeviceBlock {
-  using Sync = DeviceSync;
-  Slice* slice_;
-  int* word_;
-  __device__ uint32_t index() const { return blockIdx.x; }
-  __device__ uint32_t thread() const { return threadIdx.x; }
-  __device__ uint32_t threads() const { return blockDim.x; }
-  __device__ void barrier() const { __syncthreads(); }
-  __device__ bool barrierAnd(bool p) const { return __syncthreads_and(p) != 0; }
-  __device__ bool barrierOr(bool p) const { return __syncthreads_or(p) != 0; }
-  __device__ void nap(unsigned polls) const {
-    if (polls > 64) __nanosleep(polls > 4096 ? 1000 : 100);
-  }
-  __device__ uint64_t nanos() const {
-    uint64_t t;
-    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
-    return t;
-  }
-  __device__ Slice* slice() const { return slice_; }
-  __device__ int* word() const { return word_; }
-};
 
 }  // namespace
 

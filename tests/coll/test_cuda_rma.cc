@@ -66,11 +66,12 @@ std::vector<ncclWindow_t> registerWindows(CudaRanks& ranks,
   return wins;
 }
 
+// (CHECK only: PutRing's destructor calls it.)
 void deregisterWindows(CudaRanks& ranks, const std::vector<ncclWindow_t>& wins) {
-  REQUIRE(ncclGroupStart() == ncclSuccess);
+  CHECK(ncclGroupStart() == ncclSuccess);
   for (int r = 0; r < ranks.size(); ++r)
     CHECK(ncclCommWindowDeregister(ranks.comms[r], wins[r]) == ncclSuccess);
-  REQUIRE(ncclGroupEnd() == ncclSuccess);
+  CHECK(ncclGroupEnd() == ncclSuccess);
 }
 
 ncclWaitSignalDesc_t desc(int peer, int sigIdx, int opCnt) {
@@ -91,6 +92,78 @@ void checkNoAsyncError(const CudaRanks& ranks) {
   }
 }
 
+// A ring of puts: rank r puts `count` ints into rank r + 1's window at offset r * count; each
+// rank first queues, on its stream, a wait for rank r - 1's put and a copy of what that put
+// writes (`seen`), which must not run before the signal came. The puts go on streams of their
+// own: behind its own wait a rank's put would never start.
+class PutRing {
+ public:
+  PutRing(FakeCudaScope& cuda, CudaRanks& ranks, const std::vector<int>& devs, size_t count)
+      : cuda_(cuda), ranks_(ranks), count_(count) {
+    const int n = ranks.size();
+    for (int r = 0; r < n; ++r) {
+      window_.push_back(std::make_unique<DeviceMemory>(cuda, devs[r], n * count * 4));
+      src_.push_back(std::make_unique<DeviceMemory>(cuda, devs[r], count * 4));
+      seen_.push_back(std::make_unique<DeviceMemory>(cuda, devs[r], count * 4));
+      for (size_t i = 0; i < count; ++i) src_[r]->data()[i] = valueOf(r, i);
+    }
+    REQUIRE(ncclGroupStart() == ncclSuccess);
+    wins_.assign(n, nullptr);
+    for (int r = 0; r < n; ++r)
+      CHECK(ncclCommWindowRegister(ranks.comms[r], window_[r]->data(), n * count * 4, &wins_[r],
+                                   0) == ncclSuccess);
+    REQUIRE(ncclGroupEnd() == ncclSuccess);
+  }
+  ~PutRing() { deregisterWindows(ranks_, wins_); }
+
+  void queueWaits() {
+    for (int r = 0; r < ranks_.size(); ++r) {
+      const int left = (r + ranks_.size() - 1) % ranks_.size();
+      ncclWaitSignalDesc_t d = desc(left, 0, 1);
+      REQUIRE(ncclWaitSignal(1, &d, ranks_.comms[r], ranks_.streams[r]) == ncclSuccess);
+      REQUIRE(cuda_.driver().cuMemcpyDtoDAsync(
+                  seen_[r]->address(), window_[r]->address() + left * count_ * 4, count_ * 4,
+                  reinterpret_cast<CuStream>(ranks_.streams[r])) == kCuSuccess);
+    }
+  }
+  // Whether any copy after a wait ran yet.
+  bool anySeen() const {
+    for (const auto& s : seen_)
+      if (s->data()[0] != 0) return true;
+    return false;
+  }
+  void queuePuts() {
+    for (int r = 0; r < ranks_.size(); ++r)
+      REQUIRE(ncclPutSignal(src_[r]->data(), count_, ncclInt32, (r + 1) % ranks_.size(),
+                            wins_[r], r * count_ * 4, 0, 0, 0, ranks_.comms[r],
+                            reinterpret_cast<cudaStream_t>(cuda_.newStream())) == ncclSuccess);
+  }
+  // After the streams drained: every rank saw its left neighbour's put through the copy, and
+  // its window holds that put and nothing else.
+  void checkExact() const {
+    const int n = ranks_.size();
+    for (int r = 0; r < n; ++r) {
+      const int left = (r + n - 1) % n;
+      INFO("rank " << r);
+      bool exact = true;
+      for (size_t i = 0; i < count_; ++i) {
+        exact = exact && seen_[r]->data()[i] == valueOf(left, i);
+        for (int p = 0; p < n; ++p)
+          exact = exact &&
+                  window_[r]->data()[p * count_ + i] == (p == left ? valueOf(left, i) : 0);
+      }
+      CHECK(exact);
+    }
+  }
+
+ private:
+  FakeCudaScope& cuda_;
+  CudaRanks& ranks_;
+  size_t count_;
+  std::vector<std::unique_ptr<DeviceMemory>> window_, src_, seen_;
+  std::vector<ncclWindow_t> wins_;
+};
+
 }  // namespace
 
 TEST_CASE("CUDA one-sided calls: a wait holds the stream until the put's signal, data first",
@@ -102,46 +175,14 @@ TEST_CASE("CUDA one-sided calls: a wait holds the stream until the put's signal,
     CudaRanks ranks(cuda, devs);
     const int n = ranks.size();
     INFO(n << " ranks, devices[0] " << devs[0] << " devices[1] " << devs[1]);
-    std::vector<std::unique_ptr<DeviceMemory>> window, src, seen;
-    for (int r = 0; r < n; ++r) {
-      window.push_back(std::make_unique<DeviceMemory>(cuda, devs[r], n * kCount * 4));
-      src.push_back(std::make_unique<DeviceMemory>(cuda, devs[r], kCount * 4));
-      seen.push_back(std::make_unique<DeviceMemory>(cuda, devs[r], kCount * 4));
-      for (size_t i = 0; i < kCount; ++i) src[r]->data()[i] = valueOf(r, i);
-    }
-    const std::vector<ncclWindow_t> wins = registerWindows(ranks, window);
+    PutRing ring(cuda, ranks, devs, kCount);
     const size_t kernelsBefore = cuda.rmaKernelsRun();
-    // Each rank first queues a wait for its left neighbour's put, then a copy of what that put
-    // writes: the copy must not run before the signal came.
-    for (int r = 0; r < n; ++r) {
-      const int left = (r + n - 1) % n;
-      ncclWaitSignalDesc_t d = desc(left, 0, 1);
-      REQUIRE(ncclWaitSignal(1, &d, ranks.comms[r], ranks.streams[r]) == ncclSuccess);
-      REQUIRE(cuda.driver().cuMemcpyDtoDAsync(
-                  seen[r]->address(), window[r]->address() + left * kCount * 4, kCount * 4,
-                  reinterpret_cast<CuStream>(ranks.streams[r])) == kCuSuccess);
-    }
+    ring.queueWaits();
     std::this_thread::sleep_for(std::chrono::milliseconds(100));
-    for (int r = 0; r < n; ++r) CHECK(seen[r]->data()[0] == 0);  // the waits hold the streams
-    // The puts on other streams (behind its wait, a rank's put would never start).
-    for (int r = 0; r < n; ++r) {
-      const int right = (r + 1) % n;
-      REQUIRE(ncclPutSignal(src[r]->data(), kCount, ncclInt32, right, wins[r], r * kCount * 4, 0,
-                            0, 0, ranks.comms[r],
-                            reinterpret_cast<cudaStream_t>(cuda.newStream())) == ncclSuccess);
-    }
+    CHECK(!ring.anySeen());  // the waits hold the streams
+    ring.queuePuts();
     cuda.synchronizeAll();
-    for (int r = 0; r < n; ++r) {
-      const int left = (r + n - 1) % n;
-      INFO("rank " << r);
-      bool exact = true;
-      for (size_t i = 0; i < kCount; ++i) {
-        exact = exact && seen[r]->data()[i] == valueOf(left, i);
-        for (int p = 0; p < n; ++p)
-          exact = exact && window[r]->data()[p * kCount + i] == (p == left ? valueOf(left, i) : 0);
-      }
-      CHECK(exact);
-    }
+    ring.checkExact();
     // Signals without data, in a group (queued at ncclGroupEnd): every rank signals every rank
     // (itself too) twice on sigIdx 1 and waits for them with each peer named twice (a
     // descriptor named twice counts twice).
@@ -162,7 +203,6 @@ TEST_CASE("CUDA one-sided calls: a wait holds the stream until the put's signal,
     // Puts and waits ran as kernels, none on the host: per rank a wait, a put's signal, 2n
     // signals and one wait for them all.
     CHECK(cuda.rmaKernelsRun() - kernelsBefore == static_cast<size_t>(n * (3 + 2 * n)));
-    deregisterWindows(ranks, wins);
   }
 }
 
@@ -243,35 +283,13 @@ TEST_CASE("CUDA one-sided calls by message (NCCL_NET=ucx): staged in stream orde
   CudaRmaEnv env;
   ScopedEnv net("NCCL_NET", "ucx");  // every peer by message, as on another host
   ScopedEnv devices("UCX_NET_DEVICES", "lo");
-  CudaRanks ranks(cuda, {0, 1, 0});
+  const std::vector<int> devs = {0, 1, 0};
+  CudaRanks ranks(cuda, devs);
   const int n = ranks.size();
   // 6 MiB and a bit: seven chunks through four staging slots, so slots are reused.
-  const size_t count = (size_t{6} << 18) + 12345;
-  std::vector<std::unique_ptr<DeviceMemory>> window, src, seen;
-  for (int r = 0; r < n; ++r) {
-    window.push_back(std::make_unique<DeviceMemory>(cuda, r % 2, n * count * 4));
-    src.push_back(std::make_unique<DeviceMemory>(cuda, r % 2, count * 4));
-    seen.push_back(std::make_unique<DeviceMemory>(cuda, r % 2, count * 4));
-    for (size_t i = 0; i < count; ++i) src[r]->data()[i] = valueOf(r, i);
-  }
-  std::vector<ncclWindow_t> wins(n, nullptr);
-  REQUIRE(ncclGroupStart() == ncclSuccess);
-  for (int r = 0; r < n; ++r)
-    CHECK(ncclCommWindowRegister(ranks.comms[r], window[r]->data(), n * count * 4, &wins[r], 0) ==
-          ncclSuccess);
-  REQUIRE(ncclGroupEnd() == ncclSuccess);
-  for (int r = 0; r < n; ++r) {
-    const int left = (r + n - 1) % n;
-    ncclWaitSignalDesc_t d = desc(left, 0, 1);
-    REQUIRE(ncclWaitSignal(1, &d, ranks.comms[r], ranks.streams[r]) == ncclSuccess);
-    REQUIRE(cuda.driver().cuMemcpyDtoDAsync(
-                seen[r]->address(), window[r]->address() + left * count * 4, count * 4,
-                reinterpret_cast<CuStream>(ranks.streams[r])) == kCuSuccess);
-  }
-  for (int r = 0; r < n; ++r)
-    REQUIRE(ncclPutSignal(src[r]->data(), count, ncclInt32, (r + 1) % n, wins[r], r * count * 4,
-                          0, 0, 0, ranks.comms[r],
-                          reinterpret_cast<cudaStream_t>(cuda.newStream())) == ncclSuccess);
+  PutRing ring(cuda, ranks, devs, (size_t{6} << 18) + 12345);
+  ring.queueWaits();
+  ring.queuePuts();
   // Signals alone, to every rank, and the waits for them.
   for (int r = 0; r < n; ++r)
     for (int p = 0; p < n; ++p)
@@ -282,35 +300,35 @@ TEST_CASE("CUDA one-sided calls by message (NCCL_NET=ucx): staged in stream orde
     REQUIRE(ncclWaitSignal(n, descs.data(), ranks.comms[r], ranks.streams[r]) == ncclSuccess);
   }
   cuda.synchronizeAll();
-  for (int r = 0; r < n; ++r) {
-    const int left = (r + n - 1) % n;
-    INFO("rank " << r);
-    bool exact = true;
-    for (size_t i = 0; i < count; ++i) {
-      exact = exact && seen[r]->data()[i] == valueOf(left, i);
-      for (int p = 0; p < n; ++p)
-        exact = exact && window[r]->data()[p * count + i] == (p == left ? valueOf(left, i) : 0);
-    }
-    CHECK(exact);
-  }
+  ring.checkExact();
   checkNoAsyncError(ranks);
-  deregisterWindows(ranks, wins);
 }
 
 namespace {
+
+// A forked rank's CUDA communicator of 2 ranks on device `rank` of its own emulated driver;
+// null (after printing why) if it cannot be made.
+ncclComm_t forkedRank(FakeCudaScope& cuda, int rank, const ncclUniqueId& id) {
+  setenv("RINGCC_DEVICE", "cuda", 1);
+  const CudaDriver& cu = cuda.driver();
+  CuContext ctx = nullptr;
+  ncclComm_t comm = nullptr;
+  if (cu.cuDevicePrimaryCtxRetain(&ctx, rank) != kCuSuccess ||
+      cu.cuCtxSetCurrent(ctx) != kCuSuccess || ncclCommInitRank(&comm, 2, id, rank) != ncclSuccess) {
+    std::fprintf(stderr, "[cuda rma procs] rank %d: no communicator\n", rank);
+    return nullptr;
+  }
+  return comm;
+}
 
 // One rank of the forked test: a window inside a larger allocation (so its IPC handle names
 // the allocation and the offset matters), a put to the other rank, a wait for the other's put,
 // a copy queued after the wait; the number of failures (printed).
 int rmaRankProcess(int rank, const ncclUniqueId& id) {
   FakeCudaScope cuda;
-  setenv("RINGCC_DEVICE", "cuda", 1);
   const CudaDriver& cu = cuda.driver();
-  CuContext ctx = nullptr;
-  if (cu.cuDevicePrimaryCtxRetain(&ctx, rank) != kCuSuccess || cu.cuCtxSetCurrent(ctx) != kCuSuccess)
-    return 100;
-  ncclComm_t comm = nullptr;
-  if (ncclCommInitRank(&comm, 2, id, rank) != ncclSuccess) return 10;
+  ncclComm_t comm = forkedRank(cuda, rank, id);
+  if (comm == nullptr) return 10;
   const auto stream = reinterpret_cast<cudaStream_t>(cuda.newStream());
   int bad = 0;
   auto no = [&](const char* what) {
@@ -376,14 +394,10 @@ namespace {
 // process is gone (the watch raises its flag), long before NCCL_TIMEOUT. 0 if so (printed).
 int peerExitsProcess(int rank, const ncclUniqueId& id) {
   FakeCudaScope cuda;
-  setenv("RINGCC_DEVICE", "cuda", 1);
-  setenv("NCCL_TIMEOUT", "60000", 1);
+  setenv("NCCL_TIMEOUT", "60000", 1);  // (read when the communicator is made)
   const CudaDriver& cu = cuda.driver();
-  CuContext ctx = nullptr;
-  if (cu.cuDevicePrimaryCtxRetain(&ctx, rank) != kCuSuccess || cu.cuCtxSetCurrent(ctx) != kCuSuccess)
-    return 100;
-  ncclComm_t comm = nullptr;
-  if (ncclCommInitRank(&comm, 2, id, rank) != ncclSuccess) return 10;
+  ncclComm_t comm = forkedRank(cuda, rank, id);
+  if (comm == nullptr) return 10;
   CuDevicePtr window = 0;
   cu.cuMemAlloc(&window, 4096);
   ncclWindow_t win = nullptr;
