@@ -13,8 +13,8 @@
 //           flag of the peer it waits for (set by the host when that peer's process exited or
 //           its connection closed: after a last look at the counter, since what the peer sent
 //           before it went still counts) and the clock: a wait in which no counter moved for
-//           timeoutNs (NCCL_TIMEOUT) stops, as the batch kernel's waits do. A stop writes why into the status words (host-mapped), in
-//           which the engine finds it (src/cuda/cuda_engine.h).
+//           timeoutNs (NCCL_TIMEOUT) stops, as the batch kernel's waits do. A stop writes why into
+//           the status words (host-mapped), in which the engine finds it (src/cuda/cuda_engine.h).
 //
 // Thread 0 of one block does the work; the CUDA kernel is kernels/cuda/rma_kernel.cuh, the
 // emulated driver runs the body on one host thread.
@@ -51,7 +51,8 @@ struct RmaItem {
 constexpr uint32_t kRmaMaxItems = 96;    // the arguments stay under the 4 KB of a launch
 constexpr uint32_t kRmaCheckPolls = 64;  // polls between looks at the abort flag and the clock
 constexpr uint32_t kRmaStatusWords = 4;
-constexpr uint32_t kRmaThreads = 32;    // the kernel's block (thread 0 works)  // stop, peer, sigIdx | ctx << 16, count seen (low)
+constexpr uint32_t kRmaThreads =
+    32;  // the kernel's block (thread 0 works)  // stop, peer, sigIdx | ctx << 16, count seen (low)
 
 struct RmaArgs {
   uint32_t kind = kRmaSignal;

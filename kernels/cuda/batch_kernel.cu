@@ -19,10 +19,6 @@
 #include "kernels/cuda/device_sync.h"
 
 namespace ringcc {
-namespace {
-
-
-}  // namespace
 
 extern "C" __global__ void __launch_bounds__(kLaunchThreads)
     ringccBatchKernel(const BatchArgs args) {

@@ -36,10 +36,10 @@
 // why into a status word in host-mapped memory. The next call, and ncclCommGetAsyncError,
 // read the status words (pollAsyncError) and turn a stop into the communicator's error.
 // ncclCommAbort raises the abort flag (host-mapped) that every waiting block reads, so a kernel
-// blocked on a peer that never comes is freed; a one-sided wait (launchRma) reads it too. A peer process that dies is seen by a watch
-// thread (src/cuda/peer_watch.h) that marks its connections, which the waiting blocks read.
-// Destroying the engine waits for its last kernel to finish (the event), then frees connections,
-// uploads and scratch.
+// blocked on a peer that never comes is freed; a one-sided wait (launchRma) reads it too. A peer
+// process that dies is seen by a watch thread (src/cuda/peer_watch.h) that marks its connections,
+// which the waiting blocks read. Destroying the engine waits for its last kernel to finish (the
+// event), then frees connections, uploads and scratch.
 #pragma once
 
 #include <atomic>

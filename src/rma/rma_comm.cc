@@ -271,7 +271,7 @@ void CommRma::closeWindow(RmaWindow* win) {
 // One staged chunk of a CUDA put by message (or a signal alone), sent by a host function.
 struct CommRma::StagedSend {
   CommRma* rma;
-  RmaPut put;  // this chunk's offset and bytes
+  RmaPut put;             // this chunk's offset and bytes
   RmaDevice::Slot* slot;  // null: no bytes
   bool signal;
 };
@@ -293,8 +293,8 @@ ncclResult_t CommRma::putStaged(const RmaPut& put) {
     RmaDevice::Slot* slot = nullptr;
     if (n > 0) {
       RINGCC_CHECK(device_->acquireSlot(&slot));
-      if (const ncclResult_t r = device_->stage(slot, static_cast<const char*>(put.src) + done, n,
-                                                put.stream);
+      if (const ncclResult_t r =
+              device_->stage(slot, static_cast<const char*>(put.src) + done, n, put.stream);
           r != ncclSuccess) {
         slot->busy.store(false);
         return r;

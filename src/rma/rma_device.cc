@@ -40,7 +40,7 @@ RmaDevice::RmaDevice(CudaEngine* engine, int nranks)
       timeoutMs_(std::max<int64_t>(1, paramInt("TIMEOUT"))) {}
 
 RmaDevice::~RmaDevice() {
-  drain();      // (a wait for a dead peer ends because the watch still runs)
+  drain();  // (a wait for a dead peer ends because the watch still runs)
   stopWatch();
   ContextScope scope(cu_, ctx_);
   if (peerGone_ != nullptr) cu_.cuMemFreeHost(peerGone_);
@@ -161,8 +161,8 @@ ncclResult_t RmaDevice::mapOwn(const SignalView& view, size_t bytes) {
 ncclResult_t RmaDevice::mapPeer(int peer, const SignalView& view, size_t bytes) {
   ContextScope scope(cu_, ctx_);
   PeerCounters& p = peers_[peer];
-  RINGCC_CHECK(HostMapping::map(view.base(), bytes, peer, 0, "rma: a peer's signal counters",
-                                &p.mapping));
+  RINGCC_CHECK(
+      HostMapping::map(view.base(), bytes, peer, 0, "rma: a peer's signal counters", &p.mapping));
   p.base = view.base();
   return ncclSuccess;
 }
@@ -233,8 +233,7 @@ ncclResult_t RmaDevice::put(uint64_t dst, const void* src, size_t bytes, int pee
   RINGCC_CHECK(notCapturing(stream, dst != 0 ? "ncclPutSignal" : "ncclSignal"));
   const PeerCounters& p = peers_[peer];
   auto s = reinterpret_cast<CuStream>(stream);
-  if (bytes > 0)
-    RINGCC_CHECK(engine_->copyAsync(dst, reinterpret_cast<uintptr_t>(src), bytes, s));
+  if (bytes > 0) RINGCC_CHECK(engine_->copyAsync(dst, reinterpret_cast<uintptr_t>(src), bytes, s));
   RmaArgs args;
   args.kind = kRmaSignal;
   args.nItems = 1;

@@ -59,8 +59,8 @@ std::vector<ncclWindow_t> registerWindows(CudaRanks& ranks,
   std::vector<ncclWindow_t> wins(ranks.size(), nullptr);
   REQUIRE(ncclGroupStart() == ncclSuccess);
   for (int r = 0; r < ranks.size(); ++r)
-    CHECK(ncclCommWindowRegister(ranks.comms[r], w[r]->data(), ranks.size() * kCount * 4,
-                                 &wins[r], 0) == ncclSuccess);
+    CHECK(ncclCommWindowRegister(ranks.comms[r], w[r]->data(), ranks.size() * kCount * 4, &wins[r],
+                                 0) == ncclSuccess);
   REQUIRE(ncclGroupEnd() == ncclSuccess);
   for (ncclWindow_t win : wins) REQUIRE(win != nullptr);
   return wins;
@@ -134,8 +134,8 @@ class PutRing {
   }
   void queuePuts() {
     for (int r = 0; r < ranks_.size(); ++r)
-      REQUIRE(ncclPutSignal(src_[r]->data(), count_, ncclInt32, (r + 1) % ranks_.size(),
-                            wins_[r], r * count_ * 4, 0, 0, 0, ranks_.comms[r],
+      REQUIRE(ncclPutSignal(src_[r]->data(), count_, ncclInt32, (r + 1) % ranks_.size(), wins_[r],
+                            r * count_ * 4, 0, 0, 0, ranks_.comms[r],
                             reinterpret_cast<cudaStream_t>(cuda_.newStream())) == ncclSuccess);
   }
   // After the streams drained: every rank saw its left neighbour's put through the copy, and
@@ -149,8 +149,7 @@ class PutRing {
       for (size_t i = 0; i < count_; ++i) {
         exact = exact && seen_[r]->data()[i] == valueOf(left, i);
         for (int p = 0; p < n; ++p)
-          exact = exact &&
-                  window_[r]->data()[p * count_ + i] == (p == left ? valueOf(left, i) : 0);
+          exact = exact && window_[r]->data()[p * count_ + i] == (p == left ? valueOf(left, i) : 0);
       }
       CHECK(exact);
     }
@@ -314,7 +313,8 @@ ncclComm_t forkedRank(FakeCudaScope& cuda, int rank, const ncclUniqueId& id) {
   CuContext ctx = nullptr;
   ncclComm_t comm = nullptr;
   if (cu.cuDevicePrimaryCtxRetain(&ctx, rank) != kCuSuccess ||
-      cu.cuCtxSetCurrent(ctx) != kCuSuccess || ncclCommInitRank(&comm, 2, id, rank) != ncclSuccess) {
+      cu.cuCtxSetCurrent(ctx) != kCuSuccess ||
+      ncclCommInitRank(&comm, 2, id, rank) != ncclSuccess) {
     std::fprintf(stderr, "[cuda rma procs] rank %d: no communicator\n", rank);
     return nullptr;
   }
@@ -348,7 +348,8 @@ int rmaRankProcess(int rank, const ncclUniqueId& id) {
   // The connections open peers' GPU memory too (shm slots): the window's import is one more.
   const size_t importsBefore = cuda.liveIpcImports();
   if (ncclCommWindowRegister(comm, window, 2 * kCount * 4, &win, 0) != ncclSuccess) no("register");
-  if (cuda.liveIpcImports() != importsBefore + 1) no("the peer's window was not opened by CUDA IPC");
+  if (cuda.liveIpcImports() != importsBefore + 1)
+    no("the peer's window was not opened by CUDA IPC");
   const int peer = 1 - rank;
   ncclWaitSignalDesc_t d = desc(peer, 0, 1);
   if (ncclWaitSignal(1, &d, comm, stream) != ncclSuccess) no("wait");
@@ -414,7 +415,8 @@ int peerExitsProcess(int rank, const ncclUniqueId& id) {
   ncclCommGetAsyncError(comm, &async);
   const std::string why = ncclGetLastError(comm);
   int bad = 0;
-  if (async != ncclRemoteError || why.find("peer 1 stopped: the peer is gone") == std::string::npos) {
+  if (async != ncclRemoteError ||
+      why.find("peer 1 stopped: the peer is gone") == std::string::npos) {
     std::fprintf(stderr, "[cuda rma procs] rank 0: async %d, last error: %s\n", async, why.c_str());
     ++bad;
   }

@@ -694,8 +694,8 @@ TEST_CASE(
           note(rep->lastError, sizeof(rep->lastError), ncclGetLastError(comm));
           ++bad;
         };
-        if (ncclCommWindowRegister(comm, reinterpret_cast<void*>(window), n * count * 4, &win,
-                                   0) != ncclSuccess) {
+        if (ncclCommWindowRegister(comm, reinterpret_cast<void*>(window), n * count * 4, &win, 0) !=
+            ncclSuccess) {
           no("register");
           return 11;
         }
