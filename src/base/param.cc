@@ -62,6 +62,10 @@ constexpr ParamDef kParams[] = {
      "Protocols allowed: Simple, LL, Direct (comma list, ^ to exclude); default: LL up to 256 B "
      "per rank, Direct above (Simple where references cannot be read). Unknown names get a WARN "
      "naming the valid ones."},
+    {"RMA_UCX", "1",
+     "0: one-sided calls (ncclPutSignal, ncclSignal) to peers reached by the network go as "
+     "bootstrap messages instead of UCX's RMA and atomics (docs/rma.md).",
+     ParamKind::Int},
     {"SHM_DISABLE", "0", "1: never use the shm transport (processes on one host use the network).",
      ParamKind::Int},
     {"SHM_MAP", "1",
