@@ -3,7 +3,8 @@
 // puts then one wait with opCnt, counts kept per (peer, sigIdx, ctx) and consumed by waits, data
 // visible once its signal is, grouped calls driven by one thread, a peer that never signals
 // (NCCL_TIMEOUT) and one that has exited. Threads of one process (the direct path), forked
-// processes (process_vm_writev), and under RINGCC_NET=ucx the message path for every peer.
+// processes (process_vm_writev), and under RINGCC_NET=ucx the network's path for every peer:
+// UCX's RMA and atomics (ucx_rma), or bootstrap messages with RINGCC_RMA_UCX=0.
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -18,6 +19,7 @@
 #include "src/rma/rma_comm.h"
 #include "support/ranks.h"
 #include "support/test_env.h"
+#include "transports/shm/process_watch.h"
 
 using ringcc::RmaPath;
 using ringcc::test::CapturedLog;
@@ -36,6 +38,13 @@ bool netForced() {
   const char* a = std::getenv("RINGCC_NET");
   const char* b = std::getenv("NCCL_NET");
   return (a && *a) || (b && *b);
+}
+
+// RINGCC_RMA_UCX=0 (or NCCL_RMA_UCX=0): peers on the network by message, not UCX.
+bool ucxRmaOff() {
+  for (const char* name : {"RINGCC_RMA_UCX", "NCCL_RMA_UCX"})
+    if (const char* v = std::getenv(name)) return std::strcmp(v, "0") == 0;
+  return false;
 }
 
 float valueOf(int from, int put, size_t i) {
@@ -149,8 +158,9 @@ int rmaScenario(ncclComm_t comm, int rank, int nranks, RmaPath others, std::stri
   return f.count;
 }
 
-RmaPath threadPath() { return netForced() ? RmaPath::kMessage : RmaPath::kDirect; }
-RmaPath processPath() { return netForced() ? RmaPath::kMessage : RmaPath::kKernel; }
+RmaPath networkPath() { return ucxRmaOff() ? RmaPath::kMessage : RmaPath::kUcx; }
+RmaPath threadPath() { return netForced() ? networkPath() : RmaPath::kDirect; }
+RmaPath processPath() { return netForced() ? networkPath() : RmaPath::kKernel; }
 
 }  // namespace
 
@@ -343,6 +353,35 @@ TEST_CASE("puts and signals between forked processes; a peer that exits ends the
     if (err.find("exited") == std::string::npos || err.find("peer 1") == std::string::npos) {
       std::fprintf(stderr, "[rma fork] unexpected error: %s\n", err.c_str());
       return 22;
+    }
+    ncclCommAbort(comm);
+    return 0;
+  });
+  CHECK(failed == 0);
+  if (processPath() != RmaPath::kUcx) return;
+
+  // By UCX: rank 1 exits; once it is gone, rank 0's put to it fails, naming it, long before
+  // NCCL_TIMEOUT (UCX reports the endpoint failed, or the put fails on its closed connection).
+  ncclUniqueId id3 = newUniqueId();
+  failed = runProcesses(2, [&](int rank) {
+    setenv("NCCL_TIMEOUT", "60000", 1);
+    ncclComm_t comm = nullptr;
+    if (ncclCommInitRank(&comm, 2, id3, rank) != ncclSuccess) return 10;
+    char buf[64] = {};
+    ncclWindow_t w = nullptr;
+    if (ncclCommWindowRegister(comm, buf, sizeof(buf), &w, 0) != ncclSuccess) return 11;
+    if (rank == 1) _exit(0);
+    ringcc::ProcessWatch peer(comm->peers[1].pid);
+    for (int i = 0; i < 20000 && peer.alive(); ++i) usleep(1000);
+    if (peer.alive()) return 24;
+    const auto t0 = std::chrono::steady_clock::now();
+    const ncclResult_t r = ncclPutSignal(buf, 8, ncclChar, 1, w, 0, 0, 0, 0, comm, nullptr);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const std::string err = ncclGetLastError(comm);
+    if (r != ncclRemoteError || s > 20.0 || err.find("rank 1") == std::string::npos) {
+      std::fprintf(stderr, "[rma fork] put to the dead peer: %d after %.1f s: %s\n", r, s,
+                   err.c_str());
+      return 25;
     }
     ncclCommAbort(comm);
     return 0;

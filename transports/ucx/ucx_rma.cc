@@ -34,8 +34,8 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-// How long the teardown waits for the proxy to close the endpoints, and how long a caller that
-// gave up (NCCL_TIMEOUT, abort) waits for UCX to let go of its buffer.
+// How long a teardown step (unmap, release, the endpoints' close) waits for the proxy, and how
+// long a caller that gave up (NCCL_TIMEOUT, abort) waits for UCX to let go of its buffer.
 constexpr auto kCloseWait = std::chrono::seconds(2);
 constexpr auto kLetGoWait = std::chrono::seconds(2);
 // A waiting caller looks at the abort flag this often.
@@ -155,8 +155,9 @@ class UcxRmaImpl final : public UcxRma, public WakeSource {
  private:
   enum class Wait { kCall, kTeardown };
   // Queues job and waits until the proxy finished it: a call waits up to NCCL_TIMEOUT and
-  // stops at the abort flag; the teardown waits kCloseWait. ncclSuccess if it finished with
-  // UCS_OK; else the failure (peer >= 0: a WARN naming it; teardown: ncclSystemError, quiet).
+  // stops at the abort flag; a teardown step (unmap, release, close: they run after an abort
+  // too) waits kCloseWait. ncclSuccess if it finished with UCS_OK; else the failure (a WARN,
+  // naming the peer if peer >= 0; a teardown step's: ncclSystemError, not logged).
   ncclResult_t run(const std::shared_ptr<Job>& job, int peer, const char* where, Wait wait);
   void ring();  // wakes the proxy for the queue
   void destroyKey(RemoteKey* key);
@@ -381,18 +382,23 @@ ncclResult_t UcxRmaImpl::run(const std::shared_ptr<Job>& job, int peer, const ch
   const char* what = job->what;
   lock.unlock();
   if (wait == Wait::kTeardown) return gaveUp || st != UCS_OK ? ncclSystemError : ncclSuccess;
-  if (gaveUp && std::strcmp(gaveUp, "timed out") == 0)
+  const bool timedOut = gaveUp && std::strcmp(gaveUp, "timed out") == 0;
+  if (peer < 0 && gaveUp)
+    return fail(timedOut ? ncclSystemError : ncclInvalidUsage, where,
+                "UCX did not complete %s: %s (NCCL_TIMEOUT %lld ms)", what, gaveUp,
+                static_cast<long long>(timeoutMs));
+  if (timedOut)
     return failPeer(ncclRemoteError, peer, where,
-                    "UCX %s to rank %d did not complete within NCCL_TIMEOUT (%lld ms); the "
+                    "UCX did not complete %s to rank %d within NCCL_TIMEOUT (%lld ms); the "
                     "endpoint to it is closed, later one-sided calls to it fail",
                     what, peer, static_cast<long long>(timeoutMs));
   if (gaveUp)
     return failPeer(ncclInvalidUsage, peer, where, "stopped %s to rank %d: %s", what, peer,
                     gaveUp);
   if (st == UCS_OK) return ncclSuccess;
-  if (peer < 0) return fail(ncclSystemError, where, "UCX %s failed: %s", what, ucs_status_string(st));
+  if (peer < 0) return fail(ncclSystemError, where, "UCX failed %s: %s", what, ucs_status_string(st));
   const std::string ended = peerError(peer);
-  return failPeer(ncclRemoteError, peer, where, "UCX %s to rank %d failed: %s%s%s", what, peer,
+  return failPeer(ncclRemoteError, peer, where, "UCX failed %s to rank %d: %s%s%s", what, peer,
                   ucs_status_string(st), ended.empty() ? "" : "; ", ended.c_str());
 }
 
@@ -442,8 +448,9 @@ void UcxRmaImpl::unmap(Memory* memory) {
     memories_.erase(it);
     return st;
   });
-  if (run(job, -1, "ucx rma", Wait::kCall) != ncclSuccess)
-    LOG_WARN("ucx rma: unregistering a window's memory failed (see above)");
+  // A teardown step: it runs after an abort too, bounded by kCloseWait.
+  if (run(job, -1, "ucx rma", Wait::kTeardown) != ncclSuccess)
+    LOG_WARN("ucx rma: unregistering memory did not complete; UCX may keep it registered");
 }
 
 ncclResult_t UcxRmaImpl::connect(int peer, std::span<const uint8_t> address, std::string* why) {
@@ -505,6 +512,7 @@ void UcxRmaImpl::destroyKey(RemoteKey* key) {
 
 void UcxRmaImpl::release(RemoteKey* key) {
   if (key == nullptr) return;
+  const int peer = key->peer;  // the job deletes the record
   auto job = std::make_shared<CallJob>("releasing a memory key", [this, key] {
     auto it = std::find_if(keys_.begin(), keys_.end(), [&](const auto& k) { return k.get() == key; });
     if (it == keys_.end()) return UCS_ERR_INVALID_PARAM;
@@ -512,8 +520,8 @@ void UcxRmaImpl::release(RemoteKey* key) {
     keys_.erase(it);
     return UCS_OK;
   });
-  if (run(job, -1, "ucx rma", Wait::kCall) != ncclSuccess)
-    LOG_WARN("ucx rma: releasing a key of rank %d's memory failed (see above)", key->peer);
+  if (run(job, -1, "ucx rma", Wait::kTeardown) != ncclSuccess)
+    LOG_WARN("ucx rma: releasing a key of rank %d's memory did not complete", peer);
 }
 
 ncclResult_t UcxRmaImpl::putSignal(int peer, const void* src, size_t bytes, uint64_t to,
