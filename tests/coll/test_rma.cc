@@ -5,6 +5,8 @@
 // (NCCL_TIMEOUT) and one that has exited. Threads of one process (the direct path), forked
 // processes (process_vm_writev), and under RINGCC_NET=ucx the network's path for every peer:
 // UCX's RMA and atomics (ucx_rma), or bootstrap messages with RINGCC_RMA_UCX=0.
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -387,4 +389,40 @@ TEST_CASE("puts and signals between forked processes; a peer that exits ends the
     return 0;
   });
   CHECK(failed == 0);
+
+  // By UCX: rank 1 is stopped (SIGSTOP: alive, its proxy too, so nothing acknowledges).
+  // Rank 0's put to it ends at NCCL_TIMEOUT, naming it (UCX lets go of the buffer: the endpoint
+  // is closed). Then rank 0 kills it.
+  ncclUniqueId id4 = newUniqueId();
+  std::vector<int> status = ringcc::test::runProcessesStatus(2, [&](int rank) {
+    setenv("NCCL_TIMEOUT", "60000", 1);
+    ncclComm_t comm = nullptr;
+    if (ncclCommInitRank(&comm, 2, id4, rank) != ncclSuccess) return 10;
+    char buf[64] = {};
+    ncclWindow_t w = nullptr;
+    if (ncclCommWindowRegister(comm, buf, sizeof(buf), &w, 0) != ncclSuccess) return 11;
+    if (rank == 1) {
+      raise(SIGSTOP);
+      return 0;  // (killed while stopped)
+    }
+    const pid_t pid = comm->peers[1].pid;
+    setenv("NCCL_TIMEOUT", "1000", 1);  // read by each call
+    usleep(100000);  // rank 1 has stopped itself by now (its stop is all that is left)
+    const auto t0 = std::chrono::steady_clock::now();
+    const ncclResult_t r = ncclPutSignal(buf, 8, ncclChar, 1, w, 0, 0, 0, 0, comm, nullptr);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const std::string err = ncclGetLastError(comm);
+    kill(pid, SIGKILL);
+    if (r != ncclRemoteError || s < 0.9 || s > 10.0 ||
+        err.find("within NCCL_TIMEOUT (1000 ms)") == std::string::npos ||
+        err.find("rank 1") == std::string::npos) {
+      std::fprintf(stderr, "[rma fork] put to the stopped peer: %d after %.1f s: %s\n", r, s,
+                   err.c_str());
+      return 26;
+    }
+    ncclCommAbort(comm);
+    return 0;
+  });
+  CHECK(status[0] == 0);
+  CHECK(WIFSIGNALED(status[1]));
 }
