@@ -25,6 +25,9 @@ struct BlobHeader {
   uint32_t keyBytes;
 };
 
+// RINGCC_RMA_UCX (src/base/param.cc).
+enum UcxMode : int64_t { kNever = 0, kWhereOffered = 1, kAlways = 2 };
+
 }  // namespace
 
 bool CommRma::byNetwork(int r, bool netForced) const {
@@ -43,7 +46,13 @@ ncclResult_t CommRma::startUcx(bool netForced, const SignalView& ours,
   bool wanted = false;
   for (int r = 0; r < comm_->nranks && !wanted; ++r) wanted = byNetwork(r, netForced);
   if (!wanted) return ncclSuccess;
-  if (paramInt("RMA_UCX") == 0) {
+  const int64_t mode = paramInt("RMA_UCX");
+  if (mode < kNever || mode > kAlways)
+    return fail(ncclInvalidArgument, "ncclCommWindowRegister",
+                "RINGCC_RMA_UCX=%lld: 0 (messages), 1 (UCX where it has RMA and atomics, the "
+                "default) or 2 (UCX always)",
+                static_cast<long long>(mode));
+  if (mode == kNever) {
     LOG_INFO(kLogNet | kLogInit, "rma: RINGCC_RMA_UCX=0: puts to peers on the network go by "
              "message");
     return ncclSuccess;
@@ -80,6 +89,7 @@ ncclResult_t CommRma::connectUcx(const std::vector<uint32_t>& blobBytes,
   std::copy(mine.begin(), mine.end(), all.begin() + static_cast<ptrdiff_t>(stride * comm_->rank));
   RINGCC_CHECK(comm_->bootstrap->allGather(all.data(), stride));
   if (!ucx_) return ncclSuccess;
+  const bool always = paramInt("RMA_UCX") == kAlways;
   for (int r = 0; r < comm_->nranks; ++r) {
     Peer& p = peers_[r];
     if (r == comm_->rank || p.path != RmaPath::kMessage || blobBytes[r] == 0) continue;
@@ -94,8 +104,19 @@ ncclResult_t CommRma::connectUcx(const std::vector<uint32_t>& blobBytes,
       continue;
     }
     std::string why;
-    if (ucx_->connect(r, {b + sizeof(h), h.addressBytes}, &why) != ncclSuccess) {
+    UcxReach reach;
+    if (ucx_->connect(r, {b + sizeof(h), h.addressBytes}, &reach, &why) != ncclSuccess) {
       LOG_WARN("rma: UCX does not reach rank %d (%s): puts to it go by message", r, why.c_str());
+      continue;
+    }
+    if (!always && !(reach.rma && reach.amo)) {
+      // Emulated with active messages (TCP): each put then costs fragments and two round
+      // trips, slower than the bootstrap's one message (docs/rma.md has the figures).
+      LOG_INFO(kLogNet | kLogInit,
+               "rma: UCX only emulates %s to rank %d (lanes %s): puts to it go by message "
+               "(RINGCC_RMA_UCX=2 takes UCX anyway)",
+               reach.rma ? "atomics" : reach.amo ? "RMA" : "RMA and atomics", r,
+               reach.lanes.c_str());
       continue;
     }
     if (ucx_->unpack(r, {b + sizeof(h) + h.addressBytes, h.keyBytes}, &p.ucxSignals) !=
@@ -105,6 +126,8 @@ ncclResult_t CommRma::connectUcx(const std::vector<uint32_t>& blobBytes,
       continue;
     }
     p.path = RmaPath::kUcx;
+    LOG_INFO(kLogNet | kLogInit, "rma: rank %d reached by UCX RMA (lanes %s%s)", r,
+             reach.lanes.c_str(), reach.rma && reach.amo ? "" : ", emulated");
   }
   // Nobody else has UCX: nobody reaches us by it either, so our registrations buy nothing.
   bool others = false;

@@ -524,7 +524,7 @@ TEST_CASE(
 namespace {
 
 // Whether each of comm's peers takes the path docs/rma.md gives it: the same host's
-// process_vm_writev, the other host's UCX RMA, or its messages with RINGCC_RMA_UCX=0. "" if so.
+// process_vm_writev, the other host's UCX RMA (byUcx) or its messages. "" if so.
 std::string unexpectedPaths(ncclComm_t comm, const std::vector<int>& hostOf, int rank,
                             bool byUcx) {
   std::string bad;
@@ -548,10 +548,12 @@ TEST_CASE(
     "peers), then waits for their signals; every element exact",
     "[net_rma]") {
   // Hosts 0 and 1, two ranks each: a put to the rank on the same host takes the same-host path,
-  // one to the other host UCX's RMA, then (RINGCC_RMA_UCX=0) the network's message path
-  // (docs/rma.md).
-  const bool byUcx = GENERATE(true, false);
-  INFO((byUcx ? "by UCX's RMA" : "by message (RINGCC_RMA_UCX=0)"));
+  // one to the other host the network's message path, or UCX's RMA (emulated over TCP) with
+  // RINGCC_RMA_UCX=2 (docs/rma.md).
+  // RINGCC_RMA_UCX unset: UCX only emulates RMA over TCP, so messages; 2: UCX anyway; 0: messages.
+  const std::string mode = GENERATE(std::string(""), std::string("2"), std::string("0"));
+  const bool byUcx = mode == "2";
+  INFO("RINGCC_RMA_UCX=" << (mode.empty() ? "(unset)" : mode));
   const std::vector<int> hostOf = {0, 0, 1, 1};
   const int n = 4;
   constexpr size_t kSlot = 1200000;  // floats per sender (4.8 MB): two of the message path's chunks
@@ -566,7 +568,10 @@ TEST_CASE(
         NetReport* rep = &reps[static_cast<size_t>(rank)];
         rep->pid = getpid();
         if (!becomeHost(lab, hostOf[static_cast<size_t>(rank)], 60000)) return 20;
-        if (!byUcx) setenv("RINGCC_RMA_UCX", "0", 1);
+        if (mode.empty())
+          unsetenv("RINGCC_RMA_UCX");
+        else
+          setenv("RINGCC_RMA_UCX", mode.c_str(), 1);
         ncclComm_t comm = nullptr;
         rep->initResult = initRank(&sh[0], rank, n, &comm);
         if (rep->initResult != ncclSuccess) return 10;
@@ -623,11 +628,13 @@ TEST_CASE(
     "its second, naming it, long before NCCL_TIMEOUT",
     "[net_rma]") {
   // Host 0 has rank 0, host 1 rank 1: no process to watch. Rank 0 waits for one signal (which
-  // comes), says so, rank 1 is killed, and rank 0 waits for one more. By UCX's RMA the survivor
-  // hears of the death from UCX (our endpoint to the peer fails); by message (RINGCC_RMA_UCX=0)
-  // from the bootstrap connection the peer's signal came on.
-  const bool byUcx = GENERATE(true, false);
-  INFO((byUcx ? "by UCX's RMA" : "by message (RINGCC_RMA_UCX=0)"));
+  // comes), says so, rank 1 is killed, and rank 0 waits for one more. By UCX's RMA
+  // (RINGCC_RMA_UCX=2) the survivor hears of the death from UCX (our endpoint to the peer
+  // fails); by message from the bootstrap connection the peer's signal came on.
+  // RINGCC_RMA_UCX unset: UCX only emulates RMA over TCP, so messages; 2: UCX anyway; 0: messages.
+  const std::string mode = GENERATE(std::string(""), std::string("2"), std::string("0"));
+  const bool byUcx = mode == "2";
+  INFO("RINGCC_RMA_UCX=" << (mode.empty() ? "(unset)" : mode));
   const std::vector<int> hostOf = {0, 1};
   const int n = 2;
   NetnsLab lab(2);
@@ -642,7 +649,10 @@ TEST_CASE(
         rep->pid = getpid();
         if (!becomeHost(lab, hostOf[static_cast<size_t>(rank)], 60000)) return 20;
         setenv("NCCL_TIMEOUT", "60000", 1);
-        if (!byUcx) setenv("RINGCC_RMA_UCX", "0", 1);
+        if (mode.empty())
+          unsetenv("RINGCC_RMA_UCX");
+        else
+          setenv("RINGCC_RMA_UCX", mode.c_str(), 1);
         ncclComm_t comm = nullptr;
         rep->initResult = initRank(&sh[0], rank, n, &comm);
         if (rep->initResult != ncclSuccess) return 10;

@@ -17,6 +17,7 @@
 #include "src/base/log.h"
 #include "src/base/param.h"
 #include "transports/proxy/proxy.h"
+#include "transports/ucx/ucx_ep_info.h"
 #include "transports/ucx/ucx_worker.h"
 
 namespace ringcc {
@@ -128,7 +129,8 @@ class UcxRmaImpl final : public UcxRma, public WakeSource {
   std::span<const uint8_t> address() const override { return worker_->address(); }
   ncclResult_t map(void* base, size_t bytes, Memory** out, std::vector<uint8_t>* packed) override;
   void unmap(Memory* memory) override;
-  ncclResult_t connect(int peer, std::span<const uint8_t> address, std::string* why) override;
+  ncclResult_t connect(int peer, std::span<const uint8_t> address, UcxReach* reach,
+                       std::string* why) override;
   ncclResult_t unpack(int peer, std::span<const uint8_t> packed, RemoteKey** out) override;
   void release(RemoteKey* key) override;
   ncclResult_t putSignal(int peer, const void* src, size_t bytes, uint64_t to,
@@ -213,9 +215,18 @@ class ConnectJob final : public Job {
     if (!reqs_.done()) return false;
     status = reqs_.finish();
     *moved = true;
+    if (status == UCS_OK && p.ep != nullptr) {
+      // Wired up: the lanes are the endpoint's final ones now.
+      const std::string info = endpointInfo(p.ep);
+      reach.rma = lanesServe(info, "rma");
+      reach.amo = lanesServe(info, "amo");
+      reach.lanes = laneTransports(info);
+    }
     return true;
   }
   void stop(UcxRmaImpl& rma) override { rma.stopPeer(peer_); }
+
+  UcxReach reach;  // once finished
 
  private:
   int peer_;
@@ -453,7 +464,8 @@ void UcxRmaImpl::unmap(Memory* memory) {
     LOG_WARN("ucx rma: unregistering memory did not complete; UCX may keep it registered");
 }
 
-ncclResult_t UcxRmaImpl::connect(int peer, std::span<const uint8_t> address, std::string* why) {
+ncclResult_t UcxRmaImpl::connect(int peer, std::span<const uint8_t> address, UcxReach* reach,
+                                 std::string* why) {
   if (!validPeer(peer) || address.empty()) {
     *why = "no such peer, or no worker address";
     return ncclInvalidArgument;
@@ -474,7 +486,10 @@ ncclResult_t UcxRmaImpl::connect(int peer, std::span<const uint8_t> address, std
     *why = std::string(job->what) + " did not complete within NCCL_TIMEOUT";
     return ncclRemoteError;
   }
-  if (job->status == UCS_OK) return ncclSuccess;
+  if (job->status == UCS_OK) {
+    *reach = job->reach;
+    return ncclSuccess;
+  }
   *why = std::string(job->what) + " failed: " + ucs_status_string(job->status) + " (" +
          worker_->allowed() + ")";
   return ncclRemoteError;

@@ -41,6 +41,15 @@
 
 namespace ringcc {
 
+// What an endpoint offers (transports/ucx/ucx_ep_info.h): whether UCX does puts and atomics
+// on lanes of their own (InfiniBand, RoCE, shared memory) or emulates them with active
+// messages on its am lane (TCP), and the lanes' transports, for logs.
+struct UcxReach {
+  bool rma = false;
+  bool amo = false;
+  std::string lanes;
+};
+
 class UcxRma {
  public:
   struct Memory;     // a buffer of ours registered for peers' writes
@@ -60,9 +69,11 @@ class UcxRma {
                            std::vector<uint8_t>* packed) = 0;
   virtual void unmap(Memory* memory) = 0;  // null: nothing
 
-  // An endpoint to peer's worker, wired up before it returns. ncclRemoteError (*why says
-  // what UCX said, nothing logged) when the peer cannot be reached: the caller falls back.
-  virtual ncclResult_t connect(int peer, std::span<const uint8_t> address, std::string* why) = 0;
+  // An endpoint to peer's worker, wired up before it returns; *reach says what its lanes
+  // offer. ncclRemoteError (*why says what UCX said, nothing logged) when the peer cannot be
+  // reached: the caller falls back.
+  virtual ncclResult_t connect(int peer, std::span<const uint8_t> address, UcxReach* reach,
+                               std::string* why) = 0;
   // A key of peer's memory (packed by its map()), for this endpoint.
   virtual ncclResult_t unpack(int peer, std::span<const uint8_t> packed, RemoteKey** out) = 0;
   virtual void release(RemoteKey* key) = 0;  // null: nothing
