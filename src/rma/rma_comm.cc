@@ -25,6 +25,9 @@ namespace {
 constexpr int kTagRma = kBootstrapReservedTag - 4;
 constexpr size_t kMessageChunkBytes = size_t{4} << 20;
 constexpr int kLongestNapMicros = 2000;
+// A peer's add by UCX rings no bell (the network, or our UCX worker, writes the counter), so a
+// wait for one naps this long at most: the nap is then its latency.
+constexpr int kLongestUcxNapMicros = 100;
 
 // The message path's header; the data follows it.
 struct RmaMessage {
@@ -570,7 +573,9 @@ ncclResult_t CommRma::wait(std::span<const ncclWaitSignalDesc_t> descs, cudaStre
         return waitFailed(why.c_str(), w.peer, w.sigIdx, w.ctx, last, w.target);
       }
     }
-    const int nap = std::min(kLongestNapMicros, 50 * (polls - spins + 1));
+    const int longest =
+        peers_[w.peer].path == RmaPath::kUcx ? kLongestUcxNapMicros : kLongestNapMicros;
+    const int nap = std::min(longest, 50 * (polls - spins + 1));
     napOnCounter(bell, rung, nap);
   }
   for (const Want& w : wants) consumed_[w.index] = w.target;
