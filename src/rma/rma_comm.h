@@ -29,14 +29,16 @@
 //             window, atomic add on the peer's counters (its memfd, mapped here). Both probed
 //             at setup (a mapping and an 8-byte write); a refusal falls back to kMessage.
 //   kUcx      peers reached by the network (other hosts; every peer under NCCL_NET/RINGCC_NET=
-//             ucx) when both ranks could start UCX (transports/ucx/ucx_rma.h): ucp_put_nbx into
-//             the window, a flush, then ucp_atomic_op_nbx adding one to the peer's counter (its
-//             region registered with UCX) and a flush; the call returns once all completed.
+//             ucx) when both ranks have UCX (transports/ucx/ucx_rma.h) and our endpoint to the
+//             peer has RMA and atomic lanes (RINGCC_RMA_UCX=1, the default; 2: also where UCX
+//             emulates them, as over TCP, where that is slower than kMessage): ucp_put_nbx
+//             into the window, a flush, then ucp_atomic_op_nbx adding one to the peer's counter
+//             (its region registered with UCX) and a flush; the call returns once all completed.
 //             Setup exchanges the worker address and the counters' key (rma_ucx.cc), each
 //             window registration the window's key (RmaWindowDesc::ucxKey).
-//   kMessage  everyone else: such peers without UCX (a build without it, UCX failed to start or
-//             to reach the peer, RINGCC_RMA_UCX=0), and same-host peers whose mapping or probe
-//             was refused. The data and the signal go as tagged bootstrap messages (chunks of 4
+//   kMessage  everyone else: such peers without UCX's RMA (no lanes for it, a build without UCX,
+//             UCX failed to start or to reach the peer, RINGCC_RMA_UCX=0), and same-host peers
+//             whose mapping or probe was refused. The data and the signal go as tagged bootstrap messages (chunks of 4
 //             MiB, the signal with the last); the peer's bootstrap listener copies them into the
 //             window and adds to the counter, in arrival order, which is send order.
 //
