@@ -62,6 +62,12 @@ constexpr ParamDef kParams[] = {
      "Protocols allowed: Simple, LL, Direct (comma list, ^ to exclude); default: LL up to 256 B "
      "per rank, Direct above (Simple where references cannot be read). Unknown names get a WARN "
      "naming the valid ones."},
+    {"RMA_UCX", "1",
+     "One-sided calls (ncclPutSignal, ncclSignal) to peers reached by the network: 1, by UCX's "
+     "RMA and atomics where UCX has lanes for both (InfiniBand, RoCE), else as bootstrap "
+     "messages (over TCP UCX emulates them, slower than the messages); 2, by UCX even where "
+     "it emulates them; 0, always as messages (docs/rma.md).",
+     ParamKind::Int},
     {"SHM_DISABLE", "0", "1: never use the shm transport (processes on one host use the network).",
      ParamKind::Int},
     {"SHM_MAP", "1",

@@ -25,6 +25,9 @@ namespace {
 constexpr int kTagRma = kBootstrapReservedTag - 4;
 constexpr size_t kMessageChunkBytes = size_t{4} << 20;
 constexpr int kLongestNapMicros = 2000;
+// A peer's add by UCX rings no bell (the network, or our UCX worker, writes the counter), so a
+// wait for one naps this long at most: the nap is then its latency.
+constexpr int kLongestUcxNapMicros = 100;
 
 // The message path's header; the data follows it.
 struct RmaMessage {
@@ -41,9 +44,11 @@ struct RmaMessage {
 // At setup, from every rank.
 struct SetupInfo {
   SignalRegionDesc signals;
-  uint64_t signalsBase;  // our address of the region (kKernel's write probe)
+  uint64_t signalsBase;  // our address of the region (kKernel's write probe, kUcx's adds)
   int32_t nCtx;
   int32_t nSig;
+  uint32_t ucxBytes;  // our UCX blob (rma_ucx.cc; 0: no UCX here)
+  uint32_t pad;
 };
 
 int resolvedContexts(const CommConfig& config) {
@@ -62,6 +67,8 @@ const char* rmaPathName(RmaPath path) {
       return "message";
     case RmaPath::kCudaIpc:
       return "cuda_ipc";
+    case RmaPath::kUcx:
+      return "ucx_rma";
   }
   return "?";
 }
@@ -131,6 +138,7 @@ CommRma::CommRma(Communicator* comm, const SignalGeometry& g)
 CommRma::~CommRma() {
   // The handler may still run on its copy: it holds inbound_ itself.
   if (comm_->bootstrap) comm_->bootstrap->onMessage(kTagRma, nullptr);
+  stopUcx();  // before the memory it registered goes
   if (device_) {
     device_->drain();  // no launch of ours still writes a peer's buffer or counter
     for (auto& [handle, win] : windows_) closeWindow(win.get());
@@ -156,14 +164,20 @@ ncclResult_t CommRma::setup(Communicator* comm, std::unique_ptr<CommRma>* out) {
   std::shared_ptr<Inbound> in = rma->inbound_;
   comm->bootstrap->onMessage(
       kTagRma, [in](int from, const std::vector<char>& data) { in->receive(from, data); });
+  bool forced = false;
+  RINGCC_CHECK(netForced(&forced));
+  std::vector<uint8_t> ucxBlob;
+  RINGCC_CHECK(rma->startUcx(forced, in->signals->view(), &ucxBlob));
   std::vector<SetupInfo> infos(comm->nranks);
   SetupInfo& mine = infos[comm->rank];
   mine.signals = in->signals->desc();
   mine.signalsBase = reinterpret_cast<uintptr_t>(in->signals->view().base());
   mine.nCtx = g.nCtx;
   mine.nSig = g.nSig;
+  mine.ucxBytes = static_cast<uint32_t>(ucxBlob.size());
   RINGCC_CHECK(comm->bootstrap->allGather(infos.data(), sizeof(SetupInfo)));
   std::vector<SignalRegionDesc> descs(comm->nranks);
+  std::vector<uint32_t> ucxBytes(comm->nranks);
   for (int r = 0; r < comm->nranks; ++r) {
     if (infos[r].nCtx != g.nCtx || infos[r].nSig != g.nSig)
       return fail(ncclInvalidUsage, where,
@@ -171,9 +185,9 @@ ncclResult_t CommRma::setup(Communicator* comm, std::unique_ptr<CommRma>* out) {
                   "every rank",
                   r, infos[r].nCtx, comm->rank, g.nCtx);
     descs[r] = infos[r].signals;
+    ucxBytes[r] = infos[r].ucxBytes;
+    rma->peers_[r].signalsBase = infos[r].signalsBase;
   }
-  bool forced = false;
-  RINGCC_CHECK(netForced(&forced));
   RINGCC_CHECK(rma->connectPeers(descs, forced));
   if (comm->memKind == MemoryKind::Cuda) RINGCC_CHECK(rma->setupDevice());
   // kKernel's probe: an 8-byte write into the peer's region header (its own magic, so a
@@ -184,11 +198,15 @@ ncclResult_t CommRma::setup(Communicator* comm, std::unique_ptr<CommRma>* out) {
     uint64_t magic = 0;
     std::memcpy(&magic, p.signals->view().base(), sizeof(magic));
     if (!peerWrite(p.pid, infos[r].signalsBase, &magic, sizeof(magic))) {
-      LOG_INFO(kLogShm, "rma: cannot write into rank %d's memory (%s): puts to it go by message", r,
-               strerror(errno));
+      LOG_INFO(kLogShm,
+               "rma: cannot write into rank %d's memory (%s): puts to it go by message (or "
+               "UCX, where both ranks have it)",
+               r, strerror(errno));
       p.path = RmaPath::kMessage;
     }
   }
+  // After the probes: a peer they turned to kMessage may take UCX too.
+  RINGCC_CHECK(rma->connectUcx(ucxBytes, ucxBlob));
   for (int r = 0; r < comm->nranks; ++r)
     LOG_INFO(kLogInit, "rma: rank %d -> rank %d by %s", comm->rank, r,
              rmaPathName(rma->peers_[r].path));
@@ -203,10 +221,9 @@ ncclResult_t CommRma::connectPeers(const std::vector<SignalRegionDesc>& descs, b
     Peer& p = peers_[r];
     p.pid = info.pid;
     const bool process = r == comm_->rank || sameProcess(me, info);
-    const bool host = sameHost(me, info) && me.pidNamespace == info.pidNamespace;
     if (!process && sameHost(me, info)) p.watch = ProcessWatch(info.pid);
-    // NCCL_NET=ucx: every peer by message, as every connection goes by the network then.
-    if (r != comm_->rank && (netForced || (!process && !host))) continue;  // kMessage
+    // NCCL_NET=ucx: every peer by the network, as every connection goes by it then.
+    if (byNetwork(r, netForced)) continue;  // kMessage (kUcx: connectUcx)
     p.signals = SignalRegion::mapPeer(descs[r], geometry_);
     if (!p.signals) {
       LOG_INFO(kLogShm, "rma: cannot map rank %d's signals: its puts go by message", r);
@@ -324,7 +341,11 @@ ncclResult_t CommRma::registerWindow(void* buff, size_t size, int flags, RmaWind
   win->flags = flags;
   win->ranks.resize(comm_->nranks);
   RmaWindowDesc& mine = win->ranks[comm_->rank];
-  mine = {reinterpret_cast<uintptr_t>(buff), size, win->id, flags, {}, 0};
+  mine.base = reinterpret_cast<uintptr_t>(buff);
+  mine.size = size;
+  mine.id = win->id;
+  mine.flags = flags;
+  keyWindow(win.get(), &mine);  // ranks with UCX
   // Named for other processes when a peer is one (paths are symmetric, so that peer opens it);
   // a refusal is every rank's failure (below), not a registration that hangs half made.
   const bool exports = std::any_of(peers_.begin(), peers_.end(),
@@ -337,6 +358,7 @@ ncclResult_t CommRma::registerWindow(void* buff, size_t size, int flags, RmaWind
     inbound_->targets[win->id] = {static_cast<char*>(buff), size};
   }
   auto forget = [&] {
+    unkeyWindow(win.get());
     std::lock_guard<std::mutex> lock(inbound_->mu);
     inbound_->targets.erase(win->id);
   };
@@ -367,6 +389,7 @@ ncclResult_t CommRma::registerWindow(void* buff, size_t size, int flags, RmaWind
       return r;
     }
   }
+  unpackWindowKeys(win.get());
   *out = win.get();
   windows_[win.get()] = std::move(win);
   return ncclSuccess;
@@ -377,6 +400,7 @@ ncclResult_t CommRma::deregisterWindow(RmaWindow* win) {
   // puts were waited for before); on CUDA once the copies queued here are done too.
   if (device_) RINGCC_CHECK(device_->drain());
   RINGCC_CHECK(comm_->bootstrap->barrier());
+  unkeyWindow(win);  // no peer puts into it by UCX any more
   {
     std::lock_guard<std::mutex> lock(inbound_->mu);
     inbound_->targets.erase(win->id);
@@ -412,6 +436,7 @@ ncclResult_t CommRma::put(const RmaPut& put) {
     return device_->put(to, put.src, put.win ? put.bytes : 0, put.peer,
                         p.signals->view().counter(comm_->rank, put.ctx, put.sigIdx), put.stream);
   }
+  if (p.path == RmaPath::kUcx) return putUcx(put, where);
   if (p.path == RmaPath::kMessage) return sendMessages(put, /*signal=*/true);
   if (put.win && put.bytes > 0) {
     const uint64_t to = put.win->ranks[put.peer].base + put.offset;
@@ -531,6 +556,20 @@ ncclResult_t CommRma::wait(std::span<const ncclWaitSignalDesc_t> descs, cudaStre
     }
     if (!peers_[w.peer].watch.alive())
       return waitFailed("the peer's process has exited", w.peer, w.sigIdx, w.ctx, got, w.target);
+    if (peers_[w.peer].path == RmaPath::kUcx && peers_[w.peer].watch.pid() == 0) {
+      // The same for a peer reached by UCX, through our endpoint to it: UCX reports it failed
+      // once the peer's process is gone (its connections closed) or the network path is down.
+      // Its adds were flushed before its calls returned, so the counter gets a last look.
+      const std::string broke = ucx_->peerError(w.peer);
+      if (!broke.empty()) {
+        const uint64_t last = ours.count(w.peer, w.ctx, w.sigIdx);
+        if (last >= w.target) continue;
+        const std::string why = "the peer's UCX endpoint ended (" + broke +
+                                "; its process ended, it destroyed its communicator, or the "
+                                "network path is down)";
+        return waitFailed(why.c_str(), w.peer, w.sigIdx, w.ctx, last, w.target);
+      }
+    }
     if (peers_[w.peer].path == RmaPath::kMessage && peers_[w.peer].watch.pid() == 0) {
       // A peer on another host has no process to watch, but its bootstrap connection ends
       // when it does (one on this host is watched: that says "exited", above, and its socket
@@ -545,7 +584,9 @@ ncclResult_t CommRma::wait(std::span<const ncclWaitSignalDesc_t> descs, cudaStre
         return waitFailed(why.c_str(), w.peer, w.sigIdx, w.ctx, last, w.target);
       }
     }
-    const int nap = std::min(kLongestNapMicros, 50 * (polls - spins + 1));
+    const int longest =
+        peers_[w.peer].path == RmaPath::kUcx ? kLongestUcxNapMicros : kLongestNapMicros;
+    const int nap = std::min(longest, 50 * (polls - spins + 1));
     napOnCounter(bell, rung, nap);
   }
   for (const Want& w : wants) consumed_[w.index] = w.target;

@@ -39,6 +39,10 @@ size_t SignalGeometry::bytes() const {
   return kCountersOffset + static_cast<size_t>(nranks) * nCtx * nSig * sizeof(uint64_t);
 }
 
+size_t SignalGeometry::counterOffset(int sender, int ctx, int sigIdx) const {
+  return kCountersOffset + index(sender, ctx, sigIdx) * sizeof(uint64_t);
+}
+
 void SignalView::bump(int sender, int ctx, int sigIdx) const {
   auto* counters = reinterpret_cast<uint64_t*>(base_ + kCountersOffset);
   std::atomic_ref<uint64_t>(counters[geometry_.index(sender, ctx, sigIdx)])

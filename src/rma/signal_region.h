@@ -4,8 +4,11 @@
 // on this host maps it read-write (it opens /proc/<pid>/fd/<fd>, checks the inode, maps it
 // shared) and bumps a counter with one atomic add; threads of one process map it the same way,
 // so a peer's mapping outlives the owner's (a late signal lands in memory nobody reads, never
-// in freed memory). Peers elsewhere, or where the mapping is refused, send a message that the
-// owner's bootstrap listener turns into the same add (src/rma/rma_comm.h).
+// in freed memory). Peers on other hosts add to it by UCX (an atomic add the owner's UCX worker
+// performs or the network does, into the region registered with UCX; it rings no bell, so a
+// napping waiter sees it when its nap ends, 2 ms at most). Peers that take neither way, or
+// where the mapping is refused, send a message that the owner's bootstrap listener turns into
+// the same add (src/rma/rma_comm.h).
 //
 //   header (64 B: magic, geometry)   bell (FifoCounter, 64 B)   counters[sender][ctx][sigIdx]
 //
@@ -34,6 +37,9 @@ struct SignalGeometry {
   size_t index(int sender, int ctx, int sigIdx) const {
     return (static_cast<size_t>(sender) * nCtx + ctx) * nSig + sigIdx;
   }
+  // Where the counter of (sender, ctx, sigIdx) lies, in bytes from the region's start (a peer
+  // that adds to it by UCX names it by the region's address plus this).
+  size_t counterOffset(int sender, int ctx, int sigIdx) const;
 };
 
 // What a peer needs to map a region: exchanged over the bootstrap at the first window.

@@ -3,7 +3,11 @@
 // puts then one wait with opCnt, counts kept per (peer, sigIdx, ctx) and consumed by waits, data
 // visible once its signal is, grouped calls driven by one thread, a peer that never signals
 // (NCCL_TIMEOUT) and one that has exited. Threads of one process (the direct path), forked
-// processes (process_vm_writev), and under RINGCC_NET=ucx the message path for every peer.
+// processes (process_vm_writev), and under RINGCC_NET=ucx the network's path for every peer:
+// UCX's RMA and atomics (ucx_rma) where UCX has lanes for them, else bootstrap messages (loopback
+// TCP here: messages); RINGCC_RMA_UCX=2 forces UCX (emulated over TCP), 0 forces messages.
+#include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <catch2/catch.hpp>
@@ -18,6 +22,7 @@
 #include "src/rma/rma_comm.h"
 #include "support/ranks.h"
 #include "support/test_env.h"
+#include "transports/shm/process_watch.h"
 
 using ringcc::RmaPath;
 using ringcc::test::CapturedLog;
@@ -38,6 +43,14 @@ bool netForced() {
   return (a && *a) || (b && *b);
 }
 
+// RINGCC_RMA_UCX (or NCCL_RMA_UCX): 0 messages, 2 UCX always, unset or 1 UCX where it offers
+// RMA and atomics (either path, by the machine's transports).
+int ucxRmaMode() {
+  for (const char* name : {"RINGCC_RMA_UCX", "NCCL_RMA_UCX"})
+    if (const char* v = std::getenv(name)) return std::atoi(v);
+  return 1;
+}
+
 float valueOf(int from, int put, size_t i) {
   return static_cast<float>(from * 100000 + put * 10000 + static_cast<int>(i % 9973));
 }
@@ -53,11 +66,14 @@ struct Failures {
 };
 
 // Which path this rank's puts to each peer take, as the test expects it.
+// Under RINGCC_NET=ucx with RINGCC_RMA_UCX unset, network peers may take either of its paths:
+// `others` is kUcx then, and kMessage passes too.
 void checkPaths(ncclComm_t comm, int rank, int nranks, RmaPath others, Failures& f) {
   for (int p = 0; p < nranks; ++p) {
     const RmaPath want = p == rank ? RmaPath::kDirect : others;
     const RmaPath got = comm->rma->path(p);
-    if (got != want)
+    const bool either = p != rank && others == RmaPath::kUcx && ucxRmaMode() == 1;
+    if (got != want && !(either && got == RmaPath::kMessage))
       f.no(std::string("path to ") + std::to_string(p) + " is " + ringcc::rmaPathName(got) +
            ", expected " + ringcc::rmaPathName(want));
   }
@@ -149,8 +165,9 @@ int rmaScenario(ncclComm_t comm, int rank, int nranks, RmaPath others, std::stri
   return f.count;
 }
 
-RmaPath threadPath() { return netForced() ? RmaPath::kMessage : RmaPath::kDirect; }
-RmaPath processPath() { return netForced() ? RmaPath::kMessage : RmaPath::kKernel; }
+RmaPath networkPath() { return ucxRmaMode() == 0 ? RmaPath::kMessage : RmaPath::kUcx; }
+RmaPath threadPath() { return netForced() ? networkPath() : RmaPath::kDirect; }
+RmaPath processPath() { return netForced() ? networkPath() : RmaPath::kKernel; }
 
 }  // namespace
 
@@ -348,4 +365,69 @@ TEST_CASE("puts and signals between forked processes; a peer that exits ends the
     return 0;
   });
   CHECK(failed == 0);
+  if (!netForced() || ucxRmaMode() != 2) return;  // UCX for certain: forced
+
+  // By UCX: rank 1 exits; once it is gone, rank 0's put to it fails, naming it, long before
+  // NCCL_TIMEOUT (UCX reports the endpoint failed, or the put fails on its closed connection).
+  ncclUniqueId id3 = newUniqueId();
+  failed = runProcesses(2, [&](int rank) {
+    setenv("NCCL_TIMEOUT", "60000", 1);
+    ncclComm_t comm = nullptr;
+    if (ncclCommInitRank(&comm, 2, id3, rank) != ncclSuccess) return 10;
+    char buf[64] = {};
+    ncclWindow_t w = nullptr;
+    if (ncclCommWindowRegister(comm, buf, sizeof(buf), &w, 0) != ncclSuccess) return 11;
+    if (rank == 1) _exit(0);
+    ringcc::ProcessWatch peer(comm->peers[1].pid);
+    for (int i = 0; i < 20000 && peer.alive(); ++i) usleep(1000);
+    if (peer.alive()) return 24;
+    const auto t0 = std::chrono::steady_clock::now();
+    const ncclResult_t r = ncclPutSignal(buf, 8, ncclChar, 1, w, 0, 0, 0, 0, comm, nullptr);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const std::string err = ncclGetLastError(comm);
+    if (r != ncclRemoteError || s > 20.0 || err.find("rank 1") == std::string::npos) {
+      std::fprintf(stderr, "[rma fork] put to the dead peer: %d after %.1f s: %s\n", r, s,
+                   err.c_str());
+      return 25;
+    }
+    ncclCommAbort(comm);
+    return 0;
+  });
+  CHECK(failed == 0);
+
+  // By UCX: rank 1 is stopped (SIGSTOP: alive, its proxy too, so nothing acknowledges).
+  // Rank 0's put to it ends at NCCL_TIMEOUT, naming it (UCX lets go of the buffer: the endpoint
+  // is closed). Then rank 0 kills it.
+  ncclUniqueId id4 = newUniqueId();
+  std::vector<int> status = ringcc::test::runProcessesStatus(2, [&](int rank) {
+    setenv("NCCL_TIMEOUT", "60000", 1);
+    ncclComm_t comm = nullptr;
+    if (ncclCommInitRank(&comm, 2, id4, rank) != ncclSuccess) return 10;
+    char buf[64] = {};
+    ncclWindow_t w = nullptr;
+    if (ncclCommWindowRegister(comm, buf, sizeof(buf), &w, 0) != ncclSuccess) return 11;
+    if (rank == 1) {
+      raise(SIGSTOP);
+      return 0;  // (killed while stopped)
+    }
+    const pid_t pid = comm->peers[1].pid;
+    setenv("NCCL_TIMEOUT", "1000", 1);  // read by each call
+    usleep(100000);  // rank 1 has stopped itself by now (its stop is all that is left)
+    const auto t0 = std::chrono::steady_clock::now();
+    const ncclResult_t r = ncclPutSignal(buf, 8, ncclChar, 1, w, 0, 0, 0, 0, comm, nullptr);
+    const double s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    const std::string err = ncclGetLastError(comm);
+    kill(pid, SIGKILL);
+    if (r != ncclRemoteError || s < 0.9 || s > 10.0 ||
+        err.find("within NCCL_TIMEOUT (1000 ms)") == std::string::npos ||
+        err.find("rank 1") == std::string::npos) {
+      std::fprintf(stderr, "[rma fork] put to the stopped peer: %d after %.1f s: %s\n", r, s,
+                   err.c_str());
+      return 26;
+    }
+    ncclCommAbort(comm);
+    return 0;
+  });
+  CHECK(status[0] == 0);
+  CHECK(WIFSIGNALED(status[1]));
 }

@@ -21,6 +21,7 @@
 #include "coll/coll_check.h"
 #include "fault/fault_util.h"
 #include "net/netns_lab.h"
+#include "src/rma/rma_comm.h"
 #include "support/fake_cuda.h"
 #include "support/ranks.h"
 
@@ -520,12 +521,39 @@ TEST_CASE(
   CHECK(describeSegments(shmSegmentsOf(pids)) == "nothing");
 }
 
+namespace {
+
+// Whether each of comm's peers takes the path docs/rma.md gives it: the same host's
+// process_vm_writev, the other host's UCX RMA (byUcx) or its messages. "" if so.
+std::string unexpectedPaths(ncclComm_t comm, const std::vector<int>& hostOf, int rank,
+                            bool byUcx) {
+  std::string bad;
+  for (int p = 0; p < static_cast<int>(hostOf.size()); ++p) {
+    const ringcc::RmaPath want = p == rank ? ringcc::RmaPath::kDirect
+                                 : hostOf[p] == hostOf[rank] ? ringcc::RmaPath::kKernel
+                                 : byUcx                     ? ringcc::RmaPath::kUcx
+                                                             : ringcc::RmaPath::kMessage;
+    const ringcc::RmaPath got = comm->rma->path(p);
+    if (got != want)
+      bad += "path to " + std::to_string(p) + " is " + ringcc::rmaPathName(got) + ", not " +
+             ringcc::rmaPathName(want) + "; ";
+  }
+  return bad;
+}
+
+}  // namespace
+
 TEST_CASE(
     "one-sided across hosts: every rank puts into every peer's window (shm peer and remote "
     "peers), then waits for their signals; every element exact",
     "[net_rma]") {
   // Hosts 0 and 1, two ranks each: a put to the rank on the same host takes the same-host path,
-  // one to the other host the network's message path (docs/rma.md).
+  // one to the other host the network's message path, or UCX's RMA (emulated over TCP) with
+  // RINGCC_RMA_UCX=2 (docs/rma.md).
+  // RINGCC_RMA_UCX unset: UCX only emulates RMA over TCP, so messages; 2: UCX anyway; 0: messages.
+  const std::string mode = GENERATE(std::string(""), std::string("2"), std::string("0"));
+  const bool byUcx = mode == "2";
+  INFO("RINGCC_RMA_UCX=" << (mode.empty() ? "(unset)" : mode));
   const std::vector<int> hostOf = {0, 0, 1, 1};
   const int n = 4;
   constexpr size_t kSlot = 1200000;  // floats per sender (4.8 MB): two of the message path's chunks
@@ -540,6 +568,10 @@ TEST_CASE(
         NetReport* rep = &reps[static_cast<size_t>(rank)];
         rep->pid = getpid();
         if (!becomeHost(lab, hostOf[static_cast<size_t>(rank)], 60000)) return 20;
+        if (mode.empty())
+          unsetenv("RINGCC_RMA_UCX");
+        else
+          setenv("RINGCC_RMA_UCX", mode.c_str(), 1);
         ncclComm_t comm = nullptr;
         rep->initResult = initRank(&sh[0], rank, n, &comm);
         if (rep->initResult != ncclSuccess) return 10;
@@ -551,6 +583,10 @@ TEST_CASE(
             ncclSuccess) {
           note(rep->firstBad, sizeof(rep->firstBad), ncclGetLastError(comm));
           return 11;
+        }
+        if (const std::string bad = unexpectedPaths(comm, hostOf, rank, byUcx); !bad.empty()) {
+          note(rep->firstBad, sizeof(rep->firstBad), bad);
+          return 16;
         }
         for (int peer = 0; peer < n; ++peer) {
           if (peer == rank) continue;
@@ -591,8 +627,14 @@ TEST_CASE(
     "one-sided across hosts: a remote peer killed after its first signal ends the wait for "
     "its second, naming it, long before NCCL_TIMEOUT",
     "[net_rma]") {
-  // Host 0 has rank 0, host 1 rank 1: the message path, no process to watch. Rank 0 waits for
-  // one signal (which comes), says so, rank 1 is killed, and rank 0 waits for one more.
+  // Host 0 has rank 0, host 1 rank 1: no process to watch. Rank 0 waits for one signal (which
+  // comes), says so, rank 1 is killed, and rank 0 waits for one more. By UCX's RMA
+  // (RINGCC_RMA_UCX=2) the survivor hears of the death from UCX (our endpoint to the peer
+  // fails); by message from the bootstrap connection the peer's signal came on.
+  // RINGCC_RMA_UCX unset: UCX only emulates RMA over TCP, so messages; 2: UCX anyway; 0: messages.
+  const std::string mode = GENERATE(std::string(""), std::string("2"), std::string("0"));
+  const bool byUcx = mode == "2";
+  INFO("RINGCC_RMA_UCX=" << (mode.empty() ? "(unset)" : mode));
   const std::vector<int> hostOf = {0, 1};
   const int n = 2;
   NetnsLab lab(2);
@@ -607,12 +649,20 @@ TEST_CASE(
         rep->pid = getpid();
         if (!becomeHost(lab, hostOf[static_cast<size_t>(rank)], 60000)) return 20;
         setenv("NCCL_TIMEOUT", "60000", 1);
+        if (mode.empty())
+          unsetenv("RINGCC_RMA_UCX");
+        else
+          setenv("RINGCC_RMA_UCX", mode.c_str(), 1);
         ncclComm_t comm = nullptr;
         rep->initResult = initRank(&sh[0], rank, n, &comm);
         if (rep->initResult != ncclSuccess) return 10;
         char buf[64] = {};
         ncclWindow_t win = nullptr;
         if (ncclCommWindowRegister(comm, buf, sizeof(buf), &win, 0) != ncclSuccess) return 11;
+        if (const std::string bad = unexpectedPaths(comm, hostOf, rank, byUcx); !bad.empty()) {
+          note(rep->firstBad, sizeof(rep->firstBad), bad);
+          return 14;
+        }
         if (rank == 1) {
           if (ncclSignal(0, 0, 0, 0, comm, nullptr) != ncclSuccess) return 12;
           for (int i = 0; i < 60000 && !__atomic_load_n(&sh[1].idReady, __ATOMIC_ACQUIRE); ++i)
@@ -643,7 +693,7 @@ TEST_CASE(
   CHECK(rep.failEndNs < 20'000'000'000LL);  // NCCL_TIMEOUT is 60 s
   const std::string err = rep.lastError;
   CHECK(err.find("peer 1") != std::string::npos);
-  CHECK(err.find("bootstrap connection") != std::string::npos);
+  CHECK(err.find(byUcx ? "UCX endpoint ended" : "bootstrap connection") != std::string::npos);
   CHECK(err.find("got 1 of 2") != std::string::npos);  // counts run on: one came, two wanted
 }
 

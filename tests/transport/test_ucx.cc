@@ -12,6 +12,7 @@
 #include "transport/conn_pair.h"
 #include "transport/fifo_stream.h"
 #include "transports/proxy/proxy.h"
+#include "transports/ucx/ucx_ep_info.h"
 #include "transports/ucx/ucx_transport.h"
 
 using namespace ringcc;
@@ -219,4 +220,33 @@ TEST_CASE("ucx: NCCL_IB_DISABLE=1 keeps UCX off InfiniBand unless UCX_TLS is set
     INFO("UCX_TLS set by the user: " << userTls);
     CHECK(failed == 0);
   }
+}
+
+TEST_CASE("ucx: an endpoint's lanes say whether UCX has RMA and atomics or emulates them",
+          "[ucx]") {
+  // Captured here (UCX 1.13.1, UCX_NET_DEVICES=lo): one TCP lane, nothing but active messages.
+  const std::string tcp =
+      "#\n# UCP endpoint \n#\n#               peer: <no debug data>\n"
+      "#                 lane[0]:  1:tcp/lo.0 md[1]                -> md[1]/tcp/sysdev[255] am "
+      "am_bw#0 keepalive wireup\n#\n"
+      "#                tag_send: 0..<egr/short>..8185..<egr/zcopy>..20553..<rndv>..(inf)\n"
+      "#                  rma_bw: mds rndv_rkey_size 9\n";
+  CHECK_FALSE(lanesServe(tcp, "rma"));
+  CHECK_FALSE(lanesServe(tcp, "amo"));
+  CHECK(lanesServe(tcp, "am"));
+  CHECK(laneTransports(tcp) == "tcp/lo.0");
+  // Written after UCX's format (ucp_ep_config_lane_info_str; no InfiniBand here to capture
+  // one): rendezvous-only puts on one lane, RMA and atomics on another.
+  const std::string ib =
+      "#                 lane[0]:  3:rc_mlx5/mlx5_0:1.0 md[0]  -> md[0]/ib/sysdev[255] am "
+      "am_bw#0 rma_bw#0 keepalive wireup\n"
+      "#                 lane[1]:  3:rc_mlx5/mlx5_0:1.0 md[0]  -> md[0]/ib/sysdev[255] rma#0 "
+      "amo#0\n";
+  CHECK(lanesServe(ib, "rma"));
+  CHECK(lanesServe(ib, "amo"));
+  CHECK(laneTransports(ib) == "rc_mlx5/mlx5_0:1.0");
+  // Rendezvous lanes are not RMA lanes; and text without lanes has none.
+  CHECK_FALSE(lanesServe(ib.substr(0, ib.find("lane[1]")), "rma"));
+  CHECK_FALSE(lanesServe("", "rma"));
+  CHECK(laneTransports("") == "?");
 }

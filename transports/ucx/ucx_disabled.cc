@@ -1,10 +1,13 @@
 // The UCX transport's place in a build without UCX (meson -Ducx=disabled, as the device
 // bundle's is: tests/gpu/bundle.sh). It connects no one and says why, so ranks on different
-// hosts, or NCCL_NET=ucx, fail naming the build rather than a missing library.
+// hosts, or NCCL_NET=ucx, fail naming the build rather than a missing library; and there is no
+// one-sided engine (ucx_rma.h), so one-sided calls to such peers go by message.
+#include <atomic>
 #include <memory>
 #include <string>
 
 #include "src/base/error.h"
+#include "transports/ucx/ucx_rma.h"
 #include "transports/ucx/ucx_transport.h"
 
 namespace ringcc {
@@ -28,6 +31,11 @@ class NoUcxTransport : public Transport {
 };
 
 }  // namespace
+
+std::unique_ptr<UcxRma> UcxRma::create(int, const std::atomic<bool>*, std::string* why) {
+  *why = kNoUcx;
+  return nullptr;
+}
 
 Transport& ucxTransport() {
   static NoUcxTransport t;

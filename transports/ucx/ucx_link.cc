@@ -11,6 +11,7 @@
 #include "transports/fifo_host.h"
 #include "transports/fifo_layout.h"
 #include "transports/proxy/proxy.h"
+#include "transports/ucx/ucx_ep_info.h"
 #include "transports/ucx/ucx_worker.h"
 
 namespace ringcc {
@@ -26,32 +27,6 @@ constexpr auto kCloseSendWait = std::chrono::milliseconds(500);
 constexpr auto kReleaseWait = std::chrono::seconds(2);
 // A first message this long after the endpoint was made is worth a WARN (firstMessage()).
 constexpr auto kSlowFirstMessage = std::chrono::seconds(5);
-
-// The UCX transports and devices an endpoint's lanes use ("tcp/eth0"), from
-// ucp_ep_print_info, whose lane lines name them as "<transport>/<device>".
-std::string laneTransports(ucp_ep_h ep) {
-  char* text = nullptr;
-  size_t len = 0;
-  FILE* f = open_memstream(&text, &len);
-  if (f == nullptr) return "?";
-  ucp_ep_print_info(ep, f);
-  std::fclose(f);
-  std::string all(text ? text : "", len), found;
-  std::free(text);
-  for (size_t pos = all.find("lane["); pos != std::string::npos; pos = all.find("lane[", pos + 1)) {
-    const size_t eol = all.find('\n', pos);
-    const std::string line =
-        all.substr(pos, eol == std::string::npos ? std::string::npos : eol - pos);
-    const size_t slash = line.find('/');
-    if (slash == std::string::npos) continue;
-    size_t b = line.rfind(' ', slash), e = line.find_first_of(" \t", slash);
-    b = b == std::string::npos ? 0 : b + 1;
-    std::string tl = line.substr(b, e == std::string::npos ? std::string::npos : e - b);
-    if (const size_t colon = tl.find(':'); colon != std::string::npos) tl = tl.substr(colon + 1);
-    if (found.find(tl) == std::string::npos) found += (found.empty() ? "" : " ") + tl;
-  }
-  return found.empty() ? "?" : found;
-}
 
 bool done(void* req) { return req == nullptr || ucp_request_check_status(req) != UCS_INPROGRESS; }
 bool succeeded(void* req) { return req == nullptr || ucp_request_check_status(req) == UCS_OK; }
@@ -248,7 +223,7 @@ ncclResult_t UcxLink::start() {
     LOG_INFO(kLogNet | kLogInit,
              "ucx: channel %d %s rank %d: endpoint created (lanes: %s), %u x %u B slots", channel_,
              side_ == ConnSide::Recv ? "recv from" : "send to", peerRank_,
-             laneTransports(ep_).c_str(), nSlots_, slotBytes_);
+             laneTransports(endpointInfo(ep_)).c_str(), nSlots_, slotBytes_);
   return ncclSuccess;
 }
 

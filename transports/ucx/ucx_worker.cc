@@ -71,7 +71,9 @@ ncclResult_t UcxWorker::init() {
 
   ucp_params_t params{};
   params.field_mask = UCP_PARAM_FIELD_FEATURES;
-  params.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP;
+  // RMA and AMO64: one-sided calls to peers on other hosts (ucx_rma.h). Where no transport
+  // has them (TCP) UCX emulates both with active messages, which the target's proxy handles.
+  params.features = UCP_FEATURE_TAG | UCP_FEATURE_WAKEUP | UCP_FEATURE_RMA | UCP_FEATURE_AMO64;
   st = ucp_init(&params, config, &context_);
   ucp_config_release(config);
   if (st != UCS_OK) {
