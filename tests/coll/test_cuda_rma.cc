@@ -3,9 +3,14 @@
 // kernel, waits as the wait kernel on the caller's stream (ringccRmaKernel, whose block body
 // the fake runs on a host thread). Ranks in one process (threads, a GPU each or sharing one)
 // and in forked processes (the window opened by CUDA IPC).
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cstring>
+#include <new>
 #include <string>
 #include <thread>
 #include <vector>
@@ -391,9 +396,11 @@ TEST_CASE("CUDA one-sided calls between processes: the window by CUDA IPC", "[cu
 
 namespace {
 
-// Rank 1 registers its window and exits; rank 0's wait for its signal must stop once the
-// process is gone (the watch raises its flag), long before NCCL_TIMEOUT. 0 if so (printed).
-int peerExitsProcess(int rank, const ncclUniqueId& id) {
+// Rank 1 registers its window and exits once rank 0 has opened it (`registered`, shared by the
+// forked processes: the IPC open needs the exporter alive); rank 0's wait for its signal must
+// stop once the process is gone (the watch raises its flag), long before NCCL_TIMEOUT. 0 if so
+// (printed).
+int peerExitsProcess(int rank, const ncclUniqueId& id, std::atomic<int>* registered) {
   FakeCudaScope cuda;
   setenv("NCCL_TIMEOUT", "60000", 1);  // (read when the communicator is made)
   const CudaDriver& cu = cuda.driver();
@@ -404,7 +411,11 @@ int peerExitsProcess(int rank, const ncclUniqueId& id) {
   ncclWindow_t win = nullptr;
   if (ncclCommWindowRegister(comm, reinterpret_cast<void*>(window), 4096, &win, 0) != ncclSuccess)
     return 11;
-  if (rank == 1) _exit(0);  // gone without a word
+  if (rank == 1) {
+    for (int i = 0; i < 30000 && registered->load() == 0; ++i) usleep(1000);
+    _exit(0);  // gone without a word
+  }
+  registered->store(1);
   const auto stream = reinterpret_cast<cudaStream_t>(cuda.newStream());
   ncclWaitSignalDesc_t d = desc(1, 0, 1);
   const auto start = std::chrono::steady_clock::now();
@@ -433,5 +444,10 @@ int peerExitsProcess(int rank, const ncclUniqueId& id) {
 TEST_CASE("CUDA one-sided calls between processes: a wait for a peer that exited stops",
           "[cuda_rma_procs]") {
   const ncclUniqueId id = newUniqueId();
-  CHECK(runProcesses(2, [&](int rank) { return peerExitsProcess(rank, id); }) == 0);
+  void* shared = mmap(nullptr, sizeof(std::atomic<int>), PROT_READ | PROT_WRITE,
+                      MAP_SHARED | MAP_ANONYMOUS, -1, 0);
+  REQUIRE(shared != MAP_FAILED);
+  auto* registered = new (shared) std::atomic<int>(0);
+  CHECK(runProcesses(2, [&](int rank) { return peerExitsProcess(rank, id, registered); }) == 0);
+  munmap(shared, sizeof(std::atomic<int>));
 }
