@@ -73,6 +73,10 @@ CudaDriver moduleDriver() {
       *fn = reinterpret_cast<CuFunction>(reinterpret_cast<uintptr_t>(functionOf(m)) + 8);
       return kCuSuccess;
     }
+    if (std::string(name) == "ringccRmaKernel") {
+      *fn = reinterpret_cast<CuFunction>(reinterpret_cast<uintptr_t>(functionOf(m)) + 16);
+      return kCuSuccess;
+    }
     if (std::string(name) != "ringccBatchKernel") return 500;
     *fn = functionOf(m);
     return kCuSuccess;
@@ -119,8 +123,8 @@ TEST_CASE("the kernel module is kept per context id, not per context address", "
   REQUIRE(kernelFunction(cu, Kernel::Batch, &again) == ncclSuccess);
   CHECK(again == first);
   CHECK(gLoads == 1);
-  CHECK(gFuncLoads == 2);  // both kernels loaded eagerly, not at the first launch
-  CHECK(gAttributeQueries == 2);
+  CHECK(gFuncLoads == 3);  // every kernel loaded eagerly, not at the first launch
+  CHECK(gAttributeQueries == 3);
   CuFunction adasum = nullptr;
   REQUIRE(kernelFunction(cu, Kernel::Adasum, &adasum) == ncclSuccess);
   CHECK(adasum != first);
@@ -152,7 +156,7 @@ TEST_CASE("without cuCtxGetId a kept module is checked again before use", "[kern
   gCurrent = reinterpret_cast<CuContext>(0x3000 + 0x10 * static_cast<uintptr_t>(freshId()));
   CuFunction first = nullptr, again = nullptr;
   REQUIRE(kernelFunction(cu, Kernel::Batch, &first) == ncclSuccess);
-  CHECK(gAttributeQueries == 2);  // one per kernel
+  CHECK(gAttributeQueries == 3);  // one per kernel
   gCountRevalidation = true;
   REQUIRE(kernelFunction(cu, Kernel::Batch, &again) == ncclSuccess);
   CHECK(again == first);
@@ -213,7 +217,7 @@ TEST_CASE("a CUDA communicator loads its kernel at init, into each new context",
     ncclComm_t comms[3] = {};
     int devs[3] = {0, 0, 1};
     REQUIRE(ncclCommInitAll(comms, 3, devs) == ncclSuccess);
-    CHECK(cuda.functionLoads() == 4);  // both kernels per context (devices 0 and 1), at init
+    CHECK(cuda.functionLoads() == 6);  // the three kernels per context (devices 0 and 1), at init
     CHECK(cuda.kernelsRun() == 0);
     for (ncclComm_t c : comms) CHECK(ncclCommDestroy(c) == ncclSuccess);
   }

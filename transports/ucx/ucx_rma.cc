@@ -18,6 +18,7 @@
 #include "src/base/param.h"
 #include "transports/proxy/proxy.h"
 #include "transports/ucx/ucx_ep_info.h"
+#include "transports/ucx/ucx_link.h"  // ucx_worker.h holds UcxLinks: clang needs the type
 #include "transports/ucx/ucx_worker.h"
 
 namespace ringcc {
