@@ -44,23 +44,18 @@ size_t SignalGeometry::counterOffset(int sender, int ctx, int sigIdx) const {
 }
 
 void SignalView::bump(int sender, int ctx, int sigIdx) const {
-  auto* counters = reinterpret_cast<uint64_t*>(base_ + kCountersOffset);
-  std::atomic_ref<uint64_t>(counters[geometry_.index(sender, ctx, sigIdx)])
-      .fetch_add(1, std::memory_order_release);
+  std::atomic_ref<uint64_t>(*counter(sender, ctx, sigIdx)).fetch_add(1, std::memory_order_release);
   FifoCounter* b = bell();
   std::atomic_ref<uint32_t>(b->value).fetch_add(1, std::memory_order_release);
   wakeCounter(b);
 }
 
 uint64_t SignalView::count(int sender, int ctx, int sigIdx) const {
-  auto* counters = reinterpret_cast<uint64_t*>(base_ + kCountersOffset);
-  return std::atomic_ref<uint64_t>(counters[geometry_.index(sender, ctx, sigIdx)])
-      .load(std::memory_order_acquire);
+  return std::atomic_ref<uint64_t>(*counter(sender, ctx, sigIdx)).load(std::memory_order_acquire);
 }
 
 uint64_t* SignalView::counter(int sender, int ctx, int sigIdx) const {
-  return reinterpret_cast<uint64_t*>(base_ + kCountersOffset) +
-         geometry_.index(sender, ctx, sigIdx);
+  return reinterpret_cast<uint64_t*>(base_ + geometry_.counterOffset(sender, ctx, sigIdx));
 }
 
 FifoCounter* SignalView::bell() const {

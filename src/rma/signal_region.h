@@ -6,7 +6,7 @@
 // so a peer's mapping outlives the owner's (a late signal lands in memory nobody reads, never
 // in freed memory). Peers on other hosts add to it by UCX (an atomic add the owner's UCX worker
 // performs or the network does, into the region registered with UCX; it rings no bell, so a
-// napping waiter sees it when its nap ends, 2 ms at most). Peers that take neither way, or
+// waiter for such a peer naps 100 us at most). Peers that take neither way, or
 // where the mapping is refused, send a message that the owner's bootstrap listener turns into
 // the same add (src/rma/rma_comm.h).
 //

@@ -154,11 +154,12 @@ void UcxLink::firstMessage(const char* what) {
   firstSeen_ = true;
   const auto waited = std::chrono::steady_clock::now() - startedAt_;
   if (waited < kSlowFirstMessage) return;
-  LOG_WARN("ucx: channel %d %s rank %d: the first message %s %lld ms after the endpoint was "
-           "made (UCX's connection set-up between the workers was slow)",
-           channel_, side_ == ConnSide::Recv ? "recv from" : "send to", peerRank_, what,
-           static_cast<long long>(
-               std::chrono::duration_cast<std::chrono::milliseconds>(waited).count()));
+  LOG_WARN(
+      "ucx: channel %d %s rank %d: the first message %s %lld ms after the endpoint was "
+      "made (UCX's connection set-up between the workers was slow)",
+      channel_, side_ == ConnSide::Recv ? "recv from" : "send to", peerRank_, what,
+      static_cast<long long>(
+          std::chrono::duration_cast<std::chrono::milliseconds>(waited).count()));
 }
 
 ncclResult_t UcxLink::start() {
@@ -204,16 +205,8 @@ ncclResult_t UcxLink::start() {
              peerRank_);
     return ncclSuccess;
   }
-  ucp_ep_params_t ep{};
-  ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
-                  UCP_EP_PARAM_FIELD_ERR_HANDLER;
-  ep.address = reinterpret_cast<const ucp_address_t*>(peerAddress_.data());
-  ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
-  ep.err_handler.cb = &UcxLink::onEpError;
-  ep.err_handler.arg = this;
-  st = ucp_ep_create(worker_->worker(), &ep, &ep_);
+  st = worker_->createEndpoint(peerAddress_, &UcxLink::onEpError, this, &ep_);
   if (st != UCS_OK) {
-    ep_ = nullptr;
     return fail(
         "creating the endpoint failed: %s; no UCX transport allowed here (%s) reaches "
         "the peer's worker",

@@ -78,8 +78,8 @@ class Requests {
 
 // Our endpoint to one peer.
 struct PeerEp {
-  ucp_ep_h ep = nullptr;           // proxy thread
-  std::atomic<int> failure{0};     // the ucs_status_t UCX's error handler reported; 0: none
+  ucp_ep_h ep = nullptr;             // proxy thread
+  std::atomic<int> failure{0};       // the ucs_status_t UCX's error handler reported; 0: none
   std::atomic<bool> stopped{false};  // closed here after a caller gave up on an operation
 };
 
@@ -197,18 +197,8 @@ class ConnectJob final : public Job {
         status = UCS_ERR_ALREADY_EXISTS;
         return true;
       }
-      ucp_ep_params_t ep{};
-      ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
-                      UCP_EP_PARAM_FIELD_ERR_HANDLER;
-      ep.address = reinterpret_cast<const ucp_address_t*>(address_.data());
-      ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
-      ep.err_handler.cb = &UcxRmaImpl::onEpError;
-      ep.err_handler.arg = &p;
-      status = ucp_ep_create(rma.worker().worker(), &ep, &p.ep);
-      if (status != UCS_OK) {
-        p.ep = nullptr;
-        return true;
-      }
+      status = rma.worker().createEndpoint(address_, &UcxRmaImpl::onEpError, &p, &p.ep);
+      if (status != UCS_OK) return true;
       what = "the endpoint's wireup (a flush)";
       ucp_request_param_t prm{};
       reqs_.add(ucp_ep_flush_nbx(p.ep, &prm));
@@ -331,15 +321,16 @@ std::unique_ptr<UcxRma> UcxRma::create(int nranks, const std::atomic<bool>* abor
 namespace {
 
 UcxRmaImpl::~UcxRmaImpl() {
-  const bool closed = run(std::make_shared<CloseJob>(), -1, "ucx rma", Wait::kTeardown) ==
-                      ncclSuccess;
+  const bool closed =
+      run(std::make_shared<CloseJob>(), -1, "ucx rma", Wait::kTeardown) == ncclSuccess;
   Proxy::get().removeSource(this);  // poll() is not running now, and never runs again
   if (!closed) {
     // UCX may still call an endpoint's error handler, whose argument is its PeerEp: keep them.
-    LOG_WARN("ucx rma: the proxy did not close this communicator's endpoints within %lld ms; "
-             "leaving them to UCX",
-             static_cast<long long>(
-                 std::chrono::duration_cast<std::chrono::milliseconds>(kCloseWait).count()));
+    LOG_WARN(
+        "ucx rma: the proxy did not close this communicator's endpoints within %lld ms; "
+        "leaving them to UCX",
+        static_cast<long long>(
+            std::chrono::duration_cast<std::chrono::milliseconds>(kCloseWait).count()));
     for (auto& p : peers_) (void)p.release();
   }
   close(efd_);
@@ -405,17 +396,16 @@ ncclResult_t UcxRmaImpl::run(const std::shared_ptr<Job>& job, int peer, const ch
                     "endpoint to it is closed, later one-sided calls to it fail",
                     what, peer, static_cast<long long>(timeoutMs));
   if (gaveUp)
-    return failPeer(ncclInvalidUsage, peer, where, "stopped %s to rank %d: %s", what, peer,
-                    gaveUp);
+    return failPeer(ncclInvalidUsage, peer, where, "stopped %s to rank %d: %s", what, peer, gaveUp);
   if (st == UCS_OK) return ncclSuccess;
-  if (peer < 0) return fail(ncclSystemError, where, "UCX failed %s: %s", what, ucs_status_string(st));
+  if (peer < 0)
+    return fail(ncclSystemError, where, "UCX failed %s: %s", what, ucs_status_string(st));
   const std::string ended = peerError(peer);
   return failPeer(ncclRemoteError, peer, where, "UCX failed %s to rank %d: %s%s%s", what, peer,
                   ucs_status_string(st), ended.empty() ? "" : "; ", ended.c_str());
 }
 
-ncclResult_t UcxRmaImpl::map(void* base, size_t bytes, Memory** out,
-                             std::vector<uint8_t>* packed) {
+ncclResult_t UcxRmaImpl::map(void* base, size_t bytes, Memory** out, std::vector<uint8_t>* packed) {
   // The job owns what it makes: a caller that gave up leaves it to the teardown.
   struct Made {
     Memory* memory = nullptr;
@@ -530,7 +520,8 @@ void UcxRmaImpl::release(RemoteKey* key) {
   if (key == nullptr) return;
   const int peer = key->peer;  // the job deletes the record
   auto job = std::make_shared<CallJob>("releasing a memory key", [this, key] {
-    auto it = std::find_if(keys_.begin(), keys_.end(), [&](const auto& k) { return k.get() == key; });
+    auto it =
+        std::find_if(keys_.begin(), keys_.end(), [&](const auto& k) { return k.get() == key; });
     if (it == keys_.end()) return UCS_ERR_INVALID_PARAM;
     destroyKey(key);
     keys_.erase(it);

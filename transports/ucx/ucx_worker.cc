@@ -113,6 +113,20 @@ ncclResult_t UcxWorker::init() {
   return ncclSuccess;
 }
 
+ucs_status_t UcxWorker::createEndpoint(std::span<const uint8_t> address,
+                                       ucp_err_handler_cb_t onError, void* arg, ucp_ep_h* out) {
+  ucp_ep_params_t ep{};
+  ep.field_mask = UCP_EP_PARAM_FIELD_REMOTE_ADDRESS | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
+                  UCP_EP_PARAM_FIELD_ERR_HANDLER;
+  ep.address = reinterpret_cast<const ucp_address_t*>(address.data());
+  ep.err_mode = UCP_ERR_HANDLING_MODE_PEER;
+  ep.err_handler.cb = onError;
+  ep.err_handler.arg = arg;
+  const ucs_status_t st = ucp_ep_create(worker_, &ep, out);
+  if (st != UCS_OK) *out = nullptr;
+  return st;
+}
+
 uint32_t UcxWorker::newLinkId() {
   uint32_t id = nextId_.fetch_add(1, std::memory_order_relaxed) & 0x3fffffffu;
   return id != 0 ? id : nextId_.fetch_add(1, std::memory_order_relaxed) & 0x3fffffffu;

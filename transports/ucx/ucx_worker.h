@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <span>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,11 @@ class UcxWorker final : public WakeSource {
 
   // A process-unique number for a link's tags (30 bits; wraps after a billion links).
   uint32_t newLinkId();
+
+  // An endpoint to the worker at `address` (peer error handling: onError(arg, ep, status) when
+  // the peer goes or the path fails). Proxy thread only; *out is null on failure.
+  ucs_status_t createEndpoint(std::span<const uint8_t> address, ucp_err_handler_cb_t onError,
+                              void* arg, ucp_ep_h* out);
 
   // Hands over a connected link whose Connector is gone: the proxy tells the peer, cancels
   // what is posted, closes the endpoint and frees the memory once UCX is done with it.
