@@ -75,47 +75,73 @@ bool runColl(ThreadCtx& t, ncclComm_t comm, int rank, const void* sendp, void* r
   return false;
 }
 
-bool startColl(ThreadCtx& t, ncclDataType_t type, OpKind op, int root, bool inPlace, int iter) {
+// What stays the same over the operations of one placement (size, type, op, root, in or out
+// of place), worked out once so that the timed loop does little besides the calls.
+struct Placement {
+  ThreadCtx* t;
+  ncclDataType_t type;
+  OpKind op;
+  int root;
+  size_t walk = 0;   // bytes the buffers move from one iteration to the next ...
+  size_t steps = 1;  // ... over this many positions
+  struct Call {
+    ncclComm_t comm;
+    int rank, idx;
+    const char* send;  // at iteration 0
+    char* recv;
+    cudaStream_t stream;
+  };
+  std::vector<Call> calls;  // one per communicator of the thread
+};
+
+Placement placement(ThreadCtx& t, ncclDataType_t type, OpKind op, int root, bool inPlace) {
   Run& run = *t.run;
-  const CommApi& api = *run.api;
-  size_t elt = typeInfo(type).size;
+  Placement p{&t, type, op, root, 0, 1, {}};
+  const size_t elt = typeInfo(type).size;
   // Walk through the buffer from one iteration to the next, as nccl-tests does, so repeated
   // operations do not all hit the same cache lines.
-  size_t total = std::max(t.sendBytes, t.recvBytes);
-  size_t steps = total ? run.maxBytes / total : 1;
-  if (steps == 0) steps = 1;
-  size_t shift = total * (static_cast<size_t>(iter) % steps);
-  bool grouped = run.nGpus > 1;
-  if (grouped && !ncclOk(run, api.groupStart(), "ncclGroupStart")) return false;
-  bool ok = true;
-  for (int i = 0; i < run.nGpus && ok; ++i) {
-    int idx = t.thread * run.nGpus + i;
-    int rank = run.globalRank(t.thread, i);
+  p.walk = std::max(t.sendBytes, t.recvBytes);
+  p.steps = p.walk ? std::max<size_t>(1, run.maxBytes / p.walk) : 1;
+  for (int i = 0; i < run.nGpus; ++i) {
+    const int idx = t.thread * run.nGpus + i;
+    const int rank = run.globalRank(t.thread, i);
     // Device buffers (nccl-tests' semantics) when the communicators are CUDA ones.
-    char* recv =
-        (run.onDevice ? reinterpret_cast<char*>(run.devs.rank(idx).recv) : run.bufs[idx].recv) +
-        shift;
-    char* send =
-        (run.onDevice ? reinterpret_cast<char*>(run.devs.rank(idx).send) : run.bufs[idx].send) +
-        shift;
+    char* recv = run.onDevice ? reinterpret_cast<char*>(run.devs.rank(idx).recv) : run.bufs[idx].recv;
+    char* send = run.onDevice ? reinterpret_cast<char*>(run.devs.rank(idx).send) : run.bufs[idx].send;
     cudaStream_t stream =
         run.onDevice ? reinterpret_cast<cudaStream_t>(run.devs.rank(idx).stream) : nullptr;
-    if (run.onDevice && !deviceOk(run, run.devs.use(idx))) return false;
-    ncclRedOp_t redop = static_cast<ncclRedOp_t>(op == OpKind::MulSum ? 0 : static_cast<int>(op));
-    if (op == OpKind::MulSum) {
+    const char* sp = inPlace ? recv + t.counts.sendInplaceOffset * rank * elt : send;
+    char* rp = inPlace ? recv + t.counts.recvInplaceOffset * rank * elt : recv;
+    p.calls.push_back({run.comms[idx], rank, idx, sp, rp, stream});
+  }
+  return p;
+}
+
+bool startColl(const Placement& p, int iter) {
+  ThreadCtx& t = *p.t;
+  Run& run = *t.run;
+  const CommApi& api = *run.api;
+  const size_t shift = p.walk * (static_cast<size_t>(iter) % p.steps);
+  const bool grouped = p.calls.size() > 1;
+  if (grouped && !ncclOk(run, api.groupStart(), "ncclGroupStart")) return false;
+  bool ok = true;
+  for (const Placement::Call& c : p.calls) {
+    if (run.onDevice && !deviceOk(run, run.devs.use(c.idx))) return false;
+    ncclRedOp_t redop = static_cast<ncclRedOp_t>(p.op == OpKind::MulSum ? 0 : static_cast<int>(p.op));
+    if (p.op == OpKind::MulSum) {
       alignas(16) char scalar[16] = {};
-      encodeValue(type, premulScalar(rank), scalar);
+      encodeValue(p.type, premulScalar(c.rank), scalar);
       ok = ncclOk(
           run,
-          api.redOpCreatePreMulSum(&redop, scalar, type, ncclScalarHostImmediate, run.comms[idx]),
+          api.redOpCreatePreMulSum(&redop, scalar, p.type, ncclScalarHostImmediate, c.comm),
           "ncclRedOpCreatePreMulSum");
       if (!ok) break;
     }
-    const void* sp = inPlace ? recv + t.counts.sendInplaceOffset * rank * elt : send;
-    void* rp = inPlace ? recv + t.counts.recvInplaceOffset * rank * elt : recv;
-    ok = runColl(t, run.comms[idx], rank, sp, rp, type, redop, root, stream);
-    if (op == OpKind::MulSum && ok)
-      ok = ncclOk(run, api.redOpDestroy(redop, run.comms[idx]), "ncclRedOpDestroy");
+    ok = runColl(t, c.comm, c.rank, c.send + shift, c.recv + shift, p.type, redop, p.root,
+                 c.stream);
+    if (p.op == OpKind::MulSum && ok)
+      ok = ncclOk(run, api.redOpDestroy(redop, c.comm), "ncclRedOpDestroy");
+    if (!ok) break;
   }
   if (grouped) ok = ncclOk(run, api.groupEnd(), "ncclGroupEnd") && ok;
   run.progress.fetch_add(1, std::memory_order_relaxed);
@@ -132,7 +158,7 @@ bool checkColl(ThreadCtx& t, ncclDataType_t type, OpKind op, int root, bool inPl
   ++t.rep;
   for (int c = 0; c < t.run->opt.check; ++c) {
     if (!initData(t, type, op, root, static_cast<uint64_t>(t.rep), inPlace)) return false;
-    if (!startColl(t, type, op, root, inPlace, 0)) return false;
+    if (!startColl(placement(t, type, op, root, inPlace), 0)) return false;
     int64_t local = checkData(t, type, op, root, inPlace);
     if (local < 0) return false;
     if (reportErrors && local) t.errors++;
@@ -155,15 +181,16 @@ bool benchTime(ThreadCtx& t, ncclDataType_t type, OpKind op, int root, bool inPl
   // the barrier lets each process go, and ringcc-run's barrier, over the launcher's control
   // sockets, wakes its processes tens of microseconds apart: at 20 iterations that skew
   // doubled the time of an 8-byte all-reduce (docs/benchmarks.md, "Timing starts aligned").
+  const Placement p = placement(t, type, op, root, inPlace);
   if (!barrier(t)) return false;
-  if (!startColl(t, type, op, root, inPlace, 0)) return false;  // sync
+  if (!startColl(p, 0)) return false;  // sync
   if (!syncThread(t)) return false;
 
   auto start = Clock::now();
   for (int iter = 0; iter < o.iters; ++iter) {
     if (o.aggIters > 1 && !ncclOk(run, api.groupStart(), "ncclGroupStart")) return false;
     for (int a = 0; a < o.aggIters; ++a)
-      if (!startColl(t, type, op, root, inPlace, iter * o.aggIters + a)) return false;
+      if (!startColl(p, iter * o.aggIters + a)) return false;
     if (o.aggIters > 1 && !ncclOk(run, api.groupEnd(), "ncclGroupEnd")) return false;
   }
   double ops = static_cast<double>(o.iters) * o.aggIters;
@@ -197,8 +224,9 @@ bool timeTest(ThreadCtx& t, ncclDataType_t type, OpKind op, const char* opLabel,
   // Warm up every size class (powers of two from minBytes), as current nccl-tests does.
   for (size_t size : sizeSweep(o.minBytes, run.maxBytes, 0, 2)) {
     setupSize(t, size, type);
+    const Placement p = placement(t, type, op, root, /*inPlace=*/false);
     for (int w = 0; w < o.warmupIters; ++w)
-      if (!startColl(t, type, op, root, false, w)) return false;
+      if (!startColl(p, w)) return false;
   }
   if (!syncThread(t)) return false;
   std::vector<size_t> sizes = sizeSweep(o.minBytes, run.maxBytes, o.stepBytes, o.stepFactor);
