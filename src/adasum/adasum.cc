@@ -14,6 +14,11 @@
 //      the pieces travel back pairwise (distance-halving) and rank r - p sends the result on
 //      to rank r.
 //
+// Each exchange of step 2 goes window by window where the executor asks for it (host
+// communicators: AdasumLocal::windowElems), a window's products taken as soon as it arrived,
+// from the caches. With two ranks (one level) on a host communicator, and few segments, the
+// combination and step 3 are one weighted all-reduce instead (weightedPair below).
+//
 // Every rank sends about 2 * count elements in all, as a ring all-reduce does. The last
 // phase runs on the ring's connections and pipeline, whose slots are 4 times the p2p ones,
 // in one call instead of log2(p) (what it measured: docs/benchmarks.md, "Adasum: strided
@@ -60,6 +65,20 @@ CollArgs collArgs(Coll kind, const void* send, void* recv, size_t count, ncclDat
   a.comm = comm;
   a.stream = stream;
   return a;
+}
+
+// `value` in datatype `type` (one of Adasum's four), as RedOp::scalarBits holds it.
+uint64_t scalarBits(ncclDataType_t type, double value) {
+  switch (type) {
+    case ncclFloat64:
+      return redOpScalarBits(value);
+    case ncclFloat32:
+      return redOpScalarBits(static_cast<float>(value));
+    case ncclFloat16:
+      return redOpScalarBits(floatToHalf(static_cast<float>(value)));
+    default:  // ncclBfloat16
+      return redOpScalarBits(floatToBf16(static_cast<float>(value)));
+  }
 }
 
 // A range of elements to send or receive: `count` elements at `buf`.
@@ -116,16 +135,32 @@ int largestPowerOfTwo(int n) {
 
 size_t alignUp(size_t bytes) { return (bytes + 255) & ~size_t{255}; }
 
+// With two ranks the schedule has one level, and its combination, ca a + cb b on every
+// element, is a weighted all-reduce: each rank scales its own vector by its coefficient as it
+// enters an all-reduce (PreMulSum), which then sums and spreads the result as fast as any
+// all-reduce, in place of the combination's pass over both copies of the kept half and the
+// all-gather after it. Taken where the calling thread knows the coefficients before it queues
+// the all-reduces (AdasumLocal::stepsRunAtOnce: a host communicator) and the segments are few
+// (an all-reduce each, in one group).
+constexpr size_t kWeightedMaxSegments = 16;
+
+bool weightedPair(int nranks, const AdasumLocal& local, size_t segments) {
+  return nranks == 2 && local.stepsRunAtOnce() && segments <= kWeightedMaxSegments;
+}
+
 // Where the parts of the workspace lie, in bytes from its start: the elements received (at most
-// half the pieces, the last with the left-over; on a host of an extra rank a whole vector),
-// this rank's products per segment, the table of every rank's products, the coefficients.
+// half the pieces, the last with the left-over; on a host of an extra rank a whole vector; on
+// the weighted two-rank path one window, reused), this rank's products per segment, the table
+// of every rank's products, the coefficients.
 struct Layout {
-  Layout(int n, int rank, size_t count, size_t elementSize, size_t segments) {
+  Layout(int n, int rank, size_t count, size_t elementSize, size_t segments, bool weighted,
+         size_t window) {
     const int p = largestPowerOfTwo(n);
     const size_t c = count / p;
-    const size_t elems = rank < n - p ? count
-                         : rank >= p  ? 0
-                                      : count - static_cast<size_t>(p / 2) * c;
+    size_t elems = rank < n - p ? count
+                   : rank >= p  ? 0
+                                : count - static_cast<size_t>(p / 2) * c;
+    if (weighted) elems = std::min(elems, window);
     dots = alignUp(elems * elementSize);
     table = alignUp(dots + segments * sizeof(AdasumDots));
     coefficients = alignUp(table + static_cast<size_t>(n) * segments * sizeof(AdasumDots));
@@ -150,6 +185,37 @@ struct Kept {
   char* theirs;
 };
 
+size_t totalCount(const std::vector<Span>& spans) {
+  size_t n = 0;
+  for (const Span& s : spans) n += s.count;
+  return n;
+}
+
+// Elements [from, to) of the concatenation of `spans` (elements of es bytes), as spans.
+std::vector<Span> cut(const std::vector<Span>& spans, size_t from, size_t to, size_t es) {
+  std::vector<Span> out;
+  size_t start = 0;  // where the current span starts in the concatenation
+  for (const Span& s : spans) {
+    const size_t lo = std::max(from, start), hi = std::min(to, start + s.count);
+    if (lo < hi) out.push_back({static_cast<char*>(s.buf) + (lo - start) * es, hi - lo});
+    start += s.count;
+  }
+  return out;
+}
+
+// The same for kept ranges, counted by their elements in order.
+std::vector<Kept> cutKept(const std::vector<Kept>& kept, size_t from, size_t to, size_t es) {
+  std::vector<Kept> out;
+  size_t start = 0;
+  for (const Kept& k : kept) {
+    const size_t n = k.hi - k.lo;
+    const size_t lo = std::max(from, start), hi = std::min(to, start + n);
+    if (lo < hi) out.push_back({k.lo + (lo - start), k.lo + (hi - start), k.theirs + (lo - start) * es});
+    start += n;
+  }
+  return out;
+}
+
 // One call of the schedule on one rank.
 class Schedule {
  public:
@@ -169,7 +235,9 @@ class Schedule {
         rank_(comm->rank),
         p_(largestPowerOfTwo(comm->nranks)),
         pc_{p_, count, count / p_},
-        layout_(n_, rank_, count, es_, segs.size()),
+        window_(std::max<size_t>(1, local->windowElems(es_))),
+        weighted_(weightedPair(n_, *local, segs.size())),
+        layout_(n_, rank_, count, es_, segs.size(), weighted_, window_),
         scratch_(workspace),
         dots_(workspace + layout_.dots),
         table_(workspace + layout_.table),
@@ -188,7 +256,10 @@ class Schedule {
   }
   size_t dotsBytes() const { return segs_.size() * sizeof(AdasumDots); }
   ncclResult_t exchange(int peer, const std::vector<Span>& sends, const std::vector<Span>& recvs);
-  ncclResult_t exchangeLevel(int d, std::vector<Kept>* kept);
+  ncclResult_t exchangeWithProducts(int peer, const std::vector<Span>& sends,
+                                    const std::vector<Kept>& kept, bool lower, bool rolling);
+  ncclResult_t exchangeLevel(int d);
+  ncclResult_t weightedAllReduce();
   ncclResult_t gatherDots();
   ncclResult_t overRanges(uint32_t step, const std::vector<Kept>& kept, bool lower);
   ncclResult_t coefficients(const char* rows, uint32_t first, uint32_t count);
@@ -206,6 +277,8 @@ class Schedule {
   AdasumLocal* const local_;
   const int n_, rank_, p_;
   const Pieces pc_;
+  const size_t window_;  // elements an exchange moves before their products are taken
+  const bool weighted_;  // the two-rank path: weightedPair()
   const Layout layout_;
   char* const scratch_;
   char* const dots_;
@@ -239,17 +312,71 @@ ncclResult_t Schedule::exchange(int peer, const std::vector<Span>& sends,
   return submit(ops);
 }
 
-// The exchange of one level with rank ^ d: the m-th kept piece arrives at scratch + m c.
-ncclResult_t Schedule::exchangeLevel(int d, std::vector<Kept>* kept) {
-  const std::vector<int> keep = keptPieces(p_, rank_, d, false);
-  std::vector<Span> sends, recvs;
-  for (int j : keptPieces(p_, rank_, d, true)) sends.push_back({at(pc_.lo(j)), pc_.size(j)});
-  for (size_t m = 0; m < keep.size(); ++m) {
-    char* theirs = scratch_ + m * pc_.c * es_;
-    recvs.push_back({theirs, pc_.size(keep[m])});
-    kept->push_back({pc_.lo(keep[m]), pc_.hi(keep[m]), theirs});
+// Sends `sends` to `peer` and receives the partner's copy of every kept range (kept[m]: its
+// `count` elements arrive at kept[m].theirs), then the products of the kept ranges, into
+// dots_, zeroed first. Window by window (AdasumLocal::windowElems): each window's products are
+// taken right after it arrived, while it is still in the caches, instead of from memory in a
+// pass of their own. Both ranks of a pair cut the same two lists at the same element counts,
+// so their windows match. `rolling`: only the products are wanted, so every window arrives at
+// the start of the scratch space (which then holds one window) instead of where `kept` says.
+ncclResult_t Schedule::exchangeWithProducts(int peer, const std::vector<Span>& sends,
+                                            const std::vector<Kept>& kept, bool lower,
+                                            bool rolling) {
+  RINGCC_CHECK(zeroDots());
+  size_t keptTotal = 0;
+  for (const Kept& k : kept) keptTotal += k.hi - k.lo;
+  const size_t total = std::max(totalCount(sends), keptTotal);
+  for (size_t from = 0; from < total; from += std::min(window_, total - from)) {
+    const size_t to = from + std::min(window_, total - from);
+    std::vector<Kept> part = cutKept(kept, from, to, es_);
+    char* next = scratch_;
+    std::vector<Span> recvs;
+    for (Kept& k : part) {
+      if (rolling) {
+        k.theirs = next;
+        next += (k.hi - k.lo) * es_;
+      }
+      recvs.push_back({k.theirs, k.hi - k.lo});
+    }
+    RINGCC_CHECK(exchange(peer, cut(sends, from, to, es_), recvs));
+    RINGCC_CHECK(overRanges(kAdasumProducts, part, lower));
   }
-  return exchange(rank_ ^ d, sends, recvs);
+  return ncclSuccess;
+}
+
+// The exchange of one level with rank ^ d and its products, then the combination: the m-th
+// kept piece arrives at scratch + m c (on the weighted two-rank path window by window at the
+// start of the scratch space, and the combination is the weighted all-reduce).
+ncclResult_t Schedule::exchangeLevel(int d) {
+  const std::vector<int> keep = keptPieces(p_, rank_, d, false);
+  std::vector<Span> sends;
+  for (int j : keptPieces(p_, rank_, d, true)) sends.push_back({at(pc_.lo(j)), pc_.size(j)});
+  std::vector<Kept> kept;
+  for (size_t m = 0; m < keep.size(); ++m)
+    kept.push_back({pc_.lo(keep[m]), pc_.hi(keep[m]), scratch_ + m * pc_.c * es_});
+  const bool lower = (rank_ & d) == 0;
+  RINGCC_CHECK(exchangeWithProducts(rank_ ^ d, sends, kept, lower, weighted_));
+  if (weighted_) return weightedAllReduce();
+  return combinePair(kept, lower, d);
+}
+
+// The two-rank path after its products (weightedPair): their sum over both ranks, the
+// coefficients, then per segment an all-reduce in place that scales this rank's vector by its
+// coefficient (rank 0 holds a, rank 1 b), in the datatype: ca a + cb b with the coefficients
+// rounded to the type, each product rounded, then the sum.
+ncclResult_t Schedule::weightedAllReduce() {
+  RINGCC_CHECK(gatherDots());
+  RINGCC_CHECK(coefficients(table_, 0, 2));
+  const auto* c = reinterpret_cast<const AdasumCoefficients*>(coefficients_);
+  std::vector<CollArgs> ops;
+  segs_.forEachIn(0, pc_.count, [&](size_t seg, size_t b, size_t e) {
+    const double scale = rank_ == 0 ? c[seg].a : c[seg].b;
+    CollArgs a = collArgs(Coll::AllReduce, at(b), at(b), e - b, type_, 0, comm_, stream_);
+    const uint64_t bits = scalarBits(type_, scale);
+    a.redOp = makePreMulSum(type_, &bits, /*deviceResident=*/false);
+    ops.push_back(a);
+  });
+  return submit(ops);
 }
 
 // Every rank's products into the table, row r rank r's (extra ranks send zeros, never summed).
@@ -300,11 +427,9 @@ ncclResult_t Schedule::coefficients(const char* rows, uint32_t first, uint32_t c
   return runStep(args);
 }
 
-// Products, their sum (over the 2d ranks of this rank's block; d == 0: this rank's alone),
-// coefficients, the combination in place.
+// After the products (exchangeWithProducts): their sum (over the 2d ranks of this rank's
+// block; d == 0: this rank's alone), coefficients, the combination in place.
 ncclResult_t Schedule::combinePair(const std::vector<Kept>& kept, bool lower, int d) {
-  RINGCC_CHECK(zeroDots());
-  RINGCC_CHECK(overRanges(kAdasumProducts, kept, lower));
   if (d == 0) {
     RINGCC_CHECK(coefficients(dots_, 0, 1));
   } else {
@@ -345,20 +470,17 @@ ncclResult_t Schedule::run() {
   const bool host = rank_ < n_ - p_;   // combines rank + p's vector first
   if (extra) {
     // Its part in every level's gather of products is a row of zeros nobody sums.
-    RINGCC_CHECK(exchange(rank_ - p_, {{work_, pc_.count}}, {}));
-    RINGCC_CHECK(zeroDots());
+    RINGCC_CHECK(exchangeWithProducts(rank_ - p_, {{work_, pc_.count}}, {}, true, false));
     for (int d = 1; d < p_; d <<= 1) RINGCC_CHECK(gatherDots());
     return exchange(rank_ - p_, {}, {{work_, pc_.count}});
   }
   if (host) {
-    RINGCC_CHECK(exchange(rank_ + p_, {}, {{scratch_, pc_.count}}));
-    RINGCC_CHECK(combinePair({{0, pc_.count, scratch_}}, /*lower=*/true, /*d=*/0));
+    const std::vector<Kept> whole = {{0, pc_.count, scratch_}};
+    RINGCC_CHECK(exchangeWithProducts(rank_ + p_, {}, whole, /*lower=*/true, /*rolling=*/false));
+    RINGCC_CHECK(combinePair(whole, /*lower=*/true, /*d=*/0));
   }
-  for (int d = 1; d < p_; d <<= 1) {
-    std::vector<Kept> kept;
-    RINGCC_CHECK(exchangeLevel(d, &kept));
-    RINGCC_CHECK(combinePair(kept, (rank_ & d) == 0, d));
-  }
+  for (int d = 1; d < p_; d <<= 1) RINGCC_CHECK(exchangeLevel(d));
+  if (weighted_) return ncclSuccess;  // the weighted all-reduce left the result everywhere
   if (n_ == p_) return ringGather();
   RINGCC_CHECK(pairwiseGather());
   if (host) RINGCC_CHECK(exchange(rank_ + p_, {{work_, pc_.count}}, {}));
@@ -378,7 +500,10 @@ ncclResult_t adasumAllReduce(const void* sendbuff, void* recvbuff, size_t count,
   RINGCC_CHECK(local->copy(recvbuff, sendbuff, count * dataTypeSize(datatype)));
   if (comm->nranks == 1) return ncclSuccess;
   const Segments segs(segments, nsegments, count);
-  const Layout layout(comm->nranks, comm->rank, count, dataTypeSize(datatype), segs.size());
+  const size_t es = dataTypeSize(datatype);
+  const Layout layout(comm->nranks, comm->rank, count, es, segs.size(),
+                      weightedPair(comm->nranks, *local, segs.size()),
+                      std::max<size_t>(1, local->windowElems(es)));
   char* workspace = nullptr;
   RINGCC_CHECK(local->acquireWorkspace(layout.total, &workspace));
   ncclResult_t rc = ncclSuccess;

@@ -1,5 +1,6 @@
 #include "src/adasum/local_steps.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "src/base/error.h"
@@ -11,6 +12,8 @@ namespace {
 
 // The calling thread is the whole executor: one block of one thread.
 class HostLocal final : public AdasumLocal {
+  static constexpr size_t kWindowBytes = size_t{256} << 10;
+
  public:
   explicit HostLocal(ncclComm* comm) : comm_(comm) {}
   ncclResult_t acquireWorkspace(size_t bytes, char** out) override {
@@ -32,6 +35,13 @@ class HostLocal final : public AdasumLocal {
     adasumRunBlock(args, block);
     return ncclSuccess;
   }
+  // 256 KiB: what a window's products read of the partner's copy is still in this core's
+  // cache (docs/benchmarks.md, "Adasum: windows and the weighted two-rank path": 128-256 KiB
+  // measured alike, 4 MiB and more slower).
+  size_t windowElems(size_t elementSize) const override {
+    return std::max<size_t>(1, kWindowBytes / elementSize);
+  }
+  bool stepsRunAtOnce() const override { return true; }
 
  private:
   ncclComm* comm_;

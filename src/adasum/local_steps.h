@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <memory>
 #include <span>
 
@@ -27,6 +28,13 @@ class AdasumLocal {
   virtual ncclResult_t zero(void* dst, size_t bytes) = 0;
   // One step: products, coefficients or the combination.
   virtual ncclResult_t run(const AdasumArgs& args) = 0;
+  // How many elements of `elementSize` bytes an exchange moves before the products of what it
+  // brought are taken (adasum.cc, exchangeWithProducts); the same on every rank of a
+  // communicator. Default: all at once.
+  virtual size_t windowElems(size_t /*elementSize*/) const { return SIZE_MAX; }
+  // Whether each step has run when it returns (the calling thread is the executor), so that
+  // the schedule can read what a step wrote, a coefficient, say, before it queues the next.
+  virtual bool stepsRunAtOnce() const { return false; }
   // Whether a call prepares every batch of its schedule (prepare) before it queues anything,
   // every rank having done so (a barrier): CUDA communicators whose ranks share a GPU, where a
   // connection made between two of the call's kernels could wait for the first of them.

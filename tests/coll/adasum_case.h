@@ -194,6 +194,11 @@ inline std::vector<AdasumCase> adasumCases(int n) {
   cases.emplace_back(ncclFloat32, n, std::vector<size_t>{1}, false, ++seed);
   cases.emplace_back(ncclFloat64, n, std::vector<size_t>{3}, true, ++seed);
   cases.emplace_back(ncclFloat32, n, std::vector<size_t>{300000, 5, 7}, false, ++seed);
+  // More segments than the two-rank path takes as weighted all-reduces (src/adasum/adasum.cc,
+  // kWeightedMaxSegments): two ranks then combine as every other count does.
+  std::vector<size_t> many;
+  for (size_t k = 0; k < 20; ++k) many.push_back(50 + 37 * k);
+  cases.emplace_back(ncclFloat32, n, many, true, ++seed);
   return cases;
 }
 
