@@ -158,9 +158,10 @@ bool libraryInProcess(const char* name) {
         return 1;  // the count is the same in every entry: one is enough
       },
       &scan);
+  // The loader's count when libcuda.so.1 was last looked for and not found.
   static std::atomic<unsigned long long> scannedAt{~0ull};
   if (strcmp(name, kLibCuda) == 0 && scan.adds == scannedAt.load(std::memory_order_acquire))
-    return false;  // nothing loaded since libcuda.so.1 was last looked for
+    return false;  // nothing loaded since libcuda.so.1 was last looked for and absent
   bool present =
       dl_iterate_phdr(
           [](dl_phdr_info* info, size_t, void* data) {
@@ -169,7 +170,12 @@ bool libraryInProcess(const char* name) {
             return strcmp(slash ? slash + 1 : path, static_cast<Scan*>(data)->name) == 0 ? 1 : 0;
           },
           &scan) != 0;
-  if (strcmp(name, kLibCuda) == 0) scannedAt.store(scan.adds, std::memory_order_release);
+  // Only an absence is remembered: the caller keeps a presence (cudaDriverIfLoaded's `found`),
+  // and a count remembered from a look that found the library would tell a second thread,
+  // coming before the first one has stored `found`, that it is absent: its buffers would then
+  // be taken for pageable host memory.
+  if (strcmp(name, kLibCuda) == 0 && !present)
+    scannedAt.store(scan.adds, std::memory_order_release);
   return present;
 }
 

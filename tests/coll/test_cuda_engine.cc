@@ -19,6 +19,7 @@
 #include "coll/coll_check.h"
 #include "coll/cuda_ranks.h"
 #include "nccl.h"
+#include "src/base/cuda_driver.h"
 #include "src/base/log.h"
 #include "support/fake_cuda.h"
 #include "support/ranks.h"
@@ -51,6 +52,16 @@ void runCase(FakeCudaScope& cuda, CudaRanks& ranks, const CollCase& c) {
 }
 
 }  // namespace
+
+TEST_CASE("a loaded libcuda.so.1 is seen on every look, not only the first", "[cuda_engine]") {
+  // cudaDriverIfLoaded's first look is racy if a look that found the driver is remembered as
+  // "nothing new since": a second thread asking before the first stored its answer was told
+  // there was no driver, and took CUDA buffers for pageable host memory (a rare cuda_grow
+  // failure). Two looks in a row, nothing loaded in between, must agree.
+  FakeCudaScope cuda;
+  CHECK(libraryInProcess("libcuda.so.1"));
+  CHECK(libraryInProcess("libcuda.so.1"));
+}
 
 TEST_CASE("CUDA communicators run every collective as kernels on their streams", "[cuda_engine]") {
   FakeCudaScope cuda;
