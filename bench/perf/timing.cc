@@ -106,8 +106,10 @@ Placement placement(ThreadCtx& t, ncclDataType_t type, OpKind op, int root, bool
     const int idx = t.thread * run.nGpus + i;
     const int rank = run.globalRank(t.thread, i);
     // Device buffers (nccl-tests' semantics) when the communicators are CUDA ones.
-    char* recv = run.onDevice ? reinterpret_cast<char*>(run.devs.rank(idx).recv) : run.bufs[idx].recv;
-    char* send = run.onDevice ? reinterpret_cast<char*>(run.devs.rank(idx).send) : run.bufs[idx].send;
+    char* recv =
+        run.onDevice ? reinterpret_cast<char*>(run.devs.rank(idx).recv) : run.bufs[idx].recv;
+    char* send =
+        run.onDevice ? reinterpret_cast<char*>(run.devs.rank(idx).send) : run.bufs[idx].send;
     cudaStream_t stream =
         run.onDevice ? reinterpret_cast<cudaStream_t>(run.devs.rank(idx).stream) : nullptr;
     const char* sp = inPlace ? recv + t.counts.sendInplaceOffset * rank * elt : send;
@@ -127,18 +129,18 @@ bool startColl(const Placement& p, int iter) {
   bool ok = true;
   for (const Placement::Call& c : p.calls) {
     if (run.onDevice && !deviceOk(run, run.devs.use(c.idx))) return false;
-    ncclRedOp_t redop = static_cast<ncclRedOp_t>(p.op == OpKind::MulSum ? 0 : static_cast<int>(p.op));
+    ncclRedOp_t redop =
+        static_cast<ncclRedOp_t>(p.op == OpKind::MulSum ? 0 : static_cast<int>(p.op));
     if (p.op == OpKind::MulSum) {
       alignas(16) char scalar[16] = {};
       encodeValue(p.type, premulScalar(c.rank), scalar);
-      ok = ncclOk(
-          run,
-          api.redOpCreatePreMulSum(&redop, scalar, p.type, ncclScalarHostImmediate, c.comm),
-          "ncclRedOpCreatePreMulSum");
+      ok = ncclOk(run,
+                  api.redOpCreatePreMulSum(&redop, scalar, p.type, ncclScalarHostImmediate, c.comm),
+                  "ncclRedOpCreatePreMulSum");
       if (!ok) break;
     }
-    ok = runColl(t, c.comm, c.rank, c.send + shift, c.recv + shift, p.type, redop, p.root,
-                 c.stream);
+    ok =
+        runColl(t, c.comm, c.rank, c.send + shift, c.recv + shift, p.type, redop, p.root, c.stream);
     if (p.op == OpKind::MulSum && ok)
       ok = ncclOk(run, api.redOpDestroy(redop, c.comm), "ncclRedOpDestroy");
     if (!ok) break;

@@ -19,7 +19,8 @@
 // from the caches. With two ranks (one level) on a host communicator, and few segments, the
 // combination and step 3 are one weighted all-reduce instead (weightedPair below).
 //
-// Every rank sends about 2 * count elements in all, as a ring all-reduce does. The last
+// Every rank sends about 2 * count elements in all, as a ring all-reduce does (the weighted
+// two-rank path 1.5 times as much). The last
 // phase runs on the ring's connections and pipeline, whose slots are 4 times the p2p ones,
 // in one call instead of log2(p) (what it measured: docs/benchmarks.md, "Adasum: strided
 // pieces"). The products of a level are summed over the ranks of a block from one all-gather of
@@ -210,7 +211,8 @@ std::vector<Kept> cutKept(const std::vector<Kept>& kept, size_t from, size_t to,
   for (const Kept& k : kept) {
     const size_t n = k.hi - k.lo;
     const size_t lo = std::max(from, start), hi = std::min(to, start + n);
-    if (lo < hi) out.push_back({k.lo + (lo - start), k.lo + (hi - start), k.theirs + (lo - start) * es});
+    if (lo < hi)
+      out.push_back({k.lo + (lo - start), k.lo + (hi - start), k.theirs + (lo - start) * es});
     start += n;
   }
   return out;
