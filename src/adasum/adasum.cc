@@ -20,9 +20,8 @@
 // combination and step 3 are one weighted all-reduce instead (weightedPair below).
 //
 // Every rank sends about 2 * count elements in all, as a ring all-reduce does (the weighted
-// two-rank path 1.5 times as much). The last
-// phase runs on the ring's connections and pipeline, whose slots are 4 times the p2p ones,
-// in one call instead of log2(p) (what it measured: docs/benchmarks.md, "Adasum: strided
+// two-rank path 1.5 times as much). The last phase runs on the ring's connections and
+// pipeline, whose slots are 4 times the p2p ones, in one call instead of log2(p) (what it measured: docs/benchmarks.md, "Adasum: strided
 // pieces"). The products of a level are summed over the ranks of a block from one all-gather of
 // every rank's products, each rank summing the block's rows in rank order, so every rank of a
 // block gets the same bits: the coefficients of one vector pair are the same everywhere.
