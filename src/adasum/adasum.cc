@@ -21,10 +21,11 @@
 //
 // Every rank sends about 2 * count elements in all, as a ring all-reduce does (the weighted
 // two-rank path 1.5 times as much). The last phase runs on the ring's connections and
-// pipeline, whose slots are 4 times the p2p ones, in one call instead of log2(p) (what it measured: docs/benchmarks.md, "Adasum: strided
-// pieces"). The products of a level are summed over the ranks of a block from one all-gather of
-// every rank's products, each rank summing the block's rows in rank order, so every rank of a
-// block gets the same bits: the coefficients of one vector pair are the same everywhere.
+// pipeline, whose slots are 4 times the p2p ones, in one call instead of log2(p) (what it
+// measured: docs/benchmarks.md, "Adasum: strided pieces"). The products of a level are summed
+// over the ranks of a block from one all-gather of every rank's products, each rank summing
+// the block's rows in rank order, so every rank of a block gets the same bits: the
+// coefficients of one vector pair are the same everywhere.
 //
 // The local steps (copies, products, coefficients, the combination) are the executor's
 // (local_steps.h): done on the calling thread for a host communicator, queued on the stream
@@ -169,6 +170,19 @@ struct Layout {
   size_t dots, table, coefficients, total;
 };
 
+// What a call decides once, before its workspace is taken: the window, the two-rank path, and
+// so the workspace's layout. Both passes of the schedule (preparing, running) use it.
+struct CallShape {
+  CallShape(const ncclComm& comm, const AdasumLocal& local, size_t count, size_t elementSize,
+            size_t segments)
+      : window(std::max<size_t>(1, local.windowElems(elementSize))),
+        weighted(weightedPair(comm.nranks, local, segments)),
+        layout(comm.nranks, comm.rank, count, elementSize, segments, weighted, window) {}
+  size_t window;  // elements an exchange moves before their products are taken
+  bool weighted;  // the two-rank path: weightedPair()
+  Layout layout;
+};
+
 // The pieces rank `rank` keeps at level d: those it held (j = rank mod d) whose bit d is its
 // own, in increasing order; `other` gives the ones its partner keeps.
 std::vector<int> keptPieces(int p, int rank, int d, bool other) {
@@ -185,36 +199,30 @@ struct Kept {
   char* theirs;
 };
 
-size_t totalCount(const std::vector<Span>& spans) {
-  size_t n = 0;
-  for (const Span& s : spans) n += s.count;
-  return n;
-}
-
-// Elements [from, to) of the concatenation of `spans` (elements of es bytes), as spans.
-std::vector<Span> cut(const std::vector<Span>& spans, size_t from, size_t to, size_t es) {
-  std::vector<Span> out;
-  size_t start = 0;  // where the current span starts in the concatenation
-  for (const Span& s : spans) {
-    const size_t lo = std::max(from, start), hi = std::min(to, start + s.count);
-    if (lo < hi) out.push_back({static_cast<char*>(s.buf) + (lo - start) * es, hi - lo});
-    start += s.count;
-  }
-  return out;
-}
-
-// The same for kept ranges, counted by their elements in order.
-std::vector<Kept> cutKept(const std::vector<Kept>& kept, size_t from, size_t to, size_t es) {
-  std::vector<Kept> out;
-  size_t start = 0;
-  for (const Kept& k : kept) {
-    const size_t n = k.hi - k.lo;
+// Elements [from, to) of the concatenation of `ranges` (each `length(r)` elements long), as
+// ranges of the same kind: part(r, skip, n) is r's n elements from its element `skip` on.
+template <class Range, class Length, class Part>
+std::vector<Range> cut(const std::vector<Range>& ranges, size_t from, size_t to, Length length,
+                       Part part) {
+  std::vector<Range> out;
+  size_t start = 0;  // where the current range starts in the concatenation
+  for (const Range& r : ranges) {
+    const size_t n = length(r);
     const size_t lo = std::max(from, start), hi = std::min(to, start + n);
-    if (lo < hi)
-      out.push_back({k.lo + (lo - start), k.lo + (hi - start), k.theirs + (lo - start) * es});
+    if (lo < hi) out.push_back(part(r, lo - start, hi - lo));
     start += n;
   }
   return out;
+}
+
+size_t spanLength(const Span& s) { return s.count; }
+size_t keptLength(const Kept& k) { return k.hi - k.lo; }
+
+template <class Range, class Length>
+size_t totalLength(const std::vector<Range>& ranges, Length length) {
+  size_t n = 0;
+  for (const Range& r : ranges) n += length(r);
+  return n;
 }
 
 // One call of the schedule on one rank.
@@ -223,7 +231,8 @@ class Schedule {
   // `prepareOnly`: the pass that only prepares every batch (AdasumLocal::preparesFirst): no
   // local step, nothing queued.
   Schedule(char* work, char* workspace, size_t count, ncclDataType_t type, const Segments& segs,
-           ncclComm* comm, cudaStream_t stream, AdasumLocal* local, bool prepareOnly)
+           const CallShape& shape, ncclComm* comm, cudaStream_t stream, AdasumLocal* local,
+           bool prepareOnly)
       : prepareOnly_(prepareOnly),
         work_(work),
         type_(type),
@@ -236,9 +245,9 @@ class Schedule {
         rank_(comm->rank),
         p_(largestPowerOfTwo(comm->nranks)),
         pc_{p_, count, count / p_},
-        window_(std::max<size_t>(1, local->windowElems(es_))),
-        weighted_(weightedPair(n_, *local, segs.size())),
-        layout_(n_, rank_, count, es_, segs.size(), weighted_, window_),
+        window_(shape.window),
+        weighted_(shape.weighted),
+        layout_(shape.layout),
         scratch_(workspace),
         dots_(workspace + layout_.dots),
         table_(workspace + layout_.table),
@@ -278,9 +287,9 @@ class Schedule {
   AdasumLocal* const local_;
   const int n_, rank_, p_;
   const Pieces pc_;
-  const size_t window_;  // elements an exchange moves before their products are taken
-  const bool weighted_;  // the two-rank path: weightedPair()
-  const Layout layout_;
+  const size_t window_;
+  const bool weighted_;
+  const Layout& layout_;
   char* const scratch_;
   char* const dots_;
   char* const table_;
@@ -324,22 +333,27 @@ ncclResult_t Schedule::exchangeWithProducts(int peer, const std::vector<Span>& s
                                             const std::vector<Kept>& kept, bool lower,
                                             bool rolling) {
   RINGCC_CHECK(zeroDots());
-  size_t keptTotal = 0;
-  for (const Kept& k : kept) keptTotal += k.hi - k.lo;
-  const size_t total = std::max(totalCount(sends), keptTotal);
-  for (size_t from = 0; from < total; from += std::min(window_, total - from)) {
-    const size_t to = from + std::min(window_, total - from);
-    std::vector<Kept> part = cutKept(kept, from, to, es_);
+  const size_t es = es_;
+  const auto spanPart = [es](const Span& s, size_t skip, size_t n) {
+    return Span{static_cast<char*>(s.buf) + skip * es, n};
+  };
+  const auto keptPart = [es](const Kept& k, size_t skip, size_t n) {
+    return Kept{k.lo + skip, k.lo + skip + n, k.theirs + skip * es};
+  };
+  const size_t total = std::max(totalLength(sends, spanLength), totalLength(kept, keptLength));
+  for (size_t from = 0, to = 0; from < total; from = to) {
+    to = from + std::min(window_, total - from);  // window_ may be SIZE_MAX: no overflow
+    std::vector<Kept> part = cut(kept, from, to, keptLength, keptPart);
     char* next = scratch_;
     std::vector<Span> recvs;
     for (Kept& k : part) {
       if (rolling) {
         k.theirs = next;
-        next += (k.hi - k.lo) * es_;
+        next += keptLength(k) * es_;
       }
-      recvs.push_back({k.theirs, k.hi - k.lo});
+      recvs.push_back({k.theirs, keptLength(k)});
     }
-    RINGCC_CHECK(exchange(peer, cut(sends, from, to, es_), recvs));
+    RINGCC_CHECK(exchange(peer, cut(sends, from, to, spanLength, spanPart), recvs));
     RINGCC_CHECK(overRanges(kAdasumProducts, part, lower));
   }
   return ncclSuccess;
@@ -471,7 +485,8 @@ ncclResult_t Schedule::run() {
   const bool host = rank_ < n_ - p_;   // combines rank + p's vector first
   if (extra) {
     // Its part in every level's gather of products is a row of zeros nobody sums.
-    RINGCC_CHECK(exchangeWithProducts(rank_ - p_, {{work_, pc_.count}}, {}, true, false));
+    RINGCC_CHECK(exchangeWithProducts(rank_ - p_, {{work_, pc_.count}}, /*kept=*/{},
+                                      /*lower=*/true, /*rolling=*/false));
     for (int d = 1; d < p_; d <<= 1) RINGCC_CHECK(gatherDots());
     return exchange(rank_ - p_, {}, {{work_, pc_.count}});
   }
@@ -501,23 +516,20 @@ ncclResult_t adasumAllReduce(const void* sendbuff, void* recvbuff, size_t count,
   RINGCC_CHECK(local->copy(recvbuff, sendbuff, count * dataTypeSize(datatype)));
   if (comm->nranks == 1) return ncclSuccess;
   const Segments segs(segments, nsegments, count);
-  const size_t es = dataTypeSize(datatype);
-  const Layout layout(comm->nranks, comm->rank, count, es, segs.size(),
-                      weightedPair(comm->nranks, *local, segs.size()),
-                      std::max<size_t>(1, local->windowElems(es)));
+  const CallShape shape(*comm, *local, count, dataTypeSize(datatype), segs.size());
   char* workspace = nullptr;
-  RINGCC_CHECK(local->acquireWorkspace(layout.total, &workspace));
+  RINGCC_CHECK(local->acquireWorkspace(shape.layout.total, &workspace));
   ncclResult_t rc = ncclSuccess;
   if (local->preparesFirst()) {
     // Every batch's connections and uploads first, on every rank (docs/adasum.md, "CUDA").
-    Schedule prepare(static_cast<char*>(recvbuff), workspace, count, datatype, segs, comm,
+    Schedule prepare(static_cast<char*>(recvbuff), workspace, count, datatype, segs, shape, comm,
                      stream, local.get(), /*prepareOnly=*/true);
     rc = prepare.run();
     if (rc == ncclSuccess) rc = comm->bootstrap->barrier();
   }
   if (rc == ncclSuccess) {
-    Schedule schedule(static_cast<char*>(recvbuff), workspace, count, datatype, segs, comm,
-                      stream, local.get(), /*prepareOnly=*/false);
+    Schedule schedule(static_cast<char*>(recvbuff), workspace, count, datatype, segs, shape,
+                      comm, stream, local.get(), /*prepareOnly=*/false);
     rc = schedule.run();
   }
   // Released on failure too: on a CUDA stream the free waits for whatever was queued.
